@@ -1,0 +1,1 @@
+"""Stop runaway LLM-agent loops in LangChain and LangGraph before they burn tokens."""
