@@ -1,0 +1,271 @@
+"""Offline test helpers: a scripted tool-calling chat model and scripted tools.
+
+None of ``langchain_core``'s fake chat models implements ``bind_tools`` (so
+``create_agent`` rejects them) or streams tool calls. :class:`ScriptedChatModel` does both,
+and :func:`scripted_tool` makes a tool that returns (or raises) what a script says. Our own
+tests, the demo, the notebooks and your tests use the same helpers::
+
+    from langchain.agents import create_agent
+    from langchain_loop_guard.testing import ScriptedChatModel, call, scripted_tool
+
+    read_file = scripted_tool("read_file", "contents of a.txt")
+    model = ScriptedChatModel(script=[call("read_file", {"path": "a.txt"})] * 5 + ["done"])
+    agent = create_agent(model, [read_file])
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, Literal
+
+from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.language_models import BaseChatModel, LanguageModelInput
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, ToolCall
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
+from langchain_core.runnables import Runnable
+from langchain_core.tools import BaseTool, StructuredTool
+from pydantic import ConfigDict, Field, PrivateAttr
+
+__all__ = [
+    "ScriptExhaustedError",
+    "ScriptedChatModel",
+    "ScriptedTool",
+    "Step",
+    "call",
+    "calls",
+    "scripted_tool",
+]
+
+Step = AIMessage | str | Callable[[Sequence[BaseMessage]], "AIMessage | str"]
+"""One model turn: a message, a text answer, or a function of the messages the model sees."""
+
+_ANY_ARGS: dict[str, Any] = {"type": "object", "properties": {}, "additionalProperties": True}
+
+
+class ScriptExhaustedError(RuntimeError):
+    """The scripted model was called more often than its script has steps."""
+
+
+def call(name: str, args: dict[str, Any] | None = None, *, id: str | None = None) -> AIMessage:
+    """A model turn that calls one tool (its call id is filled in when ``None``)."""
+    return calls((name, args or {}, id))
+
+
+def calls(
+    *tool_calls: tuple[str, dict[str, Any]] | tuple[str, dict[str, Any], str | None],
+    content: str = "",
+) -> AIMessage:
+    """A model turn that calls several tools at once (parallel tool calls), with ``content``."""
+    built = []
+    for entry in tool_calls:
+        name, args = entry[0], entry[1]
+        call_id = entry[2] if len(entry) > 2 else None
+        built.append(ToolCall(name=name, args=args, id=call_id, type="tool_call"))
+    return AIMessage(content=content, tool_calls=built)
+
+
+class ScriptedChatModel(BaseChatModel):
+    """A chat model that answers from a script, with tool calls, sync, async and streaming.
+
+    Args:
+        script: one :data:`Step` per model call. A step that is a function receives the
+            messages the model is called with and returns the answer, so a script can react
+            (to a loop guard's nudge, say).
+        then: what happens when the script runs out: ``"error"`` raises
+            :class:`ScriptExhaustedError`, ``"repeat"`` repeats the last step forever (a model
+            stuck in a loop), ``"cycle"`` starts the script over.
+
+    Tool calls without an ``id`` get a unique one (``call_1``, ``call_2``, …). ``bind_tools``
+    records the bound tool names in :attr:`bound_tools` and returns the model itself. The
+    messages of every call are kept in :attr:`seen` (for asserting on prompts).
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    script: list[Any] = Field(default_factory=list)
+    then: Literal["error", "repeat", "cycle"] = "error"
+
+    _position: int = PrivateAttr(default=0)
+    _ids: Iterator[int] = PrivateAttr(default_factory=lambda: itertools.count(1))
+    _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
+    _seen: list[list[BaseMessage]] = PrivateAttr(default_factory=list)
+    _bound: list[str] = PrivateAttr(default_factory=list)
+
+    @property
+    def _llm_type(self) -> str:
+        return "scripted-chat-model"
+
+    @property
+    def seen(self) -> list[list[BaseMessage]]:
+        """The message lists the model was called with, oldest first."""
+        return self._seen
+
+    @property
+    def bound_tools(self) -> list[str]:
+        """Names of the tools bound with :meth:`bind_tools`."""
+        return list(self._bound)
+
+    @property
+    def turns(self) -> int:
+        """How many times the model was called."""
+        return len(self._seen)
+
+    def bind_tools(
+        self,
+        tools: Sequence[dict[str, Any] | type | Callable[..., Any] | BaseTool],
+        *,
+        tool_choice: str | None = None,
+        **kwargs: Any,
+    ) -> Runnable[LanguageModelInput, AIMessage]:
+        """Record the tools' names; the script already holds the tool calls."""
+        del tool_choice, kwargs
+        names = [getattr(t, "name", None) or getattr(t, "__name__", None) for t in tools]
+        self._bound = [n for n in names if isinstance(n, str)]
+        return self
+
+    def _next(self, messages: list[BaseMessage]) -> AIMessage:
+        with self._lock:
+            self._seen.append(list(messages))
+            if self._position >= len(self.script):
+                if not self.script or self.then == "error":
+                    msg = (
+                        f"ScriptedChatModel was called {self._position + 1} times but its "
+                        f"script has {len(self.script)} steps; add steps or set then="
+                        "'repeat' or 'cycle'"
+                    )
+                    raise ScriptExhaustedError(msg)
+                index = (
+                    len(self.script) - 1
+                    if self.then == "repeat"
+                    else self._position % len(self.script)
+                )
+            else:
+                index = self._position
+            self._position += 1
+            step = self.script[index]
+        answer = step(messages) if callable(step) else step
+        message = AIMessage(content=answer) if isinstance(answer, str) else answer
+        if not message.tool_calls:
+            return message
+        with self._lock:
+            tool_calls = [
+                ToolCall(
+                    name=tc["name"],
+                    args=tc["args"],
+                    id=tc.get("id") or f"call_{next(self._ids)}",
+                    type="tool_call",
+                )
+                for tc in message.tool_calls
+            ]
+        return message.model_copy(update={"tool_calls": tool_calls})
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        return ChatResult(generations=[ChatGeneration(message=self._next(messages))])
+
+    def _stream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> Iterator[ChatGenerationChunk]:
+        message = self._next(messages)
+        chunk = AIMessageChunk(
+            content=message.content,
+            id=message.id,
+            chunk_position="last",
+            tool_call_chunks=[
+                {
+                    "name": tc["name"],
+                    "args": json.dumps(tc["args"]),
+                    "id": tc["id"],
+                    "index": i,
+                    "type": "tool_call_chunk",
+                }
+                for i, tc in enumerate(message.tool_calls)
+            ],
+        )
+        if run_manager is not None and isinstance(message.content, str):
+            run_manager.on_llm_new_token(message.content, chunk=ChatGenerationChunk(message=chunk))
+        yield ChatGenerationChunk(message=chunk)
+
+
+class ScriptedTool(StructuredTool):
+    """A tool that returns, or raises, the next item of its script; counts its calls."""
+
+    results: list[Any] = Field(default_factory=list)
+    then: Literal["repeat", "cycle", "error"] = "repeat"
+
+    _calls: int = PrivateAttr(default=0)
+    _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
+    _arguments: list[dict[str, Any]] = PrivateAttr(default_factory=list)
+
+    @property
+    def calls(self) -> int:
+        """How many times the tool body ran."""
+        return self._calls
+
+    @property
+    def arguments(self) -> list[dict[str, Any]]:
+        """The arguments of each call, oldest first."""
+        return list(self._arguments)
+
+    def _next_result(self, arguments: dict[str, Any]) -> Any:
+        with self._lock:
+            index = self._calls
+            self._calls += 1
+            self._arguments.append(dict(arguments))
+        if index >= len(self.results):
+            if not self.results or self.then == "error":
+                msg = f"tool {self.name!r} was called more often than its script allows"
+                raise ScriptExhaustedError(msg)
+            index = len(self.results) - 1 if self.then == "repeat" else index % len(self.results)
+        result = self.results[index]
+        if callable(result) and not isinstance(result, BaseException):
+            result = result(arguments)
+        if isinstance(result, BaseException):
+            raise result
+        return result
+
+
+def scripted_tool(
+    name: str,
+    *results: Any,
+    description: str | None = None,
+    then: Literal["repeat", "cycle", "error"] = "repeat",
+) -> ScriptedTool:
+    """A tool named ``name`` that answers each call with the next of ``results``.
+
+    A result that is an exception instance is raised (a failing tool): a
+    :class:`~langchain_core.tools.ToolException` becomes an error tool message the model reads,
+    as with any tool that sets ``handle_tool_error``; other exceptions propagate to the
+    ``ToolNode``, which by default re-raises them. A callable result is
+    called with the call's arguments and its return value used (or raised). With no results the
+    tool answers ``"ok"``. After the last result, ``then`` decides: ``"repeat"`` the last one,
+    ``"cycle"`` start over, or ``"error"``. The tool accepts any arguments.
+    """
+    holder: list[ScriptedTool] = []
+
+    def run(**kwargs: Any) -> Any:
+        return holder[0]._next_result(kwargs)
+
+    tool = ScriptedTool(
+        name=name,
+        handle_tool_error=True,
+        description=description or f"Scripted test tool {name!r}.",
+        func=run,
+        args_schema=_ANY_ARGS,
+        results=list(results) or ["ok"],
+        then=then,
+    )
+    holder.append(tool)
+    return tool
