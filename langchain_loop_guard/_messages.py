@@ -21,9 +21,13 @@ from importlib import resources
 
 __all__ = [
     "DOMAIN",
+    "HINT_MARKER",
     "LOCALES",
     "current_locale",
+    "hint",
     "load_catalog",
+    "not_executed",
+    "nudge",
     "translator",
     "use_locale",
 ]
@@ -83,3 +87,45 @@ def use_locale(locale: str) -> Iterator[None]:
         yield
     finally:
         _current.reset(token)
+
+
+# --- model-facing text (user-facing stop reasons live with the detector) ------------------------
+
+HINT_MARKER = "[loop-guard]"
+"""Starts the hint, so that adding it twice can be detected in any locale."""
+
+
+def hint(locale: str | None = None) -> str:
+    """The anti-loop hint appended to the system prompt (SPEC §7), model-facing."""
+    text = translator(locale).gettext(
+        "Do not repeat an action that is not making progress: if a tool call keeps returning "
+        "the same result or the same error, change your approach. If you are blocked, stop and "
+        "report the blocker instead of trying again."
+    )
+    return f"{HINT_MARKER} {text}"
+
+
+def nudge(tool: str | None, count: int, locale: str | None = None) -> str:
+    """Model-facing text of a blocked call that lets the run go on (SPEC §4 nudges)."""
+    tr = translator(locale)
+    if tool is None:
+        text = tr.gettext(
+            "This call was not executed: you repeated the same step {count} times without "
+            "progress. Change your approach, or stop and report what is blocking you."
+        )
+    else:
+        text = tr.gettext(
+            "This call was not executed: you repeated `{tool}` {count} times without progress. "
+            "Do not call it again the same way; change your approach, or stop and report what "
+            "is blocking you."
+        )
+    return f"{HINT_MARKER} {text.format(tool=tool, count=count)}"
+
+
+def not_executed(locale: str | None = None) -> str:
+    """Model-facing content of a pending tool call answered because the run was stopped."""
+    text = translator(locale).gettext(
+        "This call was not executed: the loop guard stopped the run because it was repeating "
+        "itself without progress."
+    )
+    return f"{HINT_MARKER} {text}"
