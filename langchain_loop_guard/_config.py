@@ -1,36 +1,758 @@
-"""Configuration: the validated, frozen ``LoopGuardConfig`` and where its values come from."""
+"""Configuration: the validated, frozen ``LoopGuardConfig`` and where its values come from.
+
+Sources, lowest first (SPEC §5):
+
+1. built-in defaults;
+2. the global file ``$XDG_CONFIG_HOME/loop-guard/config.json`` (``~/.config/…`` by default);
+3. the project file ``.loop-guard.json`` in the working directory, or the file that
+   ``LOOP_GUARD_CONFIG`` names;
+4. ``LOOP_GUARD_*`` environment variables;
+5. values passed in code;
+6. runtime commands (:meth:`LoopGuardConfig.merged`).
+
+Each value is checked as it is read, so an error can name its source, key, value and what is
+allowed; every problem is reported at once, and a configuration is either complete and valid or
+not built at all. Pydantic owns the per-field schema (types and bounds); this module adds the
+sources, the seed's ``enabled`` alias, the cross-field rule and readable errors on top. Pydantic
+calls an overridden ``__init__`` from ``model_validate`` too, so every way in is checked.
+"""
 
 from __future__ import annotations
 
-from typing import Literal
+import difflib
+import json
+import os
+import re
+import reprlib
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from types import MappingProxyType
+from typing import Annotated, Any, Final, Literal, NamedTuple, Self, final
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    StrictBool,
+    StrictStr,
+    TypeAdapter,
+    ValidationError,
+    field_serializer,
+)
 
-__all__ = ["LoopGuardConfig", "Mode", "Scope"]
+from langchain_loop_guard._errors import ConfigProblem, LoopGuardConfigError
+
+__all__ = ["ConfigRow", "Locale", "LoopGuardConfig", "Mode", "Scope"]
 
 Mode = Literal["on", "observe", "off"]
+Locale = Literal["en", "ko"]
 Scope = Literal["run", "thread"]
+
+_MAX_COUNT: Final = 1000
+"""Upper bound of every threshold, the window and the nudges: per-run memory stays bounded."""
+
+_MAX_CYCLE_LENGTH: Final = 20
+"""Upper bound of ``max_cycle_length``; longer cycles are the no-progress signal's job."""
+
+
+def _zero_or_at_least_two(value: int) -> int:
+    """Reject 1 for ``no_progress_calls``: 0 turns the signal off, a streak needs 2 calls."""
+    if value == 1:
+        msg = "must be 0 (off) or at least 2"
+        raise ValueError(msg)
+    return value
+
+
+@final
+class _FrozenMapping(Mapping[str, int]):
+    """A read-only, hashable ``{tool: threshold}`` mapping, ordered by tool name."""
+
+    __slots__ = ("_data",)
+
+    def __init__(self, data: Mapping[str, int] = MappingProxyType({})) -> None:
+        self._data = dict(sorted(data.items()))
+
+    def __getitem__(self, key: str) -> int:
+        return self._data[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __hash__(self) -> int:
+        return hash(frozenset(self._data.items()))
+
+    def __repr__(self) -> str:
+        return repr(self._data)
+
+
+_Threshold = Annotated[int, Field(strict=True, ge=2, le=_MAX_COUNT)]
+_Positive = Annotated[int, Field(strict=True, ge=1)]
+
+
+class ConfigRow(NamedTuple):
+    """One line of ``loop-guard config`` and ``status``: a field, its value, its source."""
+
+    field: str
+    """The snake_case field name."""
+    value: object
+    """The value as plain JSON data (``ignore_tools`` a sorted list, overrides a dict)."""
+    source: str
+    """Where the value came from, as in :attr:`LoopGuardConfig.sources`."""
 
 
 class LoopGuardConfig(BaseModel):
-    """Thresholds and switches of the loop guard (SPEC §5). Frozen; unknown keys are errors."""
+    """Thresholds and switches of the loop guard (SPEC §5). Frozen; unknown keys are errors.
+
+    ``LoopGuardConfig(**values)`` takes values over the defaults; :meth:`load` also reads the
+    configuration files and the environment. Both accept the snake_case field names, the
+    seed's camelCase aliases (``maxTurns``, ``ignoreTools``, …) and ``enabled=False`` for
+    ``mode="off"``, and raise :class:`LoopGuardConfigError` listing every problem found.
+    Types are strict: ``"3"`` or ``True`` is not an integer.
+
+    Two configurations are equal when their values are, wherever the values came from.
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
     mode: Mode = "on"
-    locale: Literal["en", "ko"] = "en"
-    max_turns: int = Field(12, alias="maxTurns")
-    turn_timeout_ms: int = Field(180_000, alias="turnTimeoutMs")
-    repeat_tool_threshold: int = Field(3, alias="repeatToolThreshold")
-    repeat_error_threshold: int = Field(3, alias="repeatErrorThreshold")
-    repeat_assistant_threshold: int = Field(3, alias="repeatAssistantThreshold")
-    cycle_repeats: int = Field(3, alias="cycleRepeats")
-    max_cycle_length: int = Field(3, alias="maxCycleLength")
-    repeat_frequency_threshold: int = Field(4, alias="repeatFrequencyThreshold")
-    frequency_window_size: int = Field(10, alias="frequencyWindowSize")
-    ignore_tools: frozenset[str] = Field(frozenset(), alias="ignoreTools")
-    tool_threshold_overrides: dict[str, int] = Field({}, alias="toolThresholdOverrides")
-    progress_aware: bool = Field(True, alias="progressAware")
-    no_progress_calls: int = Field(8, alias="noProgressCalls")
-    nudges: int = 0
+    """``"on"`` stops loops, ``"observe"`` only reports them, ``"off"`` tracks nothing."""
+    locale: Locale = "en"
+    """Language of stop reasons, warnings, nudges and the prompt hint."""
+    max_turns: _Positive = Field(12, alias="maxTurns")
+    """Model turns in a run before a (soft) warning."""
+    turn_timeout_ms: _Positive = Field(180_000, alias="turnTimeoutMs")
+    """Age of a run, in milliseconds, before a (soft) warning."""
+    repeat_tool_threshold: _Threshold = Field(3, alias="repeatToolThreshold")
+    """Identical tool calls in a row that stop the run."""
+    repeat_error_threshold: _Threshold = Field(3, alias="repeatErrorThreshold")
+    """Identical tool errors in a row that stop the run."""
+    repeat_assistant_threshold: _Threshold = Field(3, alias="repeatAssistantThreshold")
+    """Identical assistant messages in a row that stop the run."""
+    cycle_repeats: _Threshold = Field(3, alias="cycleRepeats")
+    """Full repetitions of a tool cycle (A B A B …) that stop the run."""
+    max_cycle_length: Annotated[int, Field(strict=True, ge=2, le=_MAX_CYCLE_LENGTH)] = Field(
+        3, alias="maxCycleLength"
+    )
+    """Longest cycle looked for."""
+    repeat_frequency_threshold: _Threshold = Field(4, alias="repeatFrequencyThreshold")
+    """Calls of one tool within the window that stop the run."""
+    frequency_window_size: _Threshold = Field(10, alias="frequencyWindowSize")
+    """The last calls looked at for frequency and progress; at least the threshold above."""
+    ignore_tools: frozenset[StrictStr] = Field(frozenset(), alias="ignoreTools")
+    """Tools invisible to every signal (a poller's sleep or wait tool)."""
+    tool_threshold_overrides: Annotated[
+        Mapping[StrictStr, _Threshold], AfterValidator(_FrozenMapping)
+    ] = Field(default_factory=_FrozenMapping, alias="toolThresholdOverrides")
+    """Per-tool repeat thresholds, ``{tool: N}``; read-only."""
+    progress_aware: StrictBool = Field(True, alias="progressAware")
+    """Count a repeat only when it returned the same outcome (SPEC §3)."""
+    no_progress_calls: Annotated[
+        int, Field(strict=True, ge=0, le=_MAX_COUNT), AfterValidator(_zero_or_at_least_two)
+    ] = Field(8, alias="noProgressCalls")
+    """Calls in a row that only repeat recent (call, outcome) pairs; 0 turns the signal off."""
+    nudges: Annotated[int, Field(strict=True, ge=0, le=_MAX_COUNT)] = 0
+    """Hard detections that only block the call and tell the model, before one stops the run."""
     scope: Scope = "run"
+    """``"run"``: one invocation; ``"thread"``: everything on one LangGraph ``thread_id``."""
+
+    _sources: dict[str, str] | None = PrivateAttr(default=None)
+
+    def __init__(self, /, **values: object) -> None:
+        """Validate ``values`` over the defaults; raise :class:`LoopGuardConfigError` if bad."""
+        resolved, _ = _resolve([_mapping_layer(values, "code")])
+        super().__init__(**resolved)
+
+    @classmethod
+    def load(
+        cls,
+        *,
+        _environ: Mapping[str, str] | None = None,
+        _cwd: Path | None = None,
+        **values: object,
+    ) -> Self:
+        """Resolve defaults, files, environment and ``values`` (passed in code), lowest first.
+
+        Files: ``$XDG_CONFIG_HOME/loop-guard/config.json`` (``$HOME/.config/…`` when that is
+        unset), then ``.loop-guard.json`` in the working directory or, when
+        ``LOOP_GUARD_CONFIG`` is set, the file it names (which must exist). Both are JSON
+        objects with the same keys as ``values``. Every ``LOOP_GUARD_*`` variable must be one
+        of SPEC §5's; ``LOOP_GUARD_CONFIG`` and names starting with ``LOOP_GUARD_TEST_``
+        (reserved for test suites) are the only others allowed.
+
+        Args:
+            _environ: the environment to read instead of :data:`os.environ` (it also gives
+                ``XDG_CONFIG_HOME`` and ``HOME``). The hooks start with ``_`` so that they can
+                never clash with a field: pydantic reserves such names.
+            _cwd: the working directory to use instead of :func:`Path.cwd`.
+            **values: configuration values, as for ``LoopGuardConfig(**values)``.
+
+        Raises:
+            LoopGuardConfigError: naming every problem in every source; nothing is applied.
+        """
+        environ = os.environ if _environ is None else _environ
+        cwd = Path.cwd() if _cwd is None else _cwd
+        layers = [
+            *_file_layers(environ, cwd),
+            _environment_layer(environ),
+            _mapping_layer(values, "code"),
+        ]
+        return cls._build(layers)
+
+    def merged(self, *, source: str = "runtime", **values: object) -> Self:
+        """A new configuration with ``values`` changed, recorded as coming from ``source``.
+
+        The result is validated as a whole (so a smaller window is checked against the
+        threshold in force); this configuration is left unchanged. Use this rather than
+        ``model_copy(update=...)``, which validates nothing and keeps the old sources.
+
+        Raises:
+            LoopGuardConfigError: if a value is bad or the result is inconsistent.
+        """
+        current = _Layer(
+            entries=tuple(
+                _Entry(name, getattr(self, name), source=label, key=name, where=label)
+                for name, label in self.sources.items()
+            )
+        )
+        return self._build([current, _mapping_layer(values, source)])
+
+    @property
+    def sources(self) -> Mapping[str, str]:
+        """Where each field's value came from, by field name (read-only).
+
+        ``"default"``, ``"global file <path>"``, ``"project file <path>"``,
+        ``"environment LOOP_GUARD_<NAME>"``, ``"code"``, or the ``source`` given to
+        :meth:`merged` (``"runtime"`` by default).
+        """
+        if self._sources is None:
+            given = self.model_fields_set
+            return MappingProxyType(
+                {name: "code" if name in given else "default" for name in type(self).model_fields}
+            )
+        return MappingProxyType(self._sources)
+
+    def describe(self) -> tuple[ConfigRow, ...]:
+        """Every field with its value (plain JSON data) and source, in declaration order."""
+        values = self.model_dump(mode="json")
+        sources = self.sources
+        return tuple(
+            ConfigRow(name, values[name], sources[name]) for name in type(self).model_fields
+        )
+
+    @classmethod
+    def _build(cls, layers: Iterable[_Layer]) -> Self:
+        """Resolve ``layers`` and remember the source of each value."""
+        values, chosen = _resolve(layers)
+        config = cls(**values)
+        config._sources = {
+            name: chosen[name].source if name in chosen else "default" for name in cls.model_fields
+        }
+        return config
+
+    @field_serializer("ignore_tools")
+    def _dump_ignore_tools(self, value: frozenset[str]) -> list[str]:
+        return sorted(value)
+
+    @field_serializer("tool_threshold_overrides")
+    def _dump_overrides(self, value: Mapping[str, int]) -> dict[str, int]:
+        return dict(value)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, LoopGuardConfig):
+            return NotImplemented
+        return type(self) is type(other) and self.__dict__ == other.__dict__
+
+    def __hash__(self) -> int:
+        return hash((type(self), *self.__dict__.values()))
+
+
+# --- reading sources -----------------------------------------------------------------------
+
+_ALLOWED: Final[Mapping[str, str]] = MappingProxyType(
+    {
+        "mode": "one of 'on', 'observe', 'off'",
+        "locale": "one of 'en', 'ko'",
+        "max_turns": "an integer >= 1",
+        "turn_timeout_ms": "an integer >= 1 (milliseconds)",
+        "repeat_tool_threshold": f"an integer from 2 to {_MAX_COUNT}",
+        "repeat_error_threshold": f"an integer from 2 to {_MAX_COUNT}",
+        "repeat_assistant_threshold": f"an integer from 2 to {_MAX_COUNT}",
+        "cycle_repeats": f"an integer from 2 to {_MAX_COUNT}",
+        "max_cycle_length": f"an integer from 2 to {_MAX_CYCLE_LENGTH}",
+        "repeat_frequency_threshold": f"an integer from 2 to {_MAX_COUNT}",
+        "frequency_window_size": (
+            f"an integer from 2 to {_MAX_COUNT}, at least repeat_frequency_threshold"
+        ),
+        "ignore_tools": "a list of tool names (strings)",
+        "tool_threshold_overrides": (
+            f"an object mapping tool names to integers from 2 to {_MAX_COUNT}"
+        ),
+        "progress_aware": "true or false",
+        "no_progress_calls": f"0 (off) or an integer from 2 to {_MAX_COUNT}",
+        "nudges": f"an integer from 0 to {_MAX_COUNT}",
+        "scope": "one of 'run', 'thread'",
+    }
+)
+
+_ENABLED: Final = "enabled"
+_FIELD_FOR_KEY: Final[Mapping[str, str]] = MappingProxyType(
+    {
+        key: name
+        for name, info in LoopGuardConfig.model_fields.items()
+        for key in (name, info.alias or name)
+    }
+)
+_KEYS_ALLOWED: Final = (
+    f"one of {', '.join(sorted([*LoopGuardConfig.model_fields, _ENABLED]))}"
+    " (or the camelCase aliases)"
+)
+_JSON_ALLOWED: Final = "a UTF-8 file holding a JSON object of configuration keys"
+
+_REPR = reprlib.Repr()
+_REPR.maxstring = _REPR.maxother = 80
+
+
+def _show(value: object) -> str:
+    """A value for an error message: its repr, shortened."""
+    return _REPR.repr(value)
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    """One value for one field, as one source gave it (not validated yet)."""
+
+    field: str
+    value: object
+    source: str
+    """The provenance label, e.g. ``"code"`` or ``"environment LOOP_GUARD_MODE"``."""
+    key: str
+    """The key, argument or environment variable as written."""
+    where: str
+    """The place, as an error message names it."""
+    raw: object = None
+    """The value as written, when it differs from ``value`` (an environment string)."""
+    allowed: str | None = None
+    """What is allowed, when the source's syntax differs from a JSON value's."""
+
+    @property
+    def shown(self) -> object:
+        """The value as the source wrote it."""
+        return self.value if self.raw is None else self.raw
+
+    def problem(self, what: str, allowed: str | None = None) -> ConfigProblem:
+        """A problem with this entry: ``what`` is wrong, and what would be ``allowed``."""
+        return _problem(
+            where=self.where,
+            source=self.source,
+            key=self.key,
+            value=self.shown,
+            what=what,
+            allowed=allowed or self.allowed or _ALLOWED[self.field],
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class _Layer:
+    """What one source (or part of one) contributes: values, and problems found reading it."""
+
+    entries: tuple[_Entry, ...] = ()
+    problems: tuple[ConfigProblem, ...] = ()
+
+
+def _problem(
+    *, where: str, source: str, key: str | None, value: object, what: str, allowed: str
+) -> ConfigProblem:
+    return ConfigProblem(
+        source=source,
+        key=key,
+        value=value,
+        allowed=allowed,
+        message=f"{where}: {what}; allowed: {allowed}",
+    )
+
+
+def _suggestion(word: str, candidates: Iterable[str], prefix: str = "") -> str:
+    """`` (did you mean 'X'?)`` for the closest candidate, or nothing."""
+    close = difflib.get_close_matches(
+        word.removeprefix(prefix), [c.removeprefix(prefix) for c in candidates], n=1
+    )
+    return f" (did you mean {prefix + close[0]!r}?)" if close else ""
+
+
+def _mapping_layer(data: Mapping[str, object], source: str) -> _Layer:
+    """The entries of a JSON object or keyword arguments, keys as in ``LoopGuardConfig``."""
+    entries: dict[str, _Entry] = {}
+    problems: list[ConfigProblem] = []
+    for key, value in data.items():
+        if key == _ENABLED:
+            continue
+        where = f"{source}, key {key!r}"
+        field = _FIELD_FOR_KEY.get(key)
+        if field is None:
+            what = f"unknown key {key!r} = {_show(value)}"
+            what += _suggestion(key, [*_FIELD_FOR_KEY, _ENABLED])
+            problems.append(
+                _problem(
+                    where=source,
+                    source=source,
+                    key=key,
+                    value=value,
+                    what=what,
+                    allowed=_KEYS_ALLOWED,
+                )
+            )
+        elif field in entries:
+            entry = _Entry(field, value, source=source, key=key, where=where)
+            what = f"got {_show(value)}, but {entries[field].key!r} already sets {field}"
+            problems.append(entry.problem(what, allowed="each field once, by name or alias"))
+        else:
+            entries[field] = _Entry(field, value, source=source, key=key, where=where)
+    if _ENABLED in data:
+        problem = _apply_enabled(data[_ENABLED], entries, source)
+        if problem is not None:
+            problems.append(problem)
+    return _Layer(tuple(entries.values()), tuple(problems))
+
+
+def _apply_enabled(
+    enabled: object, entries: dict[str, _Entry], source: str
+) -> ConfigProblem | None:
+    """Apply the seed's ``enabled`` key: ``false`` sets ``mode`` to ``"off"``."""
+    where = f"{source}, key {_ENABLED!r}"
+    if not isinstance(enabled, bool):
+        return _problem(
+            where=where,
+            source=source,
+            key=_ENABLED,
+            value=enabled,
+            what=f"got {_show(enabled)}",
+            allowed="true or false",
+        )
+    mode = entries.get("mode")
+    if enabled or (mode is not None and mode.value == "off"):
+        return None
+    if mode is None:
+        entries["mode"] = _Entry("mode", "off", source=source, key=_ENABLED, where=where, raw=False)
+        return None
+    return _problem(
+        where=where,
+        source=source,
+        key=_ENABLED,
+        value=enabled,
+        what=f"false contradicts mode {_show(mode.value)} in the same place",
+        allowed="enabled false with mode 'off' or no mode; or enabled true",
+    )
+
+
+class _DuplicateKeyError(Exception):
+    """A JSON object names the same key twice (the JSON parser would keep the last)."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise _DuplicateKeyError(key)
+        result[key] = value
+    return result
+
+
+def _file_layer(path: Path, source: str) -> _Layer | None:
+    """The layer of a JSON configuration file, or ``None`` if there is no such file."""
+    key: str | None = None
+    value: object = None
+    allowed = _JSON_ALLOWED
+    try:
+        data = json.loads(path.read_text(encoding="utf-8-sig"), object_pairs_hook=_unique_keys)
+    except FileNotFoundError:
+        return None
+    except json.JSONDecodeError as exc:
+        what = f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
+    except _DuplicateKeyError as exc:
+        what = f"key {exc.key!r} appears more than once"
+        key = value = exc.key
+        allowed = "each key once"
+    except (OSError, UnicodeDecodeError) as exc:
+        what = f"unreadable ({exc})"
+    else:
+        if isinstance(data, dict):
+            return _mapping_layer(data, source)
+        what, value = f"the top level is {_show(data)}, not an object", data
+    problem = _problem(
+        where=source, source=source, key=key, value=value, what=what, allowed=allowed
+    )
+    return _Layer(problems=(problem,))
+
+
+def _global_file(environ: Mapping[str, str]) -> Path | None:
+    """``$XDG_CONFIG_HOME/loop-guard/config.json``, else under ``$HOME/.config``."""
+    xdg = environ.get("XDG_CONFIG_HOME", "")
+    if xdg and Path(xdg).is_absolute():  # the XDG spec: a relative path is to be ignored
+        base = Path(xdg)
+    elif environ.get("HOME"):
+        base = Path(environ["HOME"]) / ".config"
+    else:
+        try:
+            base = Path.home() / ".config"
+        except RuntimeError:  # no home directory at all: there is no global file
+            return None
+    return base / "loop-guard" / "config.json"
+
+
+_CONFIG_VARIABLE: Final = "LOOP_GUARD_CONFIG"
+_PROJECT_FILE: Final = ".loop-guard.json"
+
+
+def _file_layers(environ: Mapping[str, str], cwd: Path) -> list[_Layer]:
+    """The global file's layer and the project file's, those that exist."""
+    layers: list[_Layer | None] = []
+    global_file = _global_file(environ)
+    if global_file is not None:
+        layers.append(_file_layer(global_file, f"global file {global_file}"))
+    named = environ.get(_CONFIG_VARIABLE, "")
+    project_file = cwd / (named or _PROJECT_FILE)
+    layer = _file_layer(project_file, f"project file {project_file}")
+    if layer is None and named:
+        source = f"environment {_CONFIG_VARIABLE}"
+        problem = _problem(
+            where=source,
+            source=source,
+            key=_CONFIG_VARIABLE,
+            value=named,
+            what=f"names {str(project_file)!r}, which does not exist",
+            allowed="the path of an existing JSON file (relative to the working directory)",
+        )
+        layer = _Layer(problems=(problem,))
+    layers.append(layer)
+    return [layer for layer in layers if layer is not None]
+
+
+# --- the environment -----------------------------------------------------------------------
+
+_ENV_PREFIX: Final = "LOOP_GUARD_"
+_ENV_TEST_PREFIX: Final = "LOOP_GUARD_TEST_"
+_INTEGER: Final = re.compile(r"[+-]?[0-9]+")
+_TRUE: Final = frozenset({"true", "1", "yes", "on"})
+_FALSE: Final = frozenset({"false", "0", "no", "off"})
+
+
+def _env_text(text: str) -> str:
+    return text.strip()
+
+
+def _env_integer(text: str) -> int | str:
+    """An integer, or the text itself for validation to reject."""
+    text = text.strip()
+    return int(text) if _INTEGER.fullmatch(text) else text
+
+
+def _env_boolean(text: str) -> bool | str:
+    """A boolean, or the text itself for validation to reject."""
+    word = text.strip().lower()
+    if word in _TRUE:
+        return True
+    if word in _FALSE:
+        return False
+    return text
+
+
+def _env_names(text: str) -> list[str]:
+    """``"sleep, wait"`` → ``["sleep", "wait"]``; empty items are skipped."""
+    return [name for name in (part.strip() for part in text.split(",")) if name]
+
+
+def _env_overrides(text: str) -> dict[str, int | str]:
+    """``"bash=2, read=5"`` → ``{"bash": 2, "read": 5}``; malformed items raise ``ValueError``."""
+    result: dict[str, int | str] = {}
+    for item in _env_names(text):
+        name, equals, number = (part.strip() for part in item.partition("="))
+        if not equals or not name:
+            msg = f"{item!r} is not name=integer"
+            raise ValueError(msg)
+        if name in result:
+            msg = f"{name!r} appears more than once"
+            raise ValueError(msg)
+        result[name] = _env_integer(number)
+    return result
+
+
+_ENV: Final[Mapping[str, tuple[str, Callable[[str], object]]]] = MappingProxyType(
+    {
+        "LOOP_GUARD_MODE": ("mode", _env_text),
+        "LOOP_GUARD_LOCALE": ("locale", _env_text),
+        "LOOP_GUARD_MAX_TURNS": ("max_turns", _env_integer),
+        "LOOP_GUARD_TURN_TIMEOUT_MS": ("turn_timeout_ms", _env_integer),
+        "LOOP_GUARD_REPEAT_TOOL": ("repeat_tool_threshold", _env_integer),
+        "LOOP_GUARD_REPEAT_ERROR": ("repeat_error_threshold", _env_integer),
+        "LOOP_GUARD_REPEAT_ASSISTANT": ("repeat_assistant_threshold", _env_integer),
+        "LOOP_GUARD_CYCLE_REPEATS": ("cycle_repeats", _env_integer),
+        "LOOP_GUARD_MAX_CYCLE_LENGTH": ("max_cycle_length", _env_integer),
+        "LOOP_GUARD_REPEAT_FREQUENCY": ("repeat_frequency_threshold", _env_integer),
+        "LOOP_GUARD_FREQUENCY_WINDOW": ("frequency_window_size", _env_integer),
+        "LOOP_GUARD_IGNORE_TOOLS": ("ignore_tools", _env_names),
+        "LOOP_GUARD_TOOL_OVERRIDES": ("tool_threshold_overrides", _env_overrides),
+        "LOOP_GUARD_PROGRESS_AWARE": ("progress_aware", _env_boolean),
+        "LOOP_GUARD_NO_PROGRESS_CALLS": ("no_progress_calls", _env_integer),
+        "LOOP_GUARD_NUDGES": ("nudges", _env_integer),
+        "LOOP_GUARD_SCOPE": ("scope", _env_text),
+    }
+)
+_ENV_ALLOWED: Final[Mapping[str, str]] = MappingProxyType(
+    {
+        "ignore_tools": "comma-separated tool names, e.g. sleep,wait",
+        "tool_threshold_overrides": (
+            f"comma-separated name=integer pairs, integers from 2 to {_MAX_COUNT}, "
+            "e.g. bash=2,read=5"
+        ),
+        "progress_aware": "true, false, 1, 0, yes, no, on or off",
+    }
+)
+_VARIABLES_ALLOWED: Final = (
+    f"one of {', '.join(sorted([*_ENV, _CONFIG_VARIABLE]))},"
+    f" or a name starting with {_ENV_TEST_PREFIX} (reserved for test suites)"
+)
+
+
+def _environment_layer(environ: Mapping[str, str]) -> _Layer:
+    """The entries of the ``LOOP_GUARD_*`` variables; any other such name is a problem."""
+    entries: list[_Entry] = []
+    problems: list[ConfigProblem] = []
+    for name in sorted(environ):
+        if (
+            not name.startswith(_ENV_PREFIX)
+            or name == _CONFIG_VARIABLE
+            or name.startswith(_ENV_TEST_PREFIX)
+        ):
+            continue
+        text = environ[name]
+        source = f"environment {name}"
+        if name not in _ENV:
+            what = f"unknown variable {name}={_show(text)}"
+            what += _suggestion(name, _ENV, prefix=_ENV_PREFIX)
+            problems.append(
+                _problem(
+                    where="environment",
+                    source=source,
+                    key=name,
+                    value=text,
+                    what=what,
+                    allowed=_VARIABLES_ALLOWED,
+                )
+            )
+            continue
+        field, parse = _ENV[name]
+        allowed = _ENV_ALLOWED.get(field)
+        try:
+            value = parse(text)
+        except ValueError as exc:
+            entry = _Entry(field, text, source=source, key=name, where=source, allowed=allowed)
+            problems.append(entry.problem(f"got {_show(text)}: {exc}"))
+        else:
+            entries.append(
+                _Entry(
+                    field,
+                    value,
+                    source=source,
+                    key=name,
+                    where=source,
+                    raw=text,
+                    allowed=allowed,
+                )
+            )
+    return _Layer(tuple(entries), tuple(problems))
+
+
+# --- resolving -----------------------------------------------------------------------------
+
+
+@cache
+def _adapter(field: str) -> TypeAdapter[Any]:
+    """The validator of one field, built from the model's own declaration."""
+    return TypeAdapter(LoopGuardConfig.model_fields[field].rebuild_annotation())
+
+
+def _nested_errors(error: ValidationError) -> str:
+    """`` (bash: Input should be …)`` for errors inside a list or mapping, or nothing."""
+    parts = [
+        f"{' '.join(map(str, detail['loc']))}: {detail['msg']}"
+        for detail in error.errors()
+        if detail["loc"]
+    ]
+    return f" ({'; '.join(parts)})" if parts else ""
+
+
+def _resolve(layers: Iterable[_Layer]) -> tuple[dict[str, Any], dict[str, _Entry]]:
+    """Validate and merge ``layers`` (lowest first) into field values and their entries.
+
+    Raises:
+        LoopGuardConfigError: listing every problem of every layer, then of the merge.
+    """
+    problems: list[ConfigProblem] = []
+    values: dict[str, Any] = {}
+    chosen: dict[str, _Entry] = {}
+    rank: dict[str, int] = {}
+    invalid: set[str] = set()
+    for index, layer in enumerate(layers):
+        problems += layer.problems
+        for entry in layer.entries:
+            try:
+                values[entry.field] = _adapter(entry.field).validate_python(entry.value)
+            except ValidationError as exc:
+                problems.append(entry.problem(f"got {_show(entry.shown)}{_nested_errors(exc)}"))
+                invalid.add(entry.field)
+            else:
+                chosen[entry.field] = entry
+                rank[entry.field] = index
+    if invalid.isdisjoint({_WINDOW, _THRESHOLD}):
+        problem = _window_problem(values, chosen, rank)
+        if problem is not None:
+            problems.append(problem)
+    if problems:
+        raise LoopGuardConfigError.from_problems(problems)
+    return values, chosen
+
+
+_WINDOW: Final = "frequency_window_size"
+_THRESHOLD: Final = "repeat_frequency_threshold"
+
+
+def _window_problem(
+    values: Mapping[str, Any], chosen: Mapping[str, _Entry], rank: Mapping[str, int]
+) -> ConfigProblem | None:
+    """The merged window must hold its threshold.
+
+    The problem is put on whichever of the two came from the higher source (on the window if
+    they came from the same one), and names where the other one came from.
+    """
+    fields = LoopGuardConfig.model_fields
+    window = values.get(_WINDOW, fields[_WINDOW].default)
+    threshold = values.get(_THRESHOLD, fields[_THRESHOLD].default)
+    if window >= threshold:
+        return None
+    window_entry = chosen.get(_WINDOW)
+    threshold_entry = chosen.get(_THRESHOLD)
+    if threshold_entry is not None and (window_entry is None or rank[_THRESHOLD] > rank[_WINDOW]):
+        window_where = "default" if window_entry is None else window_entry.where
+        return threshold_entry.problem(
+            f"got {_show(threshold_entry.shown)}, a threshold larger than {_WINDOW} {window}"
+            f" ({window_where})",
+            allowed=f"a threshold of at most the window ({window})",
+        )
+    assert window_entry is not None, "the defaults hold the rule"
+    threshold_where = "default" if threshold_entry is None else threshold_entry.where
+    return window_entry.problem(
+        f"got {_show(window_entry.shown)}, a window smaller than {_THRESHOLD} {threshold}"
+        f" ({threshold_where})",
+        allowed=f"a window of at least the threshold ({threshold})",
+    )

@@ -2,21 +2,51 @@
 
 from __future__ import annotations
 
-__all__ = ["LoopGuardConfigError", "LoopGuardError"]
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Self
+
+__all__ = ["ConfigProblem", "LoopGuardConfigError", "LoopGuardError"]
 
 
 class LoopGuardError(Exception):
     """Base class of every exception this package raises on purpose."""
 
 
+@dataclass(frozen=True, slots=True)
+class ConfigProblem:
+    """One thing wrong with a configuration, as data.
+
+    Attributes:
+        source: where the bad value came from, e.g. ``"code"``,
+            ``"project file /repo/.loop-guard.json"`` or ``"environment LOOP_GUARD_MODE"``.
+        key: the offending key or environment variable, when there is one.
+        value: the offending value as it was given, when there is one.
+        allowed: what would have been accepted.
+        message: the whole problem on one line, naming all of the above.
+    """
+
+    source: str
+    key: str | None
+    value: object
+    allowed: str
+    message: str
+
+    def __str__(self) -> str:
+        return self.message
+
+
 class LoopGuardConfigError(LoopGuardError, ValueError):
     """The configuration is invalid: the caller's fault, never the agent's.
 
     Attributes:
-        source: where the bad value came from (``"code"``, ``"environment"``, a file path).
+        source: where the (first) bad value came from (``"code"``, a file, a variable).
         key: the offending key or environment variable name, when there is one.
         value: the offending value, when there is one.
         allowed: what would have been accepted.
+        problems: every problem found, one line each.
+        details: the same problems as :class:`ConfigProblem` records (empty when the error
+            was raised from a bare message).
     """
 
     def __init__(
@@ -28,6 +58,7 @@ class LoopGuardConfigError(LoopGuardError, ValueError):
         value: object = None,
         allowed: str | None = None,
         problems: tuple[str, ...] = (),
+        details: tuple[ConfigProblem, ...] = (),
     ) -> None:
         super().__init__(message)
         self.source = source
@@ -35,3 +66,27 @@ class LoopGuardConfigError(LoopGuardError, ValueError):
         self.value = value
         self.allowed = allowed
         self.problems = problems or (message,)
+        self.details = details
+
+    @classmethod
+    def from_problems(cls, problems: Sequence[ConfigProblem]) -> Self:
+        """One error that reports every problem in ``problems`` (at least one).
+
+        The first problem's source, key, value and allowed become the error's attributes.
+        """
+        first = problems[0]
+        lines = tuple(problem.message for problem in problems)
+        if len(lines) == 1:
+            message = f"invalid loop-guard configuration: {lines[0]}"
+        else:
+            listing = "\n".join(f"  - {line}" for line in lines)
+            message = f"invalid loop-guard configuration ({len(lines)} problems):\n{listing}"
+        return cls(
+            message,
+            source=first.source,
+            key=first.key,
+            value=first.value,
+            allowed=first.allowed,
+            problems=lines,
+            details=tuple(problems),
+        )
