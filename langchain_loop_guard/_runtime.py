@@ -15,6 +15,7 @@ import logging
 import threading
 import time
 import traceback
+import weakref
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -23,6 +24,7 @@ from typing import Any, Literal, get_args
 from langchain_loop_guard._config import LoopGuardConfig, Mode
 from langchain_loop_guard._detector import ALLOW, CallInfo, LoopDetector, Signal, Verdict
 from langchain_loop_guard._errors import LoopGuardConfigError, LoopGuardError
+from langchain_loop_guard._messages import translator
 
 __all__ = [
     "ConfigInput",
@@ -30,6 +32,8 @@ __all__ = [
     "GuardStatus",
     "RunInspection",
     "StopRecord",
+    "VerdictListener",
+    "live_guards",
     "logger",
     "resolve_config",
 ]
@@ -41,6 +45,29 @@ ConfigInput = LoopGuardConfig | Mapping[str, Any] | None
 environment, SPEC §5)."""
 
 _RECENT_STOPS = 20
+
+VerdictListener = Callable[[str, Verdict], None]
+"""Called with ``(run_id, verdict)`` for every verdict a guard reports (see
+:meth:`GuardRuntime.add_verdict_listener`)."""
+
+# Every guard object registers itself here, weakly, so that runtime commands that are not given
+# a guard (the IPython magic) can find the newest one. Keys grow with creation order.
+_registry: weakref.WeakValueDictionary[int, GuardRuntime] = weakref.WeakValueDictionary()
+_registry_lock = threading.Lock()
+_registry_count = 0
+
+
+def _register(guard: GuardRuntime) -> None:
+    global _registry_count  # noqa: PLW0603 - the registry is module state by design
+    with _registry_lock:
+        _registry_count += 1
+        _registry[_registry_count] = guard
+
+
+def live_guards() -> list[GuardRuntime]:
+    """The guard objects that still exist, oldest first (the registry holds them weakly)."""
+    with _registry_lock:
+        return [guard for _, guard in sorted(_registry.items())]
 
 
 def resolve_config(config: ConfigInput) -> LoopGuardConfig:
@@ -81,23 +108,59 @@ class StopRecord:
     at: float
 
 
-def _table_text(title: str, rows: list[tuple[str, str]]) -> str:
-    width = max((len(k) for k, _ in rows), default=0)
-    return "\n".join([title, *(f"  {k.ljust(width)}  {v}" for k, v in rows)])
+@dataclass(frozen=True, slots=True)
+class _Section:
+    """One table of a status view: a title, optional column headers, rows of cells."""
+
+    title: str
+    header: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
 
 
-def _table_html(title: str, rows: list[tuple[str, str]]) -> str:
-    body = "".join(
-        f"<tr><th style='text-align:left'>{html.escape(k)}</th>"
-        f"<td style='text-align:left'>{html.escape(v)}</td></tr>"
-        for k, v in rows
-    )
-    return f"<table><caption>{html.escape(title)}</caption>{body}</table>"
+def _render_text(sections: list[_Section]) -> str:
+    lines: list[str] = []
+    for section in sections:
+        lines.append(section.title)
+        table = [section.header, *section.rows] if section.header else list(section.rows)
+        widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))] if table else []
+        for row in table:
+            cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=True)]
+            lines.append("  " + "  ".join(cells).rstrip())
+    return "\n".join(lines)
+
+
+_CELL = "text-align:left;padding:2px 16px 2px 0;vertical-align:top"
+
+
+def _render_html(sections: list[_Section]) -> str:
+    parts = ['<div class="loop-guard">']
+    for section in sections:
+        parts.append(
+            '<table style="border-collapse:collapse;margin-bottom:1em">'
+            f'<caption style="text-align:left;font-weight:bold;padding-bottom:4px">'
+            f"{html.escape(section.title)}</caption>"
+        )
+        if section.header:
+            cells = "".join(f'<th style="{_CELL}">{html.escape(c)}</th>' for c in section.header)
+            parts.append(f"<thead><tr>{cells}</tr></thead>")
+        parts.append("<tbody>")
+        for first, *rest in section.rows:
+            tag = "td" if section.header else "th"
+            cells = f'<{tag} style="{_CELL}">{html.escape(first)}</{tag}>'
+            cells += "".join(f'<td style="{_CELL}">{html.escape(c)}</td>' for c in rest)
+            parts.append(f"<tr>{cells}</tr>")
+        parts.append("</tbody></table>")
+    parts.append("</div>")
+    return "".join(parts)
 
 
 @dataclass(frozen=True, slots=True)
 class GuardStatus:
-    """The guard's state for the ``status`` command; prints as text, renders as HTML."""
+    """The guard's state for the ``status`` command; prints as text, renders as HTML.
+
+    ``str(status)`` (and IPython's plain-text display) is an aligned text table; Jupyter shows
+    ``_repr_html_``. Labels are in ``locale``; values are names, numbers and sources only.
+    """
 
     mode: Mode
     config: tuple[tuple[str, Any, str], ...]
@@ -106,35 +169,69 @@ class GuardStatus:
     warnings: int
     observed: int
     recent: tuple[StopRecord, ...] = field(default=())
+    locale: str = "en"
 
-    def _rows(self) -> list[tuple[str, str]]:
-        rows = [
-            ("mode", self.mode),
-            ("active runs", str(self.active_runs)),
-            ("stops", str(self.stops)),
-            ("observed loops", str(self.observed)),
-            ("warnings", str(self.warnings)),
+    def _sections(self) -> list[_Section]:
+        tr = translator(self.locale)
+        sections = [
+            _Section(
+                tr.gettext("loop-guard status"),
+                (),
+                (
+                    (tr.gettext("mode"), self.mode),
+                    (tr.gettext("active runs"), str(self.active_runs)),
+                    (tr.gettext("stops"), str(self.stops)),
+                    (tr.gettext("observed loops"), str(self.observed)),
+                    (tr.gettext("warnings"), str(self.warnings)),
+                ),
+            ),
+            _Section(
+                tr.gettext("configuration"),
+                (tr.gettext("setting"), tr.gettext("value"), tr.gettext("source")),
+                tuple((name, _show(value), source) for name, value, source in self.config),
+            ),
         ]
-        rows += [(name, f"{_show(value)}  ({source})") for name, value, source in self.config]
-        rows += [
-            (
-                f"recent {r.action}",
-                f"run {r.run_id}: {r.signal.value} tool={r.tool} {r.count}/{r.threshold}",
+        if self.recent:
+            sections.append(
+                _Section(
+                    tr.gettext("recent loops"),
+                    (
+                        tr.gettext("run"),
+                        tr.gettext("action"),
+                        tr.gettext("signal"),
+                        tr.gettext("tool"),
+                        tr.gettext("count"),
+                    ),
+                    tuple(
+                        (
+                            r.run_id,
+                            r.action,
+                            r.signal.value,
+                            r.tool or "-",
+                            f"{r.count}/{r.threshold}",
+                        )
+                        for r in self.recent
+                    ),
+                )
             )
-            for r in self.recent
-        ]
-        return rows
+        return sections
 
     def __str__(self) -> str:
-        return _table_text("loop-guard status", self._rows())
+        return _render_text(self._sections())
 
     def _repr_html_(self) -> str:
-        return _table_html("loop-guard status", self._rows())
+        return _render_html(self._sections())
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        printer.text(str(self))
 
 
 @dataclass(frozen=True, slots=True)
 class RunInspection:
-    """The recent tool calls of one run for the ``inspect`` command: names and digests only."""
+    """The recent tool calls of one run for the ``inspect`` command: names and digests only.
+
+    Prints as aligned text, renders as HTML in Jupyter; labels are in ``locale``.
+    """
 
     run_id: str
     turns: int
@@ -143,32 +240,59 @@ class RunInspection:
     tripped: Signal | None
     warned: tuple[Signal, ...]
     recent: tuple[CallInfo, ...]
+    locale: str = "en"
 
-    def _rows(self) -> list[tuple[str, str]]:
-        rows = [
-            ("run", self.run_id),
-            ("model turns", str(self.turns)),
-            ("tool calls", str(self.calls)),
-            ("elapsed", f"{self.elapsed_s:.1f} s"),
-            ("stopped by", self.tripped.value if self.tripped else "-"),
-            ("warnings", ", ".join(s.value for s in self.warned) or "-"),
+    def _sections(self) -> list[_Section]:
+        tr = translator(self.locale)
+        sections = [
+            _Section(
+                tr.gettext("loop-guard inspect"),
+                (),
+                (
+                    (tr.gettext("run"), self.run_id),
+                    (tr.gettext("model turns"), str(self.turns)),
+                    (tr.gettext("tool calls"), str(self.calls)),
+                    (tr.gettext("elapsed"), f"{self.elapsed_s:.1f} s"),
+                    (tr.gettext("stopped by"), self.tripped.value if self.tripped else "-"),
+                    (tr.gettext("warnings"), ", ".join(s.value for s in self.warned) or "-"),
+                ),
+            )
         ]
-        rows += [
-            (f"call -{len(self.recent) - i}", f"{c.tool} #{c.digest} {c.outcome}")
-            for i, c in enumerate(self.recent)
-        ]
-        return rows
+        if self.recent:
+            sections.append(
+                _Section(
+                    tr.gettext("recent tool calls"),
+                    (
+                        "#",
+                        tr.gettext("tool"),
+                        tr.gettext("digest"),
+                        tr.gettext("outcome"),
+                    ),
+                    tuple(
+                        (str(i - len(self.recent)), c.tool, c.digest, c.outcome)
+                        for i, c in enumerate(self.recent)
+                    ),
+                )
+            )
+        return sections
 
     def __str__(self) -> str:
-        return _table_text("loop-guard inspect", self._rows())
+        return _render_text(self._sections())
 
     def _repr_html_(self) -> str:
-        return _table_html("loop-guard inspect", self._rows())
+        return _render_html(self._sections())
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        printer.text(str(self))
 
 
 def _show(value: object) -> str:
     if isinstance(value, frozenset | set):
         return ",".join(sorted(map(str, value))) or "-"
+    if isinstance(value, list | tuple):
+        return ",".join(map(str, value)) or "-"
+    if isinstance(value, bool):
+        return "true" if value else "false"
     if isinstance(value, Mapping):
         return ",".join(f"{k}={v}" for k, v in sorted(value.items())) or "-"
     return str(value)
@@ -190,6 +314,8 @@ class GuardRuntime:
         self._observed = 0
         self._recent: deque[StopRecord] = deque(maxlen=_RECENT_STOPS)
         self._failed: set[str] = set()
+        self._listeners: tuple[VerdictListener, ...] = ()
+        _register(self)
 
     # --- configuration and runtime commands ---------------------------------------------------
 
@@ -233,6 +359,7 @@ class GuardRuntime:
                 warnings=self._warnings,
                 observed=self._observed,
                 recent=tuple(self._recent),
+                locale=self._config.locale,
             )
 
     def _active_runs(self) -> int:
@@ -255,6 +382,7 @@ class GuardRuntime:
             tripped=snap.tripped,
             warned=snap.warned,
             recent=snap.recent,
+            locale=self._config.locale,
         )
 
     def feed(
@@ -272,13 +400,30 @@ class GuardRuntime:
         The guard's own failure (a bug, a hostile value) never reaches the agent: it is logged
         once per kind of event and the event is allowed.
         """
+        verdict = self.decide(detector, event, *args, **kwargs)
+        if verdict.action != "allow":
+            self.report(run_id, verdict)
+        return verdict
+
+    def decide(
+        self,
+        detector: LoopDetector,
+        event: Literal[
+            "turn_start", "tool_call", "tool_result", "assistant_message", "tick", "reset"
+        ],
+        *args: Any,
+        **kwargs: Any,
+    ) -> Verdict:
+        """Give ``detector`` one event and fail open, without reporting the verdict.
+
+        For adapters that decide under their own lock and :meth:`report` after releasing it
+        (verdict listeners run outside any lock); :meth:`feed` does both.
+        """
         try:
             verdict: Verdict = getattr(detector, event)(*args, **kwargs)
         except Exception as exc:  # noqa: BLE001 - fail open, SPEC §8
             self.internal_error(event, exc)
             return ALLOW
-        if verdict.action != "allow":
-            self.report(run_id, verdict)
         return verdict
 
     def report(self, run_id: str, verdict: Verdict) -> None:
@@ -325,6 +470,28 @@ class GuardRuntime:
                 "loop_guard_key": verdict.key,
             },
         )
+        for listener in self._listeners:
+            try:
+                listener(run_id, verdict)
+            except Exception as exc:  # noqa: BLE001 - a listener's bug must not break the run
+                self.internal_error("verdict listener", exc)
+
+    def add_verdict_listener(self, listener: VerdictListener) -> Callable[[], None]:
+        """Call ``listener(run_id, verdict)`` for every verdict this guard reports.
+
+        Reported verdicts are the ones that are not ``"allow"``: warnings, observed loops,
+        stops, and the blocks and aborts of a run already stopped (``verdict.tripped``). The
+        listener runs on the thread of the event, outside the guard's lock; its exceptions are
+        logged once and swallowed. Returns a function that removes the listener.
+        """
+        with self._lock:
+            self._listeners = (*self._listeners, listener)
+
+        def remove() -> None:
+            with self._lock:
+                self._listeners = tuple(x for x in self._listeners if x is not listener)
+
+        return remove
 
     def internal_error(self, where: str, exc: BaseException) -> None:
         """Log the guard's own failure: once per place with a traceback, then quietly.

@@ -18,7 +18,7 @@ from __future__ import annotations
 import itertools
 import json
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Literal
 
 from langchain_core.callbacks import CallbackManagerForLLMRun
@@ -46,7 +46,17 @@ _ANY_ARGS: dict[str, Any] = {"type": "object", "properties": {}, "additionalProp
 
 
 class ScriptExhaustedError(RuntimeError):
-    """The scripted model was called more often than its script has steps."""
+    """The scripted model (or tool) was called more often than its script has steps."""
+
+
+def _exhausted(call: int, steps: int, then: str) -> str:
+    if not steps:
+        return f"ScriptedChatModel was called but its script is empty (then={then!r})"
+    plural = "step" if steps == 1 else "steps"
+    return (
+        f"ScriptedChatModel was called {call} times but its script has {steps} {plural}; "
+        "add steps, or pass then='repeat' or then='cycle'"
+    )
 
 
 def call(name: str, args: dict[str, Any] | None = None, *, id: str | None = None) -> AIMessage:
@@ -65,6 +75,14 @@ def calls(
         call_id = entry[2] if len(entry) > 2 else None
         built.append(ToolCall(name=name, args=args, id=call_id, type="tool_call"))
     return AIMessage(content=content, tool_calls=built)
+
+
+def _tool_name(tool: Any) -> str | None:
+    if isinstance(tool, Mapping):  # {"name": ...} or OpenAI's {"function": {"name": ...}}
+        name = tool.get("name") or (tool.get("function") or {}).get("name")
+    else:
+        name = getattr(tool, "name", None) or getattr(tool, "__name__", None)
+    return name if isinstance(name, str) else None
 
 
 class ScriptedChatModel(BaseChatModel):
@@ -122,36 +140,33 @@ class ScriptedChatModel(BaseChatModel):
     ) -> Runnable[LanguageModelInput, AIMessage]:
         """Record the tools' names; the script already holds the tool calls."""
         del tool_choice, kwargs
-        names = [getattr(t, "name", None) or getattr(t, "__name__", None) for t in tools]
-        self._bound = [n for n in names if isinstance(n, str)]
+        self._bound = [name for name in map(_tool_name, tools) if name]
         return self
 
     def _next(self, messages: list[BaseMessage]) -> AIMessage:
         with self._lock:
             self._seen.append(list(messages))
-            if self._position >= len(self.script):
-                if not self.script or self.then == "error":
-                    msg = (
-                        f"ScriptedChatModel was called {self._position + 1} times but its "
-                        f"script has {len(self.script)} steps; add steps or set then="
-                        "'repeat' or 'cycle'"
-                    )
-                    raise ScriptExhaustedError(msg)
-                index = (
-                    len(self.script) - 1
-                    if self.then == "repeat"
-                    else self._position % len(self.script)
-                )
+            steps = len(self.script)
+            if self._position >= steps:
+                if not steps or self.then == "error":
+                    raise ScriptExhaustedError(_exhausted(self._position + 1, steps, self.then))
+                index = steps - 1 if self.then == "repeat" else self._position % steps
             else:
                 index = self._position
             self._position += 1
             step = self.script[index]
         answer = step(messages) if callable(step) else step
-        message = AIMessage(content=answer) if isinstance(answer, str) else answer
+        if isinstance(answer, str):
+            return self._with_call_ids(AIMessage(content=answer))
+        # A copy: LangChain sets the id of the message it is given, and a step that is used
+        # again (then="repeat", or the same message listed twice) must not share that id.
+        return self._with_call_ids(answer.model_copy(deep=True))
+
+    def _with_call_ids(self, message: AIMessage) -> AIMessage:
         if not message.tool_calls:
             return message
         with self._lock:
-            tool_calls = [
+            message.tool_calls = [
                 ToolCall(
                     name=tc["name"],
                     args=tc["args"],
@@ -160,7 +175,7 @@ class ScriptedChatModel(BaseChatModel):
                 )
                 for tc in message.tool_calls
             ]
-        return message.model_copy(update={"tool_calls": tool_calls})
+        return message
 
     def _generate(
         self,
@@ -226,7 +241,10 @@ class ScriptedTool(StructuredTool):
             self._arguments.append(dict(arguments))
         if index >= len(self.results):
             if not self.results or self.then == "error":
-                msg = f"tool {self.name!r} was called more often than its script allows"
+                msg = (
+                    f"scripted tool {self.name!r} was called {index + 1} times but has "
+                    f"{len(self.results)} result(s) and then={self.then!r}"
+                )
                 raise ScriptExhaustedError(msg)
             index = len(self.results) - 1 if self.then == "repeat" else index % len(self.results)
         result = self.results[index]

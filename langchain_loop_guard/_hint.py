@@ -1,0 +1,229 @@
+"""``with_loop_hint``: append the anti-loop hint to a system prompt (SPEC §7).
+
+The hint (:func:`~langchain_loop_guard._messages.hint`) tells the model not to repeat what is
+not making progress and to report a blocker instead. It is appended to the user's system
+prompt, never replacing it; it is added once however often the prompt is rebuilt (its
+:data:`~langchain_loop_guard._messages.HINT_MARKER` shows it is there), and not at all when
+the guard is off.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, TypeVar, overload
+
+from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage, convert_to_messages
+from langchain_core.prompt_values import ChatPromptValue, PromptValue
+from langchain_core.prompts import ChatPromptTemplate
+from langchain_core.runnables import Runnable, RunnableLambda, RunnableSequence
+from pydantic import Field
+
+from langchain_loop_guard._messages import HINT_MARKER, hint
+from langchain_loop_guard._runtime import ConfigInput, GuardRuntime, resolve_config
+
+__all__ = ["with_loop_hint"]
+
+_Out = TypeVar("_Out")
+
+_STEP_NAME = "loop_guard_hint"
+
+
+class _HintSource:
+    """Decides, each time it is asked, whether the hint is added and in which language."""
+
+    __slots__ = ("_config", "_guard", "_locale")
+
+    def __init__(self, guard: GuardRuntime | None, config: ConfigInput, locale: str | None):
+        if guard is not None and config is not None:
+            msg = "with_loop_hint takes a guard or a config, not both"
+            raise TypeError(msg)
+        self._guard = guard
+        self._config = None if guard is not None else resolve_config(config)
+        self._locale = locale
+
+    def text(self) -> str | None:
+        """The hint, or ``None`` when the guard is off (a guard's live mode counts)."""
+        config = self._guard.config if self._guard is not None else self._config
+        if config is None or config.mode == "off":
+            return None
+        return hint(self._locale or config.locale)
+
+    def messages(self, messages: Sequence[BaseMessage]) -> list[BaseMessage]:
+        """``messages`` with the hint in the first system message (or a new one in front)."""
+        text = self.text()
+        return list(messages) if text is None else _with_hint(messages, text)
+
+    def model_input(self, value: Any) -> Any:
+        """A chat model's input with the hint; inputs that are not messages pass unchanged."""
+        if isinstance(value, PromptValue):
+            return ChatPromptValue(messages=self.messages(value.to_messages()))
+        if isinstance(value, str):
+            return self.messages([HumanMessage(content=value)])
+        if isinstance(value, Sequence):
+            return self.messages(convert_to_messages(value))
+        return value
+
+    async def amodel_input(self, value: Any) -> Any:
+        """:meth:`model_input`, for async callers."""
+        return self.model_input(value)
+
+
+def _append(text: str, hint_text: str) -> str:
+    if HINT_MARKER in text:
+        return text
+    return f"{text}\n\n{hint_text}" if text.strip() else hint_text
+
+
+def _hinted_system(message: SystemMessage, hint_text: str) -> SystemMessage:
+    """A copy of ``message`` with the hint appended (``message`` itself if it has it)."""
+    if HINT_MARKER in message.text:
+        return message
+    content = message.content
+    if isinstance(content, str):
+        return message.model_copy(update={"content": _append(content, hint_text)})
+    blocks = [*content, {"type": "text", "text": hint_text}]
+    return message.model_copy(update={"content": blocks})
+
+
+def _with_hint(messages: Sequence[BaseMessage], hint_text: str) -> list[BaseMessage]:
+    for index, message in enumerate(messages):
+        if isinstance(message, SystemMessage):
+            return [*messages[:index], _hinted_system(message, hint_text), *messages[index + 1 :]]
+    return [SystemMessage(content=hint_text), *messages]
+
+
+class _HintedChatPromptTemplate(ChatPromptTemplate):
+    """A ``ChatPromptTemplate`` whose formatted messages carry the loop hint."""
+
+    loop_hint: _HintSource = Field(exclude=True, repr=False)
+
+    @classmethod
+    def is_lc_serializable(cls) -> bool:
+        """Not serializable: the hint follows a live guard object."""
+        return False
+
+    def format_messages(self, **kwargs: Any) -> list[BaseMessage]:
+        """Format the template, then add the hint to its system message."""
+        return self.loop_hint.messages(super().format_messages(**kwargs))
+
+    async def aformat_messages(self, **kwargs: Any) -> list[BaseMessage]:
+        """Format the template, then add the hint to its system message."""
+        return self.loop_hint.messages(await super().aformat_messages(**kwargs))
+
+    def __add__(self, other: Any) -> ChatPromptTemplate:
+        """Combine with ``other``, keeping the hint."""
+        combined = ChatPromptTemplate.__add__(self, other)
+        return _hinted_template(combined, self.loop_hint)
+
+
+def _hinted_template(prompt: ChatPromptTemplate, source: _HintSource) -> ChatPromptTemplate:
+    if isinstance(prompt, _HintedChatPromptTemplate):
+        return prompt
+    values = {name: getattr(prompt, name) for name in type(prompt).model_fields}
+    return _HintedChatPromptTemplate(**values, loop_hint=source)
+
+
+def _is_hinted(runnable: Runnable[Any, Any]) -> bool:
+    return (
+        isinstance(runnable, RunnableSequence)
+        and isinstance(runnable.first, RunnableLambda)
+        and runnable.first.name == _STEP_NAME
+    )
+
+
+@overload
+def with_loop_hint(
+    target: str,
+    *,
+    guard: GuardRuntime | None = None,
+    config: ConfigInput = None,
+    locale: str | None = None,
+) -> str: ...
+
+
+@overload
+def with_loop_hint(
+    target: SystemMessage,
+    *,
+    guard: GuardRuntime | None = None,
+    config: ConfigInput = None,
+    locale: str | None = None,
+) -> SystemMessage: ...
+
+
+@overload
+def with_loop_hint(
+    target: ChatPromptTemplate,
+    *,
+    guard: GuardRuntime | None = None,
+    config: ConfigInput = None,
+    locale: str | None = None,
+) -> ChatPromptTemplate: ...
+
+
+@overload
+def with_loop_hint(
+    target: Runnable[Any, _Out],
+    *,
+    guard: GuardRuntime | None = None,
+    config: ConfigInput = None,
+    locale: str | None = None,
+) -> Runnable[Any, _Out]: ...
+
+
+def with_loop_hint(
+    target: str | SystemMessage | Runnable[Any, Any],
+    *,
+    guard: GuardRuntime | None = None,
+    config: ConfigInput = None,
+    locale: str | None = None,
+) -> str | SystemMessage | Runnable[Any, Any]:
+    """Append the anti-loop hint to a system prompt, a prompt template or a model's input.
+
+    * a system prompt ``str`` (or ``SystemMessage``): returns it with the hint appended, e.g.
+      ``create_agent(model, tools, system_prompt=with_loop_hint("You are…"))``;
+    * a ``ChatPromptTemplate``: returns a template whose formatted system message ends with
+      the hint (one is put first when the messages have none);
+    * a chat model, or any ``Runnable`` taking messages: returns ``hint_step | target``,
+      where the step appends the hint to the first ``SystemMessage`` of the input (or puts
+      one first) without mutating it; bind tools before wrapping
+      (``with_loop_hint(model.bind_tools(tools))``). Inputs that are not messages (a
+      ``dict``, say) pass unchanged.
+
+    The user's system prompt is kept as it is and the hint added once, however often this is
+    applied or the prompt rebuilt. When the mode is ``"off"``, nothing is added: with a
+    ``guard`` (a :class:`~langchain_loop_guard.LoopGuardCallbackHandler`, say), templates and
+    runnables follow its live mode at each call, while a string is decided now.
+
+    Args:
+        target: the system prompt, template or runnable.
+        guard: a guard object whose mode and locale to follow.
+        config: the configuration to read the mode and locale from when there is no guard
+            (as for guard constructors: a config, a mapping of values, or ``None`` to load
+            files and environment).
+        locale: the hint's language, over the guard's or the config's.
+
+    Raises:
+        TypeError: for another kind of target, or when both ``guard`` and ``config`` are
+            given.
+    """
+    source = _HintSource(guard, config, locale)
+    text = source.text()
+    if isinstance(target, str):
+        return target if text is None else _append(target, text)
+    if isinstance(target, SystemMessage):
+        return target if text is None else _hinted_system(target, text)
+    if not isinstance(target, Runnable):
+        msg = (
+            "with_loop_hint takes a system prompt (str or SystemMessage), a ChatPromptTemplate "
+            f"or a Runnable, not {type(target).__name__}"
+        )
+        raise TypeError(msg)
+    if text is None and guard is None:
+        return target  # off, and a config does not change: nothing to add, ever
+    if isinstance(target, ChatPromptTemplate):
+        return _hinted_template(target, source)
+    if _is_hinted(target):
+        return target
+    step = RunnableLambda(source.model_input, afunc=source.amodel_input, name=_STEP_NAME)
+    return step | target

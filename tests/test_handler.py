@@ -1,0 +1,685 @@
+"""LoopGuardCallbackHandler, first tier: its callbacks called directly, as LangChain calls them."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+from uuid import UUID, uuid4
+
+import pytest
+from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolCall, ToolMessage
+from langchain_core.outputs import ChatGeneration, Generation, LLMResult
+from langgraph.errors import GraphInterrupt
+
+from langchain_loop_guard import LoopGuardConfig, LoopGuardConfigError, Signal
+from langchain_loop_guard._handler import LoopGuardCallbackHandler
+from langchain_loop_guard._interrupt import LoopDetected
+
+
+def guard(**values: Any) -> LoopGuardCallbackHandler:
+    return LoopGuardCallbackHandler(LoopGuardConfig(**values))
+
+
+class Run:
+    """One top-level run, its callbacks fired the way LangGraph fires them."""
+
+    def __init__(
+        self,
+        handler: LoopGuardCallbackHandler,
+        *,
+        thread_id: str | None = None,
+        parent: UUID | None = None,
+    ) -> None:
+        self.handler = handler
+        self.id = uuid4()
+        self.metadata = {"thread_id": thread_id} if thread_id else {}
+        self.calls = 0
+        handler.on_chain_start(
+            None, {}, run_id=self.id, parent_run_id=parent, metadata=self.metadata
+        )
+
+    def node(self) -> UUID:
+        node = uuid4()
+        self.handler.on_chain_start(
+            None, {}, run_id=node, parent_run_id=self.id, metadata=self.metadata
+        )
+        return node
+
+    def model(
+        self, answer: AIMessage | str = "", seen: list[BaseMessage] | None = None
+    ) -> AIMessage:
+        """A model turn answering ``answer``; tool calls without an id get one."""
+        message = AIMessage(content=answer) if isinstance(answer, str) else answer
+        for tool_call in message.tool_calls:
+            if tool_call["id"] is None:
+                self.calls += 1
+                tool_call["id"] = f"call_{self.calls}"
+        node, llm = self.node(), uuid4()
+        self.handler.on_chat_model_start(
+            {}, [seen or []], run_id=llm, parent_run_id=node, metadata=self.metadata
+        )
+        result = LLMResult(generations=[[ChatGeneration(message=message)]])
+        self.handler.on_llm_end(result, run_id=llm, parent_run_id=node)
+        self.handler.on_chain_end({}, run_id=node, parent_run_id=self.id)
+        return message
+
+    def tool(
+        self,
+        name: str,
+        args: dict[str, Any] | None = None,
+        output: Any = "ok",
+        *,
+        error: BaseException | None = None,
+        call_id: str | None = None,
+    ) -> None:
+        """A tool node running one tool that returns ``output`` (or raises ``error``)."""
+        args = args or {}
+        node, tool = self.node(), uuid4()
+        self.handler.on_tool_start(
+            {"name": name, "description": ""},
+            str(args),
+            run_id=tool,
+            parent_run_id=node,
+            metadata=self.metadata,
+            inputs=args,
+            tool_call_id=call_id,
+        )
+        if error is not None:
+            self.handler.on_tool_error(error, run_id=tool, parent_run_id=node, tool_call_id=call_id)
+        else:
+            self.handler.on_tool_end(output, run_id=tool, parent_run_id=node)
+        self.handler.on_chain_end({}, run_id=node, parent_run_id=self.id)
+
+    def end(self, error: BaseException | None = None) -> None:
+        if error is None:
+            self.handler.on_chain_end({}, run_id=self.id, parent_run_id=None)
+        else:
+            self.handler.on_chain_error(error, run_id=self.id, parent_run_id=None)
+
+
+def tool_call(name: str, args: dict[str, Any], call_id: str) -> AIMessage:
+    return AIMessage(
+        content="", tool_calls=[ToolCall(name=name, args=args, id=call_id, type="tool_call")]
+    )
+
+
+# --- the handler's contract with LangChain --------------------------------------------------------
+
+
+def test_handler_raises_inline_and_sees_every_event() -> None:
+    """raise_error and run_inline are set; only its own custom events are ignored."""
+    handler = guard()
+    assert (handler.raise_error, handler.run_inline) == (True, True)
+    assert handler.ignore_custom_event
+    assert not any(
+        (handler.ignore_llm, handler.ignore_chain, handler.ignore_agent, handler.ignore_chat_model)
+    )
+    assert isinstance(handler, BaseCallbackHandler)
+
+
+@pytest.mark.parametrize(
+    ("config", "mode"),
+    [
+        (None, "observe"),
+        ({"repeat_tool_threshold": 4}, "observe"),
+        (LoopGuardConfig(mode="off"), "off"),
+    ],
+    ids=["None loads the environment", "mapping over the environment", "config as is"],
+)
+def test_config_argument_forms(
+    config: Any, mode: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    """None and a mapping read files and environment; a LoopGuardConfig is used as it is."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    monkeypatch.setenv("LOOP_GUARD_MODE", "observe")
+    handler = LoopGuardCallbackHandler(config)
+    assert handler.mode == mode
+    if isinstance(config, dict):
+        assert handler.config.repeat_tool_threshold == 4
+
+
+def test_config_of_another_type_is_rejected() -> None:
+    """A config that is neither a mapping nor a LoopGuardConfig is a configuration error."""
+    with pytest.raises(LoopGuardConfigError):
+        LoopGuardCallbackHandler(["mode", "on"])  # type: ignore[arg-type]
+
+
+# --- tool calls -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("threshold", "calls", "stops"),
+    [(3, 2, False), (3, 3, True), (5, 4, False), (5, 5, True)],
+    ids=["below", "at", "override below", "override at"],
+)
+def test_identical_calls_raise_from_tool_start_at_the_threshold(
+    threshold: int, calls: int, stops: bool
+) -> None:
+    """The Nth identical call raises from on_tool_start, so its body never runs."""
+    run = Run(guard(tool_threshold_overrides={"read_file": threshold}))
+    for _ in range(calls - 1):
+        run.tool("read_file", {"path": "a.py"}, "contents")
+    if stops:
+        with pytest.raises(LoopDetected):
+            run.tool("read_file", {"path": "a.py"}, "contents")
+    else:
+        run.tool("read_file", {"path": "a.py"}, "contents")
+
+
+def test_loop_detected_carries_signal_tool_counts_and_run_id() -> None:
+    """The interrupt says which loop, which tool, how often, the limit and the run."""
+    run = Run(guard())
+    run.tool("read_file", {"path": "a.py"})
+    run.tool("read_file", {"path": "a.py"})
+    with pytest.raises(LoopDetected) as caught:
+        run.tool("read_file", {"path": "a.py"})
+    error = caught.value
+    assert (error.signal, error.tool, error.count, error.threshold, error.run_id) == (
+        Signal.REPEATED_TOOL_CALL,
+        "read_file",
+        3,
+        3,
+        str(run.id),
+    )
+    assert "read_file" in str(error)
+
+
+def test_tool_name_comes_from_serialized_and_args_from_inputs() -> None:
+    """Args are the parsed ``inputs`` dict: key order does not matter, input_str is unused."""
+    handler = guard()
+    run = Run(handler)
+    for args in ({"a": 1, "b": 2}, {"b": 2, "a": 1}):
+        node = run.node()
+        handler.on_tool_start(
+            {"name": "add"}, f"noise {uuid4()}", run_id=uuid4(), parent_run_id=node, inputs=args
+        )
+    with pytest.raises(LoopDetected) as caught:
+        run.tool("add", {"a": 1.0, "b": 2})
+    assert caught.value.tool == "add"
+
+
+def test_stopped_run_aborts_the_next_model_call() -> None:
+    """After a stop, the next model start raises before the model is paid for."""
+    run = Run(guard())
+    for _ in range(2):
+        run.tool("read_file", {"path": "a.py"})
+    with pytest.raises(LoopDetected):
+        run.tool("read_file", {"path": "a.py"})
+    with pytest.raises(LoopDetected) as caught:
+        run.model("let me try again")
+    assert caught.value.signal is Signal.REPEATED_TOOL_CALL
+    assert caught.value.verdict is not None
+    assert caught.value.verdict.tripped
+
+
+@pytest.mark.parametrize(
+    "fail",
+    [
+        lambda run, n: run.tool(
+            "run_script",
+            {"n": n},
+            ToolMessage(f"SyntaxError (line {n})", tool_call_id=f"c{n}", status="error"),
+        ),
+        lambda run, n: run.tool("run_script", {"n": n}, error=ValueError(f"bad line {n}")),
+    ],
+    ids=["error ToolMessage from handle_tool_error", "on_tool_error"],
+)
+def test_identical_errors_in_a_row_stop_the_run(fail: Any) -> None:
+    """Three identical errors (line numbers aside) stop the run, whichever callback reports them."""
+    run = Run(guard())
+    fail(run, 12)
+    fail(run, 14)
+    with pytest.raises(LoopDetected) as caught:
+        fail(run, 17)
+    assert caught.value.signal is Signal.REPEATED_TOOL_ERROR
+
+
+def test_success_tool_message_is_not_an_error() -> None:
+    """A ToolMessage with status "success" is a result, not an error."""
+    run = Run(guard())
+    for n in (1, 2, 3, 4):
+        run.tool("run_script", {"n": n}, ToolMessage("same", tool_call_id=f"c{n}"))
+
+
+def test_interrupt_in_a_tool_is_a_pause_and_its_resumption_not_a_new_call() -> None:
+    """An interrupt() inside a tool is not an error, and the resumed call is counted once."""
+    handler = guard(scope="thread")
+    first = Run(handler, thread_id="t")
+    first.tool("approve", {"id": 1}, error=GraphInterrupt(()), call_id="c1")
+    first.end()
+    resumed = Run(handler, thread_id="t")
+    resumed.tool("approve", {"id": 1}, "approved", call_id="c1")
+    resumed.tool("approve", {"id": 1}, "approved", call_id="c2")
+    inspection = handler.inspect("t")
+    assert inspection is not None
+    assert (inspection.calls, [c.outcome for c in inspection.recent]) == (2, ["ok", "ok"])
+
+
+# --- model turns ----------------------------------------------------------------------------------
+
+
+def test_identical_assistant_text_raises_from_llm_end() -> None:
+    """The third identical answer raises at the end of that model call."""
+    run = Run(guard())
+    run.model("I cannot find it.")
+    run.model("I  cannot find it. ")
+    with pytest.raises(LoopDetected) as caught:
+        run.model("I cannot find it.")
+    assert caught.value.signal is Signal.REPEATED_ASSISTANT_RESPONSE
+
+
+def test_text_completion_models_count_turns() -> None:
+    """on_llm_start (a text-completion model) is a model turn, and its text an answer."""
+    handler = guard(max_turns=2, mode="observe")
+    run = Run(handler)
+    for _ in range(3):
+        llm = uuid4()
+        handler.on_llm_start({}, ["prompt"], run_id=llm, parent_run_id=run.id)
+        result = LLMResult(generations=[[Generation(text="same")]])
+        handler.on_llm_end(result, run_id=llm, parent_run_id=run.id)
+    status = handler.status()
+    assert (status.warnings, status.observed) == (1, 1)
+
+
+def answered(*calls: tuple[str, str]) -> list[BaseMessage]:
+    """The next model input after the agent answered ``(call_id, error)`` without a tool."""
+    return [
+        HumanMessage("go"),
+        AIMessage(content="", tool_calls=[]),
+        *(ToolMessage(error, tool_call_id=call_id, status="error") for call_id, error in calls),
+    ]
+
+
+def test_calls_that_reach_no_tool_are_counted_at_the_next_model_start() -> None:
+    """A call to a missing tool counts with its error answer; the 3rd raises before the model."""
+    run = Run(guard())
+    error = "Error: nope is not a valid tool, try one of [read_file]."
+    run.model(tool_call("nope", {}, "c1"))
+    run.model(tool_call("nope", {}, "c2"), seen=answered(("c1", error)))
+    run.model(tool_call("nope", {}, "c3"), seen=answered(("c2", error)))
+    with pytest.raises(LoopDetected) as caught:
+        run.model("never paid for", seen=answered(("c3", error)))
+    assert (caught.value.signal, caught.value.tool) == (Signal.REPEATED_TOOL_CALL, "nope")
+
+
+def test_calls_nobody_answered_are_not_counted() -> None:
+    """A named call with no tool run and no answer (structured output, say) is not a call."""
+    handler = guard()
+    run = Run(handler)
+    for n in range(5):
+        run.model(tool_call("Classification", {"label": "bug"}, f"c{n}"), seen=[HumanMessage("x")])
+    inspection = handler.inspect()
+    assert inspection is not None
+    assert inspection.calls == 0
+
+
+def test_calls_that_reach_a_tool_are_not_counted_twice() -> None:
+    """A named call that starts a tool is counted by the tool callbacks only."""
+    handler = guard()
+    run = Run(handler)
+    run.model(tool_call("read_file", {"path": "a.py"}, "c1"))
+    run.tool("read_file", {"path": "a.py"}, "contents", call_id="c1")
+    run.model("done", seen=answered(("c1", "contents")))
+    inspection = handler.inspect()
+    assert inspection is not None
+    assert inspection.calls == 1
+
+
+# --- the run tree ---------------------------------------------------------------------------------
+
+
+def test_nested_runs_count_toward_their_root() -> None:
+    """Tool calls deep inside subgraphs and nested chains count toward one top-level run."""
+    handler = guard()
+    run = Run(handler)
+    for _ in range(2):
+        node = run.node()
+        subgraph, inner, tool = uuid4(), uuid4(), uuid4()
+        handler.on_chain_start(None, {}, run_id=subgraph, parent_run_id=node)
+        handler.on_chain_start(None, {}, run_id=inner, parent_run_id=subgraph)
+        handler.on_tool_start({"name": "t"}, "", run_id=tool, parent_run_id=inner, inputs={})
+        handler.on_tool_end("ok", run_id=tool, parent_run_id=inner)
+    assert handler.status().active_runs == 1
+    with pytest.raises(LoopDetected):
+        run.tool("t", {})
+
+
+def test_interleaved_runs_stay_isolated() -> None:
+    """Two top-level runs through one handler have separate counters."""
+    handler = guard()
+    runs = [Run(handler), Run(handler)]
+    for _ in range(2):
+        for run in runs:
+            run.tool("read_file", {"path": "a.py"})
+    assert handler.status().active_runs == 2
+    for run in runs:
+        with pytest.raises(LoopDetected) as caught:
+            run.tool("read_file", {"path": "a.py"})
+        assert caught.value.run_id == str(run.id)
+
+
+def test_unknown_parent_is_taken_as_the_root() -> None:
+    """Events under a parent never seen count toward that parent, whose end ends the run."""
+    handler = guard()
+    parent = uuid4()
+    for _ in range(2):
+        tool = uuid4()
+        handler.on_tool_start({"name": "t"}, "", run_id=tool, parent_run_id=parent, inputs={})
+        handler.on_tool_end("ok", run_id=tool, parent_run_id=parent)
+    assert handler.status().active_runs == 1
+    handler.on_chain_end({}, run_id=parent, parent_run_id=None)
+    assert handler.status().active_runs == 0
+
+
+def test_events_of_runs_never_started_are_ignored() -> None:
+    """An end whose start was missed (a handler added mid-run) changes nothing."""
+    handler = guard()
+    handler.on_tool_end("ok", run_id=uuid4(), parent_run_id=uuid4())
+    handler.on_llm_end(LLMResult(generations=[]), run_id=uuid4())
+    assert handler.status().active_runs == 0
+
+
+# --- state is freed and bounded -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("ending", ["end", "error"])
+def test_root_end_frees_the_run_and_its_tree(ending: str) -> None:
+    """The top-level run's end frees its detector and every run-tree entry, even after a stop."""
+    handler = guard()
+    run = Run(handler)
+    run.tool("read_file", {"path": "a.py"})
+    run.tool("read_file", {"path": "a.py"})
+    with pytest.raises(LoopDetected) as caught:
+        run.tool("read_file", {"path": "a.py"})  # its tool run never reports an end
+    handler.on_chain_start(None, {}, run_id=uuid4(), parent_run_id=run.id)  # nor does this
+    run.end(caught.value if ending == "error" else None)
+    assert handler.status().active_runs == 0
+    assert (handler._runs, handler._roots, handler._open) == ({}, {}, {})
+
+
+def test_registry_evicts_the_least_recent_run_beyond_its_bound() -> None:
+    """Runs that never report their end are forgotten, least recently active first."""
+    handler = guard()
+    handler.max_runs = 3  # type: ignore[misc]
+    runs = [Run(handler) for _ in range(3)]
+    runs[0].tool("read_file", {"path": "a.py"})  # the first run is now the most recent
+    runs.append(Run(handler))
+    assert handler.status().active_runs == 3
+    assert handler.inspect(runs[1].id) is None
+    assert handler.inspect(runs[0].id) is not None
+    assert set(handler._roots) == {runs[0].id, runs[2].id, runs[3].id}
+
+
+def test_run_tree_is_bounded() -> None:
+    """Nested runs that never end cannot grow the run tree beyond its bound."""
+    handler = guard()
+    handler.max_open_runs = 10  # type: ignore[misc]
+    run = Run(handler)
+    for _ in range(50):
+        handler.on_chain_start(None, {}, run_id=uuid4(), parent_run_id=run.id)
+    assert len(handler._open) == 10
+    run.end()
+    assert (handler._runs, handler._roots, handler._open) == ({}, {}, {})
+
+
+def test_late_events_of_a_stopped_run_are_stopped_too() -> None:
+    """A tool starting on a worker thread after its run was stopped and ended does not run."""
+    handler = guard()
+    run = Run(handler)
+    node = run.node()
+    for _ in range(2):
+        run.tool("read_file", {"path": "a.py"})
+    with pytest.raises(LoopDetected) as caught:
+        run.tool("read_file", {"path": "a.py"})
+    handler.on_chain_error(caught.value, run_id=node, parent_run_id=run.id)
+    run.end(caught.value)
+    with pytest.raises(LoopDetected) as late:
+        handler.on_tool_start({"name": "other"}, "", run_id=uuid4(), parent_run_id=node, inputs={})
+    assert late.value.run_id == str(run.id)
+    assert (handler._runs, handler._roots, handler._open) == ({}, {}, {})
+
+
+def test_late_events_of_an_ended_run_are_ignored() -> None:
+    """An event under a run that ended normally is not taken for a new run."""
+    handler = guard()
+    run = Run(handler)
+    node = run.node()
+    handler.on_chain_end({}, run_id=node, parent_run_id=run.id)
+    run.end()
+    for _ in range(3):
+        handler.on_tool_start({"name": "t"}, "", run_id=uuid4(), parent_run_id=node, inputs={})
+    assert (handler._runs, handler._roots, handler._open) == ({}, {}, {})
+
+
+# --- scope="thread" -------------------------------------------------------------------------------
+
+
+def test_thread_scope_keeps_state_across_invocations_of_a_thread() -> None:
+    """State is keyed by thread_id and survives the end of each invocation (its tree does not)."""
+    handler = guard(scope="thread")
+    for _ in range(2):
+        run = Run(handler, thread_id="chat-1")
+        run.tool("read_file", {"path": "a.py"})
+        run.end()
+    assert handler.status().active_runs == 1
+    assert (handler._roots, handler._open) == ({}, {})
+    run = Run(handler, thread_id="chat-1")
+    with pytest.raises(LoopDetected) as caught:
+        run.tool("read_file", {"path": "a.py"})
+    assert caught.value.run_id == "chat-1"
+
+
+def test_thread_scope_without_a_thread_id_is_per_run() -> None:
+    """With no thread_id in the metadata, scope="thread" falls back to the top-level run."""
+    handler = guard(scope="thread")
+    for _ in range(3):
+        run = Run(handler)
+        run.tool("read_file", {"path": "a.py"})
+        run.end()
+    assert handler.status().active_runs == 0
+
+
+# --- runtime commands -----------------------------------------------------------------------------
+
+
+def test_inspect_shows_the_most_recent_run_without_content() -> None:
+    """inspect() picks the most recent run, also after it ended; it holds no arguments or output."""
+    handler = guard()
+    older, newer = Run(handler), Run(handler)
+    older.tool("read_file", {"path": "secret-path.txt"}, "secret output")
+    newer.tool("search", {"q": "secret query"}, "secret results")
+    newer.end()
+    inspection = handler.inspect()
+    assert inspection is not None
+    assert (inspection.run_id, [c.tool for c in inspection.recent]) == (str(newer.id), ["search"])
+    assert "secret" not in f"{inspection}{inspection._repr_html_()}"
+    older_inspection = handler.inspect(str(older.id))
+    assert older_inspection is not None
+    assert older_inspection.calls == 1
+
+
+def test_inspect_of_an_unknown_run_is_none() -> None:
+    """Nothing to inspect before any run, or for an id never seen."""
+    handler = guard()
+    assert handler.inspect() is None
+    Run(handler)
+    assert handler.inspect("no-such-run") is None
+
+
+def test_reset_clears_counters_and_the_trip() -> None:
+    """After reset the same run may make the same calls again."""
+    handler = guard()
+    run = Run(handler)
+    run.tool("read_file", {"path": "a.py"})
+    run.tool("read_file", {"path": "a.py"})
+    with pytest.raises(LoopDetected):
+        run.tool("read_file", {"path": "a.py"})
+    assert handler.reset() is True
+    run.model("trying again")
+    run.tool("read_file", {"path": "a.py"})
+    run.tool("read_file", {"path": "a.py"})
+
+
+def test_reset_of_a_thread_lets_the_conversation_go_on() -> None:
+    """With scope="thread" a stopped thread stays stopped until reset(thread_id)."""
+    handler = guard(scope="thread")
+    run = Run(handler, thread_id="chat-1")
+    for _ in range(2):
+        run.tool("read_file", {"path": "a.py"})
+    with pytest.raises(LoopDetected) as caught:
+        run.tool("read_file", {"path": "a.py"})
+    run.end(caught.value)
+    with pytest.raises(LoopDetected):
+        Run(handler, thread_id="chat-1").model("hello again")
+    assert handler.reset("chat-1") is True
+    Run(handler, thread_id="chat-1").model("hello again")
+
+
+def test_reset_of_no_run_in_progress_is_false() -> None:
+    """Nothing is reset for an ended or unknown run."""
+    handler = guard()
+    run = Run(handler)
+    run.end()
+    assert (handler.reset(), handler.reset("nope")) == (False, False)
+
+
+def test_set_mode_applies_to_runs_in_progress() -> None:
+    """Switching to observe mid-run lets the loop go on; switching off forgets every run."""
+    handler = guard()
+    run = Run(handler)
+    run.tool("read_file", {"path": "a.py"})
+    run.tool("read_file", {"path": "a.py"})
+    handler.set_mode("observe")
+    run.tool("read_file", {"path": "a.py"})
+    assert handler.status().observed == 1
+    handler.set_mode("off")
+    assert handler.status().active_runs == 0
+    run.tool("read_file", {"path": "a.py"})
+    assert handler.status().active_runs == 0
+
+
+def test_off_mode_tracks_nothing() -> None:
+    """Off: no run is tracked and nothing raises."""
+    handler = guard(mode="off")
+    run = Run(handler)
+    for _ in range(5):
+        run.tool("read_file", {"path": "a.py"})
+        run.model("same")
+    assert handler.status().active_runs == 0
+    assert handler.inspect() is None
+
+
+# --- reporting ------------------------------------------------------------------------------------
+
+
+def test_observe_mode_logs_and_counts_without_raising(caplog: pytest.LogCaptureFixture) -> None:
+    """Observe: the loop is logged once with names and counts, and counted in status."""
+    handler = guard(mode="observe")
+    run = Run(handler)
+    with caplog.at_level(logging.WARNING, logger="langchain_loop_guard"):
+        for _ in range(5):
+            run.tool("read_file", {"path": "secret.txt"}, "secret output")
+    (record,) = caplog.records
+    assert "observe" in record.getMessage()
+    assert "read_file" in record.getMessage()
+    assert "secret" not in record.getMessage()
+    assert (handler.status().observed, handler.status().stops) == (1, 0)
+
+
+def test_soft_warning_is_logged_and_counted_without_raising(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Passing max_turns warns once and the run goes on."""
+    handler = guard(max_turns=2)
+    run = Run(handler)
+    with caplog.at_level(logging.WARNING, logger="langchain_loop_guard"):
+        for n in range(5):
+            run.model(f"step {n}")
+    assert [r.loop_guard_signal for r in caplog.records] == ["turn_count"]  # type: ignore[attr-defined]
+    assert handler.status().warnings == 1
+
+
+def test_elapsed_time_uses_the_injected_clock(caplog: pytest.LogCaptureFixture) -> None:
+    """The clock passed to the handler drives the elapsed-time warning."""
+    now = [0.0]
+    handler = LoopGuardCallbackHandler(LoopGuardConfig(turn_timeout_ms=1000), clock=lambda: now[0])
+    run = Run(handler)
+    run.model("first")
+    now[0] = 2.0
+    with caplog.at_level(logging.WARNING, logger="langchain_loop_guard"):
+        run.model("second")
+    assert [r.loop_guard_signal for r in caplog.records] == ["elapsed_time"]  # type: ignore[attr-defined]
+
+
+def test_verdict_listeners_run_outside_the_lock() -> None:
+    """A listener may use the guard from another thread while a verdict is reported."""
+    handler = guard(mode="observe")
+    finished: list[bool] = []
+
+    def listener(run_id: str, verdict: Any) -> None:
+        worker = threading.Thread(target=handler.status)
+        worker.start()
+        worker.join(timeout=5)
+        finished.append(not worker.is_alive())
+
+    handler.add_verdict_listener(listener)
+    run = Run(handler)
+    for _ in range(3):
+        run.tool("read_file", {"path": "a.py"})
+    assert finished == [True]
+
+
+# --- failing open ---------------------------------------------------------------------------------
+
+
+def test_handler_failure_fails_open_with_one_warning(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bug in the handler's own code is logged once and never raises."""
+    import langchain_loop_guard._handler as module
+
+    def broken(response: Any) -> Any:
+        msg = "handler bug"
+        raise RuntimeError(msg)
+
+    monkeypatch.setattr(module, "_answer", broken)
+    run = Run(guard())
+    with caplog.at_level(logging.WARNING, logger="langchain_loop_guard"):
+        for _ in range(3):
+            run.model("same answer")
+    (record,) = caplog.records
+    assert "internal error in on_llm_end" in record.getMessage()
+    assert "handler bug" not in record.getMessage()
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        lambda h, p: h.on_tool_start(None, "", run_id=uuid4(), parent_run_id=p),
+        lambda h, p: h.on_tool_start({"name": None}, "x", run_id=uuid4(), parent_run_id=p),
+        lambda h, p: h.on_chat_model_start(None, [], run_id=uuid4(), parent_run_id=p),
+        lambda h, p: h.on_llm_end(LLMResult(generations=[[]]), run_id=uuid4(), parent_run_id=p),
+        lambda h, p: h.on_tool_end(object(), run_id=uuid4(), parent_run_id=p),
+        lambda h, p: h.on_tool_error(KeyboardInterrupt(), run_id=uuid4(), parent_run_id=p),
+        lambda h, p: h.on_chain_start(None, None, run_id=uuid4(), parent_run_id=p, metadata=None),
+    ],
+    ids=[
+        "no serialized",
+        "no tool name",
+        "no messages",
+        "no generations",
+        "odd output",
+        "odd error",
+        "no metadata",
+    ],
+)
+def test_odd_callback_arguments_never_raise(event: Any) -> None:
+    """Arguments LangChain would not send are taken in stride."""
+    handler = guard()
+    run = Run(handler)
+    event(handler, run.id)
+    run.end()
+    assert handler.status().active_runs == 0
