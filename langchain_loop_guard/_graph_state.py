@@ -1,0 +1,697 @@
+"""The engine shared by the middleware and the node guard: detector state kept in graph state.
+
+Both integrations see an agent the same way, as the message history in LangGraph state, at
+two points of each turn:
+
+* **before the model** (``LoopGuardMiddleware.before_model``; the node guard on the edge back
+  from the tools): the tool results that arrived since the last model call are fed to the
+  detector, then the start of a turn;
+* **after the model** (``LoopGuardMiddleware.after_model``; the node guard on the edge from
+  the model): the model's answer and each tool call it asks for. A call the guard refuses is
+  answered with an error ``ToolMessage`` there, before any tool runs, so it never runs.
+
+Each pass restores a :class:`~langchain_loop_guard._detector.LoopDetector` from the graph state,
+feeds it, and writes its state back under one key (``"loop_guard"``): tool names, digests,
+counters and tool-call ids, never arguments, outputs or text. Whatever checkpointer the graph
+runs therefore saves it, so detection survives ``interrupt()``/resume and process restarts.
+Exactly one node writes the key per step, so it needs no reducer.
+
+A *run* starts when a human message arrives. With ``scope="run"`` the guard's state starts
+afresh there; with ``scope="thread"`` the history is kept for the whole thread and a stopped
+run is released (the human saw the stop and answered). A resume (``Command(resume=...)``, or
+``invoke(None)`` after a breakpoint) is not a new run: the interrupted node re-executes from
+the same saved state and must reach the same decision, which is what makes
+``on_stop="interrupt"`` answerable.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal, NotRequired, cast, get_args
+
+from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, ToolMessage
+from langgraph.config import get_config
+from langgraph.types import interrupt
+from pydantic import BeforeValidator
+from typing_extensions import TypedDict
+
+from langchain_loop_guard._config import LoopGuardConfig
+from langchain_loop_guard._detector import LoopDetector, Signal, Verdict
+from langchain_loop_guard._errors import LoopGuardConfigError
+from langchain_loop_guard._interrupt import LoopDetected
+from langchain_loop_guard._messages import HINT_MARKER, not_executed, nudge, translator
+from langchain_loop_guard._runtime import ConfigInput, GuardRuntime, RunInspection, logger
+
+__all__ = [
+    "MESSAGE_NAME",
+    "ON_STOP_VALUES",
+    "RESUME_VALUES",
+    "STATE_KEY",
+    "GraphGuard",
+    "GuardData",
+    "LoopGuardResume",
+    "LoopGuardState",
+    "OnStop",
+    "ResumeAction",
+    "Update",
+    "check_name",
+]
+
+STATE_KEY = "loop_guard"
+"""The graph-state key the guard keeps its state under."""
+
+MESSAGE_NAME = "loop_guard"
+"""The ``name`` of the messages the guard adds on its own: nudges and the stop message."""
+
+OnStop = Literal["raise", "end", "interrupt"]
+"""What a guard does when it stops a run.
+
+- ``"raise"``: raise :class:`~langchain_loop_guard.LoopDetected` to the caller of
+  ``invoke``/``stream`` (the checkpoint, if any, stays resumable).
+- ``"end"``: answer every pending tool call with an error ``ToolMessage``, add a final
+  ``AIMessage`` that explains the stop to the user, and end the run normally. The history stays
+  valid for the next model call.
+- ``"interrupt"``: pause the thread with LangGraph's ``interrupt()`` so that a human decides;
+  resume with ``Command(resume="continue")`` (go on with fresh counters) or
+  ``Command(resume="end")`` (as ``"end"``). Needs a checkpointer.
+"""
+
+ON_STOP_VALUES: tuple[str, ...] = get_args(OnStop)
+
+ResumeAction = Literal["continue", "end"]
+"""A human's answer to a loop-guard interrupt."""
+
+RESUME_VALUES = ('"continue"', '"end"', '{"action": "continue"}', '{"action": "end"}')
+"""The resume values a loop-guard interrupt accepts, as they are written."""
+
+_MAX_PENDING = 256  # tool calls awaiting their result, per thread
+_MAX_THREADS = 256  # threads remembered for ``inspect``/``status`` and reset requests
+_STATE_VERSION = 1
+_UNKNOWN_TOOL = "unknown_tool"
+_MALFORMED = "malformed tool call arguments"
+
+
+class _ResumeMapping(TypedDict):
+    action: ResumeAction
+
+
+def _check_resume(value: object) -> object:
+    actions = get_args(ResumeAction)
+    if value in actions:
+        return value
+    if isinstance(value, Mapping) and set(value) == {"action"} and value["action"] in actions:
+        return dict(value)
+    accepted = ", ".join(RESUME_VALUES)
+    msg = f"a loop-guard interrupt is resumed with one of {accepted}, not {value!r}"
+    raise ValueError(msg)
+
+
+LoopGuardResume = Annotated[ResumeAction | _ResumeMapping, BeforeValidator(_check_resume)]
+"""The ``response_schema`` of the guard's interrupts: LangGraph checks a resume value against
+it before anything is saved, so a wrong answer raises ``pydantic.ValidationError`` (naming the
+accepted values) and the interrupt can be answered again."""
+
+_RESUME_SCHEMA: Any = LoopGuardResume  # a type form, which ``interrupt``'s overloads do not name
+
+
+class GuardData(TypedDict, total=False):
+    """What the guard keeps in graph state: JSON data of names, digests, ids and counters."""
+
+    v: int
+    """Format version; any other starts afresh."""
+    detector: dict[str, Any]
+    """:meth:`LoopDetector.export_state` output."""
+    pending: list[list[str]]
+    """``[tool_call_id, tool name]`` of the calls whose results have not been seen yet."""
+    ai: str | None
+    """Id of the last model message the guard processed."""
+    turn: bool
+    """Whether the next model turn was already counted (before the model ran)."""
+    nudged: int
+    """Nudges given in this run."""
+    at: float
+    """When the state was written (the guard's clock), to count time spent between steps."""
+
+
+class LoopGuardState(TypedDict, total=False):
+    """The state key the node guard needs; mix it into your graph's state::
+
+        class State(MessagesState, LoopGuardState):
+            pass
+
+    It is a plain (last value) channel: the guard node is its only writer.
+    """
+
+    loop_guard: NotRequired[GuardData]
+
+
+@dataclass(frozen=True, slots=True)
+class Update:
+    """What one pass of the guard changes in the graph.
+
+    Attributes:
+        data: the guard's new state (under :data:`STATE_KEY`).
+        messages: messages to append (tool messages answering refused calls, a nudge, the
+            final message of an ended run).
+        jump: ``"model"`` to give the model another turn after a nudge (when it would
+            otherwise end), ``"end"`` when the guard ended the run, else ``None``.
+    """
+
+    data: GuardData
+    messages: tuple[BaseMessage, ...] = ()
+    jump: Literal["model", "end"] | None = None
+
+
+@dataclass(slots=True)
+class _Pass:
+    """One pass's working state and decision, before the guard acts on a stop."""
+
+    data: GuardData
+    detector: LoopDetector
+    config: LoopGuardConfig
+    nudges: int
+    run_id: str
+    now: float
+    messages: list[BaseMessage] = field(default_factory=list)
+    jump: Literal["model", "end"] | None = None
+    stop: Verdict | None = None
+    ending: list[BaseMessage] = field(default_factory=list)
+
+
+Position = Literal["before_model", "after_model"]
+
+_CallInfo = tuple[str, str, Any, bool]
+"""``(tool_call_id, tool name, arguments, malformed)`` of a call a model answer makes."""
+
+
+class GraphGuard(GuardRuntime):
+    """A guard whose detector state lives in LangGraph state (middleware and node guard).
+
+    Subclasses call :meth:`_guard_pass` at their two observation points and turn the
+    :class:`Update` into their host's state update and routing.
+    """
+
+    def __init__(
+        self,
+        config: ConfigInput = None,
+        *,
+        nudges: int | None = None,
+        on_stop: OnStop = "raise",
+        clock: Callable[[], float] | None = None,
+        state_key: str = STATE_KEY,
+    ) -> None:
+        if nudges is not None and (type(nudges) is not int or nudges < 0):
+            raise LoopGuardConfigError(
+                f"nudges must be a whole number of at least 0 (or None for the configured "
+                f"value), not {nudges!r}",
+                source="code",
+                key="nudges",
+                value=nudges,
+                allowed="int >= 0 | None",
+            )
+        if on_stop not in ON_STOP_VALUES:
+            raise LoopGuardConfigError(
+                f"on_stop must be one of {', '.join(map(repr, ON_STOP_VALUES))}, not {on_stop!r}",
+                source="code",
+                key="on_stop",
+                value=on_stop,
+                allowed=" | ".join(ON_STOP_VALUES),
+            )
+        if clock is not None and not callable(clock):
+            raise LoopGuardConfigError(
+                f"clock must be a function returning seconds, or None, not {clock!r}",
+                source="code",
+                key="clock",
+                value=type(clock).__name__,
+                allowed="Callable[[], float] | None",
+            )
+        check_name("state_key", state_key)
+        super().__init__(config, clock=clock)
+        self._nudges = nudges
+        self._on_stop: OnStop = on_stop
+        self._state_key = state_key
+        self._wall: Callable[[], float] = clock if clock is not None else time.time
+        self._threads: OrderedDict[str, GuardData] = OrderedDict()
+        self._resets: OrderedDict[str, float] = OrderedDict()
+
+    # --- settings -------------------------------------------------------------------------------
+
+    @property
+    def nudges(self) -> int:
+        """Hard detections answered with a nudge before one stops the run."""
+        return self._nudges if self._nudges is not None else self.config.nudges
+
+    @property
+    def on_stop(self) -> OnStop:
+        """What happens when the guard stops a run: ``"raise"``, ``"end"`` or ``"interrupt"``."""
+        return self._on_stop
+
+    @property
+    def state_key(self) -> str:
+        """The graph-state key of the guard's state."""
+        return self._state_key
+
+    # --- runtime commands -----------------------------------------------------------------------
+
+    def inspect(self, target: str | Mapping[str, Any] | None = None) -> RunInspection | None:
+        """The recent tool calls of a thread (tool names, digests, outcome kinds, no content).
+
+        Args:
+            target: a ``thread_id`` this guard served (in this process); a graph state, such
+                as ``graph.get_state(config).values``, from any process; or ``None`` for the
+                thread this guard served most recently.
+
+        Returns:
+            The inspection, or ``None`` when the thread is unknown or holds no guard state.
+        """
+        if isinstance(target, Mapping):
+            data = target.get(self._state_key)
+            name = "-"
+        else:
+            with self._lock:
+                name = target if target is not None else next(reversed(self._threads), "")
+                data = self._threads.get(name)
+        if not isinstance(data, Mapping):
+            return None
+        detector = self.new_detector()
+        if not detector.restore_state(data.get("detector") or {}):
+            return None
+        return self.inspection(name, detector)
+
+    def reset(self, thread_id: str | None = None) -> bool:
+        """Clear a thread's counters, history and tripped flag at its next step.
+
+        The state lives in the graph, so the reset is applied by the guard when the thread next
+        passes through it (in this process).
+
+        Args:
+            thread_id: the LangGraph ``thread_id``; the thread this guard served most recently
+                when ``None``.
+
+        Returns:
+            Whether the thread is one this guard has served.
+        """
+        with self._lock:
+            name = thread_id if thread_id is not None else next(reversed(self._threads), None)
+            if name is None:
+                return False
+            _put(self._resets, name, self._wall())
+            return name in self._threads
+
+    def _active_runs(self) -> int:
+        return len(self._threads)
+
+    def _config_changed(self, config: LoopGuardConfig) -> None:
+        if config.mode == "off":
+            self._threads.clear()
+
+    # --- the pass -------------------------------------------------------------------------------
+
+    def _guard_pass(
+        self, messages: Sequence[AnyMessage], stored: object, position: Position
+    ) -> Update | None:
+        """Feed what happened since the last pass, decide, and act on a stop.
+
+        Returns ``None`` when nothing changes (the guard is off, or it failed open). Raises
+        :class:`LoopDetected` (``on_stop="raise"``) or pauses the graph (``"interrupt"``).
+        """
+        if self.mode == "off":
+            return None
+        thread = _thread_id()
+        fresh = False
+        while True:
+            decided: _Pass | None = None
+            with self.failing_open(f"{type(self).__name__}.{position}"):
+                decided = self._decide(messages, stored, position, thread, fresh=fresh)
+            if decided is None:
+                return None
+            stop = decided.stop
+            if stop is None:
+                break
+            if self._on_stop == "raise":
+                raise LoopDetected.from_verdict(stop, run_id=thread)
+            if self._on_stop == "interrupt":
+                answer = interrupt(_payload(stop), response_schema=_RESUME_SCHEMA)
+                if _action(answer) == "continue":
+                    logger.info("loop-guard: run=%s resumed with fresh counters", thread or "-")
+                    fresh = True
+                    continue
+            decided.messages.extend(decided.ending)
+            decided.jump = "end"
+            break
+        if thread is not None:
+            with self._lock:
+                _put(self._threads, thread, decided.data)
+        return Update(data=decided.data, messages=tuple(decided.messages), jump=decided.jump)
+
+    def _decide(
+        self,
+        messages: Sequence[AnyMessage],
+        stored: object,
+        position: Position,
+        thread: str | None,
+        *,
+        fresh: bool,
+    ) -> _Pass | None:
+        """Restore the detector, feed what is new, and decide; ``None`` if nothing is new."""
+        work = self._restore(None if fresh else stored, thread)
+        target: AIMessage | None = None
+        end = len(messages)
+        if position == "after_model":
+            end = _last_ai(messages, len(messages))
+            if end < 0:
+                return None
+            target = cast(AIMessage, messages[end])
+            if target.id is not None and target.id == work.data.get("ai"):
+                return None  # this answer was processed already
+        tail = _tail(messages, work.data.get("ai"), end)
+        if any(_is_human_input(m) for m in tail):
+            self._new_run(work)
+        hard = self._feed_results(work, tail)
+        if target is None:
+            self._before_model(work, messages, hard)
+        else:
+            self._after_model(work, messages, end, hard)
+        work.data["v"] = _STATE_VERSION
+        work.data["detector"] = _plain(work.detector.export_state())
+        work.data["at"] = work.now
+        return work
+
+    def _restore(self, stored: object, thread: str | None) -> _Pass:
+        """The pass's working state: the stored guard state and a detector restored from it."""
+        now = self._wall()
+        config = self.config  # one configuration for the whole pass
+        data = _load(stored)
+        if thread is not None and self._reset_due(thread, data):
+            data = _load(None)
+        detector = self.new_detector()
+        detector.configure(config)
+        exported = data.get("detector")
+        if exported:
+            # Count the time spent between two passes (model and tool calls) as elapsed.
+            elapsed = exported.get("elapsed")
+            if isinstance(elapsed, int | float):
+                gap = max(0.0, now - data.get("at", now))
+                exported = {**exported, "elapsed": elapsed + gap}
+            detector.restore_state(exported)
+        return _Pass(
+            data=data,
+            detector=detector,
+            config=config,
+            nudges=self._nudges if self._nudges is not None else config.nudges,
+            run_id=thread or "-",
+            now=now,
+        )
+
+    def _new_run(self, work: _Pass) -> None:
+        """A human message arrived: a new run (``scope="run"``) or a released thread."""
+        if work.config.scope == "run":
+            work.detector.reset()
+            work.data = _load(None)
+        else:
+            work.detector.release()
+            work.data["turn"] = False
+
+    def _feed(self, work: _Pass, event: Any, *args: Any, **kwargs: Any) -> Verdict:
+        return self.feed(work.run_id, work.detector, event, *args, **kwargs)
+
+    def _feed_results(self, work: _Pass, tail: Sequence[AnyMessage]) -> Verdict | None:
+        """Feed the results of the calls awaiting one; the first stopping verdict, if any."""
+        pending = dict(work.data.get("pending", []))
+        work.data["pending"] = []
+        hard: Verdict | None = None
+        for message in tail:
+            if not isinstance(message, ToolMessage) or message.tool_call_id not in pending:
+                continue
+            name = pending.pop(message.tool_call_id)
+            if message.status == "error":
+                error = message.content
+                verdict = self._feed(
+                    work, "tool_result", name, error=error, call_id=message.tool_call_id
+                )
+            else:
+                verdict = self._feed(
+                    work, "tool_result", name, message, call_id=message.tool_call_id
+                )
+            if verdict.stops and hard is None:
+                hard = verdict
+        return hard
+
+    def _before_model(
+        self, work: _Pass, messages: Sequence[AnyMessage], hard: Verdict | None
+    ) -> None:
+        """The results are in and a turn begins; a stop here needs no call answered."""
+        if hard is None and not work.data.get("turn"):
+            verdict = self._feed(work, "turn_start")
+            work.data["turn"] = True
+            hard = verdict if verdict.stops else None
+        if hard is None:
+            return
+        calls, answered = _open_calls(messages)
+        self._resolve(work, hard, calls=calls, answered=answered)
+        if work.stop is None:
+            work.messages.append(_standalone_nudge(hard, work.config.locale))
+
+    def _after_model(
+        self, work: _Pass, messages: Sequence[AnyMessage], index: int, hard: Verdict | None
+    ) -> None:
+        """Feed the model's answer at ``messages[index]`` and its calls; refuse, nudge or stop."""
+        answer = cast(AIMessage, messages[index])
+        answered = {m.tool_call_id for m in messages[index + 1 :] if isinstance(m, ToolMessage)}
+        calls = _calls_of(answer)
+        if not work.data.get("turn"):
+            verdict = self._feed(work, "turn_start")
+            hard = hard or (verdict if verdict.stops else None)
+        work.data["turn"] = False
+        tool_calls = [(name, args) for _, name, args, _ in calls]
+        verdict = self._feed(work, "assistant_message", answer.text, tool_calls)
+        hard = hard or (verdict if verdict.stops else None)
+        work.data["ai"] = answer.id
+        if hard is None:
+            self._check_calls(work, calls, answered)
+        else:
+            self._resolve(work, hard, calls=calls, answered=answered)
+            if work.stop is None:
+                # A verdict about the whole answer: its open calls carry the nudge (none runs,
+                # and none is fed: the model asked for them before it knew), or, for a final
+                # answer, the model gets one more turn to read it.
+                text = nudge(hard.tool, hard.count, work.config.locale)
+                open_calls = [c for c in calls if c[0] not in answered]
+                work.messages += [_tool_answer(c[0], c[1], text) for c in open_calls]
+                if not open_calls:
+                    work.messages.append(_standalone_nudge(hard, work.config.locale))
+                    work.jump = "model"
+        ours = {getattr(m, "tool_call_id", None) for m in (*work.messages, *work.ending)}
+        work.data["pending"] = [
+            [call_id, name]
+            for call_id, name, _, malformed in calls
+            if not malformed and call_id not in ours
+        ][-_MAX_PENDING:]
+
+    def _check_calls(self, work: _Pass, calls: list[_CallInfo], answered: set[str]) -> None:
+        """Feed each tool call of the answer; refuse (nudge) or stop on a hard detection."""
+        for call_id, name, args, malformed in calls:
+            verdict = self._feed(work, "tool_call", name, args, call_id=call_id)
+            if malformed and not verdict.stops:  # it fails without reaching a tool
+                verdict = self._feed(work, "tool_result", name, error=_MALFORMED, call_id=call_id)
+            if call_id in answered or not verdict.stops:
+                continue  # answered by another middleware: it counts, but is not ours to refuse
+            self._resolve(work, verdict, calls=calls, answered=answered)
+            if work.stop is not None:
+                return
+            text = nudge(verdict.tool or name, verdict.count, work.config.locale)
+            work.messages.append(_tool_answer(call_id, name, text))
+
+    def _resolve(
+        self,
+        work: _Pass,
+        verdict: Verdict,
+        *,
+        calls: list[_CallInfo],
+        answered: set[str],
+    ) -> None:
+        """Spend a nudge on ``verdict`` (lifting the trip), or make it the pass's stop."""
+        used = work.data.get("nudged", 0)
+        if not verdict.tripped and used < work.nudges:
+            work.detector.release()
+            work.data["nudged"] = used + 1
+            logger.info(
+                "loop-guard nudge: run=%s signal=%s tool=%s count=%d nudge=%d/%d",
+                work.run_id,
+                verdict.signal.value if verdict.signal else "-",
+                verdict.tool,
+                verdict.count,
+                used + 1,
+                work.nudges,
+            )
+            return
+        work.stop = verdict
+        done = answered | {getattr(m, "tool_call_id", None) for m in work.messages}
+        text = not_executed(work.config.locale)
+        work.ending = [
+            _tool_answer(call_id, name, text)
+            for call_id, name, _, _ in calls
+            if call_id not in done
+        ]
+        work.ending.append(AIMessage(content=verdict.message, name=MESSAGE_NAME))
+
+    def _reset_due(self, thread: str, data: GuardData) -> bool:
+        with self._lock:
+            requested = self._resets.get(thread)
+        if requested is None:
+            return False
+        if data.get("at", float("-inf")) <= requested:
+            return True
+        with self._lock:
+            self._resets.pop(thread, None)
+        return False
+
+
+# --- helpers -------------------------------------------------------------------------------------
+
+
+def check_name(key: str, value: object) -> None:
+    """Raise :class:`LoopGuardConfigError` unless ``value`` (the parameter ``key``) is a name."""
+    if not isinstance(value, str) or not value:
+        raise LoopGuardConfigError(
+            f"{key} must be a non-empty string, not {value!r}",
+            source="code",
+            key=key,
+            value=value,
+            allowed="non-empty str",
+        )
+
+
+def _put(bounded: OrderedDict[str, Any], key: str, value: Any) -> None:
+    bounded[key] = value
+    bounded.move_to_end(key)
+    while len(bounded) > _MAX_THREADS:
+        bounded.popitem(last=False)
+
+
+def _thread_id() -> str | None:
+    try:
+        configurable = get_config().get("configurable") or {}
+    except RuntimeError:  # called outside a graph (a direct call in a test, say)
+        return None
+    thread = configurable.get("thread_id")
+    return None if thread is None else str(thread)
+
+
+def _load(stored: object) -> GuardData:
+    """The guard state as stored, or a fresh one (wrong version or shape starts afresh)."""
+    if isinstance(stored, Mapping) and stored.get("v") == _STATE_VERSION:
+        data = cast(GuardData, dict(stored))
+        pending = data.get("pending")
+        if isinstance(pending, list) and all(
+            isinstance(p, list | tuple) and len(p) == 2 for p in pending
+        ):
+            data["pending"] = [[str(call_id), str(name)] for call_id, name in pending]
+            return data
+    return GuardData(v=_STATE_VERSION, pending=[], ai=None, turn=False, nudged=0)
+
+
+def _last_ai(messages: Sequence[AnyMessage], end: int) -> int:
+    for index in range(end - 1, -1, -1):
+        if isinstance(messages[index], AIMessage):
+            return index
+    return -1
+
+
+def _tail(messages: Sequence[AnyMessage], cursor: str | None, end: int) -> Sequence[AnyMessage]:
+    """The messages after the last processed model answer, up to ``end`` (exclusive).
+
+    Without that answer in the history (a first pass, a trimmed history), the messages after
+    the last model answer before ``end``.
+    """
+    start = -1
+    if cursor is not None:
+        for index in range(end - 1, -1, -1):
+            message = messages[index]
+            if isinstance(message, AIMessage) and message.id == cursor:
+                start = index
+                break
+    if start < 0:
+        start = _last_ai(messages, end)
+    return messages[start + 1 : end]
+
+
+def _is_human_input(message: BaseMessage) -> bool:
+    return isinstance(message, HumanMessage) and message.name != MESSAGE_NAME
+
+
+def _calls_of(message: AIMessage) -> list[_CallInfo]:
+    """``(call_id, tool, args, malformed)`` of each call an answer makes, invalid ones too."""
+    calls: list[_CallInfo] = []
+    for index, call in enumerate(message.tool_calls):
+        calls.append((call.get("id") or f"#{index}", call["name"], call["args"], False))
+    for index, bad in enumerate(message.invalid_tool_calls):
+        call_id = bad.get("id") or f"#invalid{index}"
+        calls.append((call_id, bad.get("name") or _UNKNOWN_TOOL, bad.get("args"), True))
+    return calls
+
+
+def _plain(exported: dict[str, Any]) -> dict[str, Any]:
+    """``exported`` as plain JSON types (enum members as their values), as checkpointers expect.
+
+    A checkpointer's serializer would otherwise store the detector's ``Signal`` members as
+    Python objects, which LangGraph refuses to load in strict mode.
+    """
+    plain: dict[str, Any] = json.loads(json.dumps(exported))
+    return plain
+
+
+def _open_calls(
+    messages: Sequence[AnyMessage],
+) -> tuple[list[_CallInfo], set[str]]:
+    """The calls of the last model answer, and the ids among them already answered."""
+    index = _last_ai(messages, len(messages))
+    if index < 0:
+        return [], set()
+    answered = {m.tool_call_id for m in messages[index + 1 :] if isinstance(m, ToolMessage)}
+    return _calls_of(cast(AIMessage, messages[index])), answered
+
+
+def _tool_answer(call_id: str, name: str, text: str) -> ToolMessage:
+    return ToolMessage(content=text, tool_call_id=call_id, name=name, status="error")
+
+
+def _standalone_nudge(verdict: Verdict, locale: str) -> HumanMessage:
+    """A nudge that answers no call: it comes after every tool message of the step."""
+    tr = translator(locale)
+    if verdict.signal is Signal.REPEATED_ASSISTANT_RESPONSE:
+        text = tr.gettext(
+            "You gave the same response {count} times in a row. Do not repeat it; change your "
+            "approach, or stop and report what is blocking you."
+        )
+    else:
+        text = tr.gettext(
+            "`{tool}` failed with the same error {count} times in a row. Do not call it again "
+            "the same way; change your approach, or stop and report what is blocking you."
+        )
+    content = f"{HINT_MARKER} {text.format(tool=verdict.tool, count=verdict.count)}"
+    return HumanMessage(content=content, name=MESSAGE_NAME)
+
+
+def _payload(verdict: Verdict) -> dict[str, Any]:
+    """The interrupt's value: what was detected, never arguments, output or text."""
+    return {
+        "type": "loop_guard",
+        "signal": verdict.signal.value if verdict.signal else None,
+        "tool": verdict.tool,
+        "tools": list(verdict.tools),
+        "count": verdict.count,
+        "threshold": verdict.threshold,
+        "message": verdict.message,
+        "resume": ["continue", "end"],
+    }
+
+
+def _action(answer: object) -> ResumeAction:
+    if isinstance(answer, Mapping):
+        answer = answer.get("action")
+    return "continue" if answer == "continue" else "end"

@@ -1,0 +1,184 @@
+"""``LoopGuardMiddleware``: the loop guard for ``langchain.agents.create_agent``."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any, NotRequired
+
+from langchain.agents.middleware.types import (
+    AgentMiddleware,
+    AgentState,
+    ModelRequest,
+    ModelResponse,
+    PrivateStateAttr,
+    hook_config,
+)
+from langchain_core.messages import AIMessage, SystemMessage
+from langgraph.runtime import Runtime
+
+from langchain_loop_guard._graph_state import STATE_KEY, GraphGuard, GuardData, OnStop, Update
+from langchain_loop_guard._hint import _hinted_system
+from langchain_loop_guard._messages import hint
+from langchain_loop_guard._runtime import ConfigInput
+
+__all__ = ["LoopGuardAgentState", "LoopGuardMiddleware"]
+
+ModelCallResult = ModelResponse[Any] | AIMessage
+
+
+class LoopGuardAgentState(AgentState[Any]):
+    """The agent state with the guard's private, checkpointed key.
+
+    ``PrivateStateAttr`` keeps the key out of the agent's input and output schemas; it is
+    still saved by the checkpointer, which is what carries detection across interrupts,
+    resumes and process restarts. It has no reducer: only the guard writes it, once per step.
+    """
+
+    loop_guard: NotRequired[Annotated[GuardData, PrivateStateAttr]]
+
+
+class LoopGuardMiddleware(GraphGuard, AgentMiddleware[LoopGuardAgentState, Any, Any]):
+    """Stop runaway tool-calling loops in a ``create_agent`` agent::
+
+        from langchain.agents import create_agent
+        from langchain_loop_guard import LoopGuardMiddleware
+
+        agent = create_agent(model, tools, middleware=[LoopGuardMiddleware(nudges=1)])
+
+    The guard reads each model answer in ``after_model``, before any tool runs, and feeds the
+    detector the answer and every tool call in it, hallucinated tool names and malformed
+    arguments included. A call it refuses is answered there with an error ``ToolMessage``, so
+    the agent's tool step never sends it to a tool (this is how LangChain's own
+    ``ToolCallLimitMiddleware`` refuses calls; deciding in one node also gives parallel calls a
+    well-defined order). Tool results, error ``ToolMessage`` s included, are fed in
+    ``before_model``, together with the start of the next turn; a repeated error stops the run
+    there before the next model call is paid for. ``wrap_model_call`` appends the anti-loop
+    hint to the system message (once; also when the agent has no system prompt).
+
+    The guard does not decide in ``wrap_tool_call``: there each call of an answer is its own
+    parallel task, so the decisions could not be ordered among parallel calls nor written to
+    the state once, and after an ``interrupt()`` LangGraph would re-run the tool task.
+
+    The detector's state is kept in the agent state under the private key ``"loop_guard"``
+    (digests and counters only), so any checkpointer saves it. A run starts with a human
+    message and goes on across interrupts and resumes; ``scope="thread"`` keeps the history for
+    the whole thread. See :data:`~langchain_loop_guard._graph_state.OnStop` for what happens on
+    a stop; with ``"raise"`` the answer whose call was refused stays unanswered in the
+    checkpoint (as with ``ToolCallLimitMiddleware``'s ``"error"``), ``"end"`` keeps the history
+    valid for the thread's next message.
+
+    Args:
+        config: a :class:`~langchain_loop_guard.LoopGuardConfig`, a mapping of values (over
+            files and environment), or ``None`` to load files and environment.
+        nudges: hard detections that only refuse the call and tell the model (in the
+            configured locale) what it repeated, before one stops the run; ``None`` takes
+            ``config.nudges``. The same repeat right after a nudge is detected again at once.
+        on_stop: ``"raise"`` (default) raises :class:`~langchain_loop_guard.LoopDetected`;
+            ``"end"`` answers every pending tool call, adds a final message explaining the stop
+            and ends the run normally; ``"interrupt"`` pauses the thread for a human, who
+            resumes with ``Command(resume="continue")`` (fresh counters) or
+            ``Command(resume="end")`` (``{"action": ...}`` works too; anything else is refused
+            with ``pydantic.ValidationError`` and the interrupt stays open).
+        clock: returns seconds (:func:`time.time` by default for time between steps, the
+            detector's :func:`time.monotonic` within one).
+
+    Raises:
+        LoopGuardConfigError: a bad ``config``, ``nudges``, ``on_stop`` or ``clock``, naming
+            the parameter.
+    """
+
+    state_schema = LoopGuardAgentState
+
+    def __init__(
+        self,
+        config: ConfigInput = None,
+        *,
+        nudges: int | None = None,
+        on_stop: OnStop = "raise",
+        clock: Callable[[], float] | None = None,
+    ) -> None:
+        super().__init__(config, nudges=nudges, on_stop=on_stop, clock=clock)
+
+    @property
+    def name(self) -> str:
+        """The middleware's name in the agent graph (its hooks' node names start with it)."""
+        return type(self).__name__
+
+    # --- hooks ----------------------------------------------------------------------------------
+
+    @hook_config(can_jump_to=["end"])
+    def before_model(
+        self, state: LoopGuardAgentState, runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
+        """Feed the tool results since the last model call and the start of a turn."""
+        return _as_state_update(
+            self._guard_pass(state["messages"], state.get(STATE_KEY), "before_model")
+        )
+
+    @hook_config(can_jump_to=["end"])
+    async def abefore_model(
+        self, state: LoopGuardAgentState, runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
+        """:meth:`before_model`, for async runs."""
+        return self.before_model(state, runtime)
+
+    @hook_config(can_jump_to=["end", "model"])
+    def after_model(
+        self, state: LoopGuardAgentState, runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
+        """Feed the model's answer and its tool calls; refuse, nudge or stop.
+
+        ``"model"`` is a jump target only for a nudge about a repeated final answer: the model
+        gets one more turn to read it.
+        """
+        return _as_state_update(
+            self._guard_pass(state["messages"], state.get(STATE_KEY), "after_model")
+        )
+
+    @hook_config(can_jump_to=["end", "model"])
+    async def aafter_model(
+        self, state: LoopGuardAgentState, runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
+        """:meth:`after_model`, for async runs."""
+        return self.after_model(state, runtime)
+
+    def wrap_model_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
+    ) -> ModelCallResult:
+        """Call the model with the anti-loop hint appended to the system message."""
+        return handler(self._with_hint(request))
+
+    async def awrap_model_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
+    ) -> ModelCallResult:
+        """:meth:`wrap_model_call`, for async runs."""
+        return await handler(self._with_hint(request))
+
+    def _with_hint(self, request: ModelRequest[Any]) -> ModelRequest[Any]:
+        config = self.config
+        if config.mode == "off":
+            return request
+        with self.failing_open("LoopGuardMiddleware.wrap_model_call"):
+            text = hint(config.locale)
+            current = request.system_message
+            if current is None:
+                return request.override(system_message=SystemMessage(content=text))
+            hinted = _hinted_system(current, text)
+            if hinted is not current:
+                return request.override(system_message=hinted)
+        return request
+
+
+def _as_state_update(update: Update | None) -> dict[str, Any] | None:
+    if update is None:
+        return None
+    result: dict[str, Any] = {STATE_KEY: update.data}
+    if update.messages:
+        result["messages"] = list(update.messages)
+    if update.jump is not None:
+        result["jump_to"] = update.jump
+    return result

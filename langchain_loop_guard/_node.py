@@ -1,0 +1,150 @@
+"""``LoopGuardNode``: the loop guard as a node of a hand-built LangGraph ``StateGraph``.
+
+Wire it as the hub between the model node and the ``ToolNode``; every model answer and every
+batch of tool results passes through it, and its router decides where the graph goes::
+
+    from langgraph.graph import END, START, MessagesState, StateGraph
+    from langgraph.prebuilt import ToolNode
+    from langchain_loop_guard import LoopGuardNode, LoopGuardState
+
+    class State(MessagesState, LoopGuardState):
+        pass
+
+    guard = LoopGuardNode(nudges=1, on_stop="end")        # model="agent", tools="tools"
+    builder = StateGraph(State)
+    builder.add_node("agent", call_model)
+    builder.add_node("tools", ToolNode(tools))
+    builder.add_node("loop_guard", guard)
+    builder.add_edge(START, "agent")
+    builder.add_edge("agent", "loop_guard")
+    builder.add_edge("tools", "loop_guard")               # not "tools" -> "agent"
+    builder.add_conditional_edges("loop_guard", guard.route, guard.destinations)
+    graph = builder.compile(checkpointer=...)
+
+``guard.route`` replaces ``tools_condition``: to the tools when the model asked for calls (only
+the ones the guard did not answer), back to the model after tool results or a nudge, and to
+``END`` after a final answer or a stop. Keep no static ``tools -> agent`` edge: a static edge
+fires whatever a router or a ``Command(goto=END)`` says, so the model would run on after the
+guard stopped the run. (With ``"tools" -> "agent"`` instead of ``"tools" -> "loop_guard"`` the
+guard still works, but sees tool results one model call later.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from langchain_core.messages import AIMessage, AnyMessage, ToolMessage
+from langgraph.graph import END
+from langgraph.types import Send
+
+from langchain_loop_guard._graph_state import STATE_KEY, GraphGuard, OnStop, check_name
+from langchain_loop_guard._runtime import ConfigInput
+
+__all__ = ["LoopGuardNode"]
+
+
+class LoopGuardNode(GraphGuard):
+    """The loop guard as a graph node plus its router (see the module docstring for wiring).
+
+    The node sees the model's answers and the tool results as they land in state, feeds them to
+    the detector and keeps the detector's state in the graph state under ``state_key`` (add
+    :class:`~langchain_loop_guard.LoopGuardState` to your state): digests and counters only,
+    saved by whatever checkpointer the graph runs. Refused calls are answered with an error
+    ``ToolMessage`` before the tools run; :meth:`route` then sends the tools only the calls left.
+    Nudges, ``on_stop`` and scopes behave as for
+    :class:`~langchain_loop_guard.LoopGuardMiddleware`. The node does not see the model's
+    prompt: add the anti-loop hint there with :func:`~langchain_loop_guard.with_loop_hint`.
+
+    Args:
+        config: a :class:`~langchain_loop_guard.LoopGuardConfig`, a mapping of values (over
+            files and environment), or ``None`` to load files and environment.
+        nudges: hard detections that only refuse the call and tell the model, before one stops
+            the run; ``None`` takes ``config.nudges``.
+        on_stop: ``"raise"``, ``"end"`` or ``"interrupt"`` (resume values ``"continue"`` or
+            ``"end"``, or ``{"action": ...}``).
+        clock: returns seconds (:func:`time.time` by default).
+        model: the name of the model node (where :meth:`route` goes back to).
+        tools: the name of the ``ToolNode`` (any node that accepts a list of tool calls).
+        messages_key: the state key of the message list.
+        state_key: the state key of the guard's own state.
+
+    Raises:
+        LoopGuardConfigError: a bad argument, naming the parameter.
+    """
+
+    def __init__(
+        self,
+        config: ConfigInput = None,
+        *,
+        nudges: int | None = None,
+        on_stop: OnStop = "raise",
+        clock: Callable[[], float] | None = None,
+        model: str = "agent",
+        tools: str = "tools",
+        messages_key: str = "messages",
+        state_key: str = STATE_KEY,
+    ) -> None:
+        for key, value in (("model", model), ("tools", tools), ("messages_key", messages_key)):
+            check_name(key, value)
+        super().__init__(config, nudges=nudges, on_stop=on_stop, clock=clock, state_key=state_key)
+        self._model = model
+        self._tools = tools
+        self._messages_key = messages_key
+
+    @property
+    def destinations(self) -> tuple[str, str, str]:
+        """Where :meth:`route` can go: the tools, the model and ``END`` (for the path map)."""
+        return (self._tools, self._model, END)
+
+    def __call__(self, state: Any) -> dict[str, Any] | None:
+        """One pass of the guard: the state update (``None`` when nothing changes)."""
+        messages = _messages(state, self._messages_key)
+        if not messages:
+            return None
+        after_model = isinstance(messages[-1], AIMessage)
+        update = self._guard_pass(
+            messages, _get(state, self.state_key), "after_model" if after_model else "before_model"
+        )
+        if update is None:
+            return None
+        result: dict[str, Any] = {self.state_key: update.data}
+        if update.messages:
+            result[self._messages_key] = list(update.messages)
+        return result
+
+    def route(self, state: Any) -> str | list[Send]:
+        """The next step after the guard node.
+
+        ``END`` after a final answer (the guard's stop message is one); the tools node when the
+        last answer has calls no message answered yet (a ``Send`` of only those when the guard
+        answered some); the model node otherwise (after tool results, or a nudge).
+        """
+        messages = _messages(state, self._messages_key)
+        if not messages:
+            return END
+        index = len(messages) - 1
+        while index >= 0 and not isinstance(messages[index], AIMessage):
+            index -= 1
+        if index < 0:
+            return self._model
+        answer = messages[index]
+        assert isinstance(answer, AIMessage)  # the loop above stops on one
+        if index == len(messages) - 1:
+            return self._tools if answer.tool_calls else END
+        answered = {m.tool_call_id for m in messages[index + 1 :] if isinstance(m, ToolMessage)}
+        open_calls = [call for call in answer.tool_calls if call.get("id") not in answered]
+        if not open_calls:
+            return self._model
+        return [Send(self._tools, open_calls)]
+
+
+def _get(state: Any, key: str) -> Any:
+    if isinstance(state, Mapping):
+        return state.get(key)
+    return getattr(state, key, None)
+
+
+def _messages(state: Any, key: str) -> Sequence[AnyMessage]:
+    messages = _get(state, key)
+    return messages if isinstance(messages, Sequence) else ()

@@ -1,0 +1,706 @@
+"""``LoopGuardMiddleware``: its hooks called directly, then real ``create_agent`` runs."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from typing import Any, get_args, get_type_hints
+
+import pytest
+from guard_scenarios import (
+    AGAIN,
+    FINE,
+    LOOPS,
+    Loop,
+    assert_valid_history,
+    guard_messages,
+    harness,
+    loop_harness,
+    model_of,
+    scripted,
+    stop_message,
+)
+from langchain.agents.middleware.types import (
+    AgentMiddleware,
+    ModelRequest,
+    ModelResponse,
+    OmitFromSchema,
+)
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
+from langgraph.types import Command
+from pydantic import ValidationError
+
+from langchain_loop_guard import LoopGuardConfig, LoopGuardConfigError, Signal
+from langchain_loop_guard._interrupt import LoopDetected
+from langchain_loop_guard._messages import HINT_MARKER, hint, not_executed, nudge, translator
+from langchain_loop_guard._middleware import LoopGuardAgentState, LoopGuardMiddleware
+from langchain_loop_guard.testing import ScriptedChatModel, call, calls, scripted_tool
+
+# --- first tier: the hooks, called with hand-built state --------------------------------------
+
+
+def _guard(**options: Any) -> LoopGuardMiddleware:
+    config = options.pop("config", {})
+    return LoopGuardMiddleware(LoopGuardConfig(**config), **options)
+
+
+def _step(guard: LoopGuardMiddleware, state: dict[str, Any], answer: AIMessage) -> Any:
+    """Run ``before_model``, the model (``answer``) and ``after_model`` on ``state``."""
+    _apply(state, guard.before_model(state, None))  # type: ignore[arg-type]
+    if state.get("jump_to") == "end":
+        return None
+    state["messages"].append(answer)
+    update = guard.after_model(state, None)  # type: ignore[arg-type]
+    _apply(state, update)
+    return update
+
+
+def _apply(state: dict[str, Any], update: dict[str, Any] | None) -> None:
+    for key, value in (update or {}).items():
+        if key == "messages":
+            state["messages"].extend(value)
+        else:
+            state[key] = value
+
+
+def _tool_results(state: dict[str, Any], output: str = "contents") -> None:
+    """Answer the open calls of the last model answer, as the tool step would."""
+    answer = next(m for m in reversed(state["messages"]) if isinstance(m, AIMessage))
+    answered = {m.tool_call_id for m in state["messages"] if isinstance(m, ToolMessage)}
+    for tool_call in answer.tool_calls:
+        if tool_call["id"] not in answered:
+            state["messages"].append(
+                ToolMessage(output, tool_call_id=tool_call["id"], name=tool_call["name"])
+            )
+
+
+def _answer(name: str, args: dict[str, Any], call_id: str) -> AIMessage:
+    """A model answer with one call; ids as the graph's message reducer gives them."""
+    return call(name, args, id=call_id).model_copy(update={"id": f"answer-{call_id}"})
+
+
+def test_after_model_refuses_the_third_identical_call_with_an_error_tool_message() -> None:
+    """The call that completes a repeat is answered by the guard, so no tool runs it."""
+    guard = _guard(on_stop="end")
+    state: dict[str, Any] = {"messages": [HumanMessage("go")]}
+    for index in range(2):
+        update = _step(guard, state, _answer("read", {"p": 1}, f"c{index}"))
+        assert update is not None
+        assert "messages" not in update
+        _tool_results(state)
+    update = _step(guard, state, _answer("read", {"p": 1}, "c2"))
+    assert update["jump_to"] == "end"
+    refused, final = update["messages"]
+    assert isinstance(refused, ToolMessage)
+    assert (refused.tool_call_id, refused.status) == ("c2", "error")
+    assert refused.content == not_executed("en")
+    assert final.content.startswith("Loop guard stopped the run")
+    assert_valid_history(state["messages"])
+
+
+def test_after_model_answers_every_pending_call_when_it_ends_the_run() -> None:
+    """Parallel calls of the stopping answer all get an error tool message."""
+    guard = _guard(on_stop="end")
+    state: dict[str, Any] = {"messages": [HumanMessage("go")]}
+    for index in range(2):
+        _step(guard, state, _answer("read", {"p": 1}, f"c{index}"))
+        _tool_results(state)
+    parallel = calls(("read", {"p": 1}, "c2"), ("search", {"q": 1}, "s1"), ("list", {}, "l1"))
+    update = _step(guard, state, parallel)
+    answered = [m.tool_call_id for m in update["messages"] if isinstance(m, ToolMessage)]
+    assert sorted(answered) == ["c2", "l1", "s1"]
+    assert_valid_history(state["messages"])
+
+
+def test_after_model_counts_hallucinated_tool_names() -> None:
+    """A tool name no tool has is still a call: three identical ones are a repeat."""
+    guard = _guard()
+    state: dict[str, Any] = {"messages": [HumanMessage("go")]}
+    for index in range(2):
+        _step(guard, state, _answer("no_such_tool", {}, f"c{index}"))
+        _tool_results(state, "Error: no_such_tool is not a valid tool")
+    with pytest.raises(LoopDetected) as caught:
+        _step(guard, state, _answer("no_such_tool", {}, "c2"))
+    assert (caught.value.signal, caught.value.tool) == (Signal.REPEATED_TOOL_CALL, "no_such_tool")
+
+
+def test_after_model_counts_malformed_arguments_as_failed_calls() -> None:
+    """Invalid tool calls (unparsable arguments) count as calls with an error outcome."""
+    guard = _guard(on_stop="end")
+    state: dict[str, Any] = {"messages": [HumanMessage("go")]}
+    for index in range(3):
+        broken = AIMessage(
+            content="",
+            invalid_tool_calls=[
+                {"name": "write", "args": f"{{'path': {index}", "id": f"b{index}", "error": None}
+            ],
+        )
+        update = _step(guard, state, broken)
+    assert update["jump_to"] == "end"
+    assert stop_message(state["messages"]).content.startswith("Loop guard stopped the run")
+    assert "failed with the same error 3 times" in stop_message(state["messages"]).content
+
+
+@pytest.mark.parametrize(
+    ("statuses", "stops"),
+    [
+        (["error"] * 2, False),
+        (["error"] * 3, True),
+        (["error", "error", "success", "error", "error"], False),
+        (["error", "success", "error", "error", "error"], True),
+    ],
+    ids=["two errors", "three errors", "a success between", "three after a success"],
+)
+def test_before_model_stops_repeated_errors_before_the_next_model_call(
+    statuses: list[str], stops: bool
+) -> None:
+    """Error ToolMessages are error outcomes; three identical ones in a row end the run."""
+    guard = _guard(on_stop="end")
+    state: dict[str, Any] = {"messages": [HumanMessage("go")]}
+    for index, status in enumerate(statuses):
+        _step(guard, state, _answer("deploy", {"n": index}, f"c{index}"))
+        state["messages"].append(
+            ToolMessage("disk full", tool_call_id=f"c{index}", name="deploy", status=status)
+        )
+    update = guard.before_model(state, None)  # type: ignore[arg-type]
+    assert update is not None
+    assert (update.get("jump_to") == "end") is stops
+    if stops:
+        assert stop_message(update["messages"]).content.startswith("Loop guard stopped the run")
+
+
+def test_nudge_refuses_only_the_repeating_call_and_lifts_the_trip() -> None:
+    """With a nudge left, the call is answered with the nudge and the run goes on."""
+    guard = _guard(nudges=1)
+    state: dict[str, Any] = {"messages": [HumanMessage("go")]}
+    for index in range(2):
+        _step(guard, state, _answer("read", {"p": 1}, f"c{index}"))
+        _tool_results(state)
+    update = _step(guard, state, _answer("read", {"p": 1}, "c2"))
+    assert "jump_to" not in update
+    (refused,) = update["messages"]
+    assert refused.content == nudge("read", 3, "en")
+    assert update["loop_guard"]["nudged"] == 1
+    update = _step(guard, state, _answer("search", {"q": "x"}, "c3"))
+    assert "messages" not in update
+
+
+def test_same_repeat_right_after_a_nudge_is_detected_at_once() -> None:
+    """The nudge keeps the history: repeating the refused call again stops the run."""
+    guard = _guard(nudges=1)
+    state: dict[str, Any] = {"messages": [HumanMessage("go")]}
+    for index in range(3):
+        _step(guard, state, _answer("read", {"p": 1}, f"c{index}"))
+        _tool_results(state)
+    with pytest.raises(LoopDetected) as caught:
+        _step(guard, state, _answer("read", {"p": 1}, "c3"))
+    assert caught.value.signal is Signal.REPEATED_TOOL_CALL
+
+
+def test_observe_mode_refuses_nothing() -> None:
+    """In observe mode the loop is reported and every call goes through."""
+    guard = _guard(config={"mode": "observe"}, on_stop="end")
+    state: dict[str, Any] = {"messages": [HumanMessage("go")]}
+    for index in range(6):
+        update = _step(guard, state, _answer("read", {"p": 1}, f"c{index}"))
+        assert "messages" not in update
+        _tool_results(state)
+    assert guard.status().observed >= 1
+
+
+def test_hooks_do_nothing_when_the_mode_is_off() -> None:
+    """Off: no state is written and nothing is refused, whatever the loop."""
+    guard = _guard(config={"mode": "off"})
+    state: dict[str, Any] = {"messages": [HumanMessage("go")]}
+    for index in range(6):
+        assert _step(guard, state, _answer("read", {"p": 1}, f"c{index}")) is None
+        _tool_results(state)
+    assert "loop_guard" not in state
+
+
+def test_after_model_leaves_calls_answered_by_other_middleware_alone() -> None:
+    """A call another middleware already answered is counted but never answered twice."""
+    guard = _guard(on_stop="end")
+    state: dict[str, Any] = {"messages": [HumanMessage("go")]}
+    for index in range(2):
+        _step(guard, state, _answer("read", {"p": 1}, f"c{index}"))
+        _tool_results(state)
+    guard.before_model(state, None)  # type: ignore[arg-type]
+    state["messages"].append(_answer("read", {"p": 1}, "c2"))
+    state["messages"].append(
+        ToolMessage("limit reached", tool_call_id="c2", name="read", status="error")
+    )
+    update = guard.after_model(state, None)  # type: ignore[arg-type]
+    assert update is not None
+    assert [m for m in update.get("messages", []) if isinstance(m, ToolMessage)] == []
+    assert update["loop_guard"]["pending"] == [["c2", "read"]]
+
+
+def test_after_model_processes_an_answer_once() -> None:
+    """Calling after_model twice on the same answer feeds it once."""
+    guard = _guard()
+    state: dict[str, Any] = {"messages": [HumanMessage("go"), _answer("read", {"p": 1}, "c0")]}
+    _apply(state, guard.after_model(state, None))  # type: ignore[arg-type]
+    assert guard.after_model(state, None) is None  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("system", "expected"),
+    [
+        (None, lambda h: h),
+        ("You are a careful agent.", lambda h: f"You are a careful agent.\n\n{h}"),
+        (f"Base prompt.\n\n{hint('en')}", lambda h: f"Base prompt.\n\n{h}"),
+    ],
+    ids=["no system prompt", "user prompt", "hint already there"],
+)
+def test_wrap_model_call_appends_the_hint_once(system: str | None, expected: Any) -> None:
+    """The hint is appended to the system message, created if missing, never twice."""
+    guard = _guard()
+    seen: list[ModelRequest[Any]] = []
+    request = ModelRequest(
+        model=ScriptedChatModel(script=["ok"]),
+        messages=[HumanMessage("hi")],
+        system_message=None if system is None else SystemMessage(system),
+    )
+
+    def handler(req: ModelRequest[Any]) -> ModelResponse[Any]:
+        seen.append(req)
+        return ModelResponse(result=[AIMessage("ok")])
+
+    guard.wrap_model_call(request, handler)
+    (sent,) = seen
+    assert sent.system_prompt == expected(hint("en"))
+    assert [m.content for m in sent.messages] == ["hi"]
+
+
+def test_wrap_model_call_keeps_content_blocks_of_the_system_message() -> None:
+    """A system message made of content blocks gets the hint as one more block."""
+    guard = _guard(config={"locale": "ko"})
+    blocks: list[str | dict[str, Any]] = [{"type": "text", "text": "Base."}]
+    request = ModelRequest(
+        model=ScriptedChatModel(script=["ok"]),
+        messages=[HumanMessage("hi")],
+        system_message=SystemMessage(content=blocks),
+    )
+    seen: list[ModelRequest[Any]] = []
+    guard.wrap_model_call(request, lambda r: seen.append(r) or ModelResponse(result=[]))  # type: ignore[func-returns-value]
+    content = seen[0].system_message.content  # type: ignore[union-attr]
+    assert content[0] == blocks[0]
+    assert content[-1] == {"type": "text", "text": hint("ko")}
+
+
+def test_wrap_model_call_adds_no_hint_when_off() -> None:
+    """Off: the request reaches the model unchanged."""
+    guard = _guard(config={"mode": "off"})
+    request = ModelRequest(model=ScriptedChatModel(script=["ok"]), messages=[HumanMessage("hi")])
+    seen: list[ModelRequest[Any]] = []
+    guard.wrap_model_call(request, lambda r: seen.append(r) or ModelResponse(result=[]))  # type: ignore[func-returns-value]
+    assert seen == [request]
+
+
+def test_async_hooks_decide_as_the_sync_ones() -> None:
+    """abefore_model, aafter_model and awrap_model_call behave like their sync twins."""
+    guard = _guard(on_stop="end")
+    state: dict[str, Any] = {"messages": [HumanMessage("go")]}
+
+    async def run() -> dict[str, Any] | None:
+        update: dict[str, Any] | None = None
+        for index in range(3):
+            _apply(state, await guard.abefore_model(state, None))  # type: ignore[arg-type]
+            state["messages"].append(_answer("read", {"p": 1}, f"c{index}"))
+            update = await guard.aafter_model(state, None)  # type: ignore[arg-type]
+            _apply(state, update)
+            _tool_results(state)
+        request = ModelRequest(model=ScriptedChatModel(script=["ok"]), messages=[])
+
+        async def handler(req: ModelRequest[Any]) -> ModelResponse[Any]:
+            assert req.system_prompt == hint("en")
+            return ModelResponse(result=[])
+
+        await guard.awrap_model_call(request, handler)
+        return update
+
+    update = asyncio.run(run())
+    assert update is not None
+    assert update["jump_to"] == "end"
+
+
+@pytest.mark.parametrize(
+    ("options", "key"),
+    [
+        ({"nudges": -1}, "nudges"),
+        ({"nudges": True}, "nudges"),
+        ({"nudges": "2"}, "nudges"),
+        ({"on_stop": "stop"}, "on_stop"),
+        ({"on_stop": None}, "on_stop"),
+        ({"clock": 3.0}, "clock"),
+        ({"config": 42}, "config"),
+    ],
+)
+def test_constructor_rejects_bad_values_naming_the_parameter(
+    options: dict[str, Any], key: str
+) -> None:
+    """Bad arguments raise LoopGuardConfigError naming the parameter, eagerly."""
+    config = options.pop("config", LoopGuardConfig())
+    with pytest.raises(LoopGuardConfigError) as caught:
+        LoopGuardMiddleware(config, **options)
+    assert caught.value.key == key
+    assert key in str(caught.value)
+
+
+def test_constructor_options_are_keyword_only() -> None:
+    """Only the config may be passed by position."""
+    parameters = inspect.signature(LoopGuardMiddleware).parameters
+    assert [p.kind for p in parameters.values()] == [
+        inspect.Parameter.POSITIONAL_OR_KEYWORD,
+        *[inspect.Parameter.KEYWORD_ONLY] * 3,
+    ]
+    assert list(parameters) == ["config", "nudges", "on_stop", "clock"]
+
+
+def test_on_stop_is_a_documented_literal() -> None:
+    """on_stop is typed with the Literal of its three values."""
+    hints = get_type_hints(LoopGuardMiddleware.__init__)
+    assert set(get_args(hints["on_stop"])) == {"raise", "end", "interrupt"}
+
+
+def test_middleware_follows_langchain_etiquette() -> None:
+    """A name, a private checkpointed state key, jump-capable hooks with async twins."""
+    guard = _guard()
+    assert guard.name == "LoopGuardMiddleware"
+    key = get_type_hints(LoopGuardAgentState, include_extras=True)["loop_guard"]
+    assert OmitFromSchema(input=True, output=True) in key.__args__[0].__metadata__
+    assert LoopGuardMiddleware.before_model.__can_jump_to__ == ["end"]  # type: ignore[attr-defined]
+    assert "end" in LoopGuardMiddleware.after_model.__can_jump_to__  # type: ignore[attr-defined]
+    for hook in ("before_model", "after_model", "wrap_model_call"):
+        for name in (hook, f"a{hook}"):
+            assert getattr(LoopGuardMiddleware, name) is not getattr(AgentMiddleware, name)
+
+
+def test_middleware_has_the_runtime_commands() -> None:
+    """status, inspect, set_mode and reset exist, as on the callback handler."""
+    guard = _guard(nudges=2, on_stop="end")
+    assert (guard.nudges, guard.on_stop) == (2, "end")
+    guard.set_mode("observe")
+    assert guard.status().mode == "observe"
+    assert guard.inspect() is None
+    assert guard.inspect("never-seen") is None
+    assert guard.reset() is False
+    assert guard.reset("never-seen") is False
+    with pytest.raises(LoopGuardConfigError):
+        guard.set_mode("loud")  # type: ignore[arg-type]
+
+
+def test_switching_off_forgets_the_threads() -> None:
+    """set_mode("off") drops the guard's view of the threads it served."""
+    agent = loop_harness("middleware", LOOPS[0], on_stop="end")
+    agent.invoke()
+    assert agent.guard.status().active_runs == 1
+    agent.guard.set_mode("off")
+    assert agent.guard.status().active_runs == 0
+    assert agent.guard.inspect(agent.thread) is None
+
+
+# --- second tier: real create_agent runs --------------------------------------------------------
+
+LOOP_IDS = [loop.name for loop in LOOPS]
+
+
+@pytest.mark.parametrize("loop", LOOPS, ids=LOOP_IDS)
+def test_each_loop_raises_loop_detected(loop: Loop) -> None:
+    """on_stop="raise": the agent's invoke raises LoopDetected with the loop's signal."""
+    agent = loop_harness("middleware", loop)
+    with pytest.raises(LoopDetected) as caught:
+        agent.invoke()
+    assert caught.value.signal is loop.signal
+    assert caught.value.tool == loop.tool
+    assert caught.value.run_id == agent.thread
+
+
+@pytest.mark.parametrize("loop", LOOPS, ids=LOOP_IDS)
+def test_each_loop_ends_the_run_with_a_valid_history(loop: Loop) -> None:
+    """on_stop="end": a final stop message, every call answered, and the agent can go on."""
+    agent = loop_harness("middleware", loop, on_stop="end")
+    result = agent.invoke()
+    final = stop_message(result["messages"])
+    assert final.content.startswith("Loop guard stopped the run")
+    assert_valid_history(result["messages"])
+    again = agent.invoke(text=AGAIN)
+    assert again["messages"][-1].content == FINE
+
+
+@pytest.mark.parametrize("loop", LOOPS, ids=LOOP_IDS)
+def test_each_loop_interrupts_for_a_human(loop: Loop) -> None:
+    """on_stop="interrupt": the thread pauses with a payload; resuming with "end" ends it."""
+    agent = loop_harness("middleware", loop, on_stop="interrupt")
+    paused = agent.invoke()
+    (pending,) = paused["__interrupt__"]
+    assert pending.value["signal"] == loop.signal.value
+    assert pending.value["tool"] == loop.tool
+    assert set(pending.value) == {
+        "type", "signal", "tool", "tools", "count", "threshold", "message", "resume",
+    }  # fmt: skip
+    result = agent.invoke(Command(resume="end"))
+    assert stop_message(result["messages"]).content == pending.value["message"]
+    assert agent.invoke(text=AGAIN)["messages"][-1].content == FINE
+
+
+def test_refused_call_never_runs_its_tool() -> None:
+    """The refused third call is answered by the guard: the tool body ran twice."""
+    agent = loop_harness("middleware", LOOPS[0], on_stop="end")
+    agent.invoke()
+    assert agent.tool("read_file").calls == 2
+
+
+def test_interrupt_resumed_with_continue_goes_on_with_fresh_counters() -> None:
+    """Resuming with "continue" runs the call; the loop is caught again three calls later."""
+    agent = loop_harness("middleware", LOOPS[0], on_stop="interrupt")
+    agent.invoke()
+    again = agent.invoke(Command(resume={"action": "continue"}))
+    assert agent.tool("read_file").calls == 4
+    assert again["__interrupt__"][0].value["count"] == 3
+
+
+@pytest.mark.parametrize("answer", ["stop", {"action": "retry"}, {"action": "end", "x": 1}, 1])
+def test_interrupt_rejects_other_resume_values_and_stays_open(answer: object) -> None:
+    """A resume value other than continue/end is refused; the interrupt can be answered."""
+    agent = loop_harness("middleware", LOOPS[0], on_stop="interrupt")
+    agent.invoke()
+    with pytest.raises(ValidationError, match="continue"):
+        agent.invoke(Command(resume=answer))
+    assert agent.graph.get_state(agent.config).interrupts
+    result = agent.invoke(Command(resume="end"))
+    assert stop_message(result["messages"])
+
+
+def _reacts_to_nudge(messages: list[BaseMessage]) -> AIMessage | str:
+    last = messages[-1]
+    if isinstance(last, ToolMessage) and str(last.content).startswith(HINT_MARKER):
+        return call("ask_user", {"question": "a.txt keeps failing, what now?"})
+    if isinstance(last, ToolMessage) and last.name == "ask_user":
+        return "I reported the blocker."
+    return call("read_file", {"path": "a.txt"})
+
+
+def test_nudged_model_changes_approach_and_finishes() -> None:
+    """nudges=1: the loop is refused with an English nudge; the model reads it and finishes."""
+    model = scripted(_reacts_to_nudge)
+    tools = [scripted_tool("read_file", "contents"), scripted_tool("ask_user", "try b.txt")]
+    agent = harness("middleware", model, tools, nudges=1)
+    result = agent.invoke()
+    (nudged,) = guard_messages(result["messages"])
+    assert nudged.content == nudge("read_file", 3, "en")
+    assert result["messages"][-1].content == "I reported the blocker."
+    assert_valid_history(result["messages"])
+
+
+def test_nudge_about_a_narrated_repeat_answers_every_call_of_the_answer() -> None:
+    """A repeated assistant response with calls: its calls carry the nudge, none runs."""
+    loop = next(loop for loop in LOOPS if loop.name == "repeated_assistant_response")
+    agent = loop_harness("middleware", loop, nudges=1, on_stop="end")
+    result = agent.invoke()
+    nudged, refused, final = guard_messages(result["messages"])
+    assert nudged.content == nudge(None, 3, "en")
+    assert refused.content == not_executed("en")
+    assert "same response 4 times" in final.content
+    assert agent.tool("poll").calls == 2
+
+
+def test_model_ignoring_the_nudge_is_stopped() -> None:
+    """nudges=1: repeating the refused call once more stops the run."""
+    agent = loop_harness("middleware", LOOPS[0], nudges=1, on_stop="end")
+    result = agent.invoke()
+    nudged, refused, final = guard_messages(result["messages"])
+    assert nudged.content == nudge("read_file", 3, "en")
+    assert refused.content == not_executed("en")
+    assert final.content.startswith("Loop guard stopped the run")
+
+
+def test_nudge_speaks_the_configured_locale() -> None:
+    """locale="ko": the nudge is the Korean catalog's text, not the English one."""
+    agent = loop_harness("middleware", LOOPS[0], nudges=1, config={"locale": "ko"})
+    with pytest.raises(LoopDetected):
+        agent.invoke()
+    nudged = guard_messages(agent.state()["messages"])[0]
+    assert nudged.content == nudge("read_file", 3, "ko")
+    assert nudged.content != nudge("read_file", 3, "en")
+
+
+def test_stop_messages_speak_the_configured_locale() -> None:
+    """locale="ko": the refused call's answer and the stop message are the Korean texts."""
+    agent = loop_harness("middleware", LOOPS[0], on_stop="end", config={"locale": "ko"})
+    result = agent.invoke()
+    refused, final = guard_messages(result["messages"])
+    assert refused.content == not_executed("ko") != not_executed("en")
+    stopped = translator("ko").gettext("Loop guard stopped the run: {reason}")
+    assert stopped != "Loop guard stopped the run: {reason}"
+    assert final.content.startswith(stopped.split("{reason}")[0])
+
+
+def test_repeated_final_answer_is_nudged_with_one_more_turn() -> None:
+    """A third identical final answer on a thread gets a nudge and one more model turn."""
+    answers = iter(["I cannot do that."] * 3 + ["Here is another way."])
+    model = ScriptedChatModel(script=[lambda messages: next(answers)], then="repeat")
+    agent = harness("middleware", model, [], config={"scope": "thread"}, nudges=1)
+    for question in ("a", "b", "c"):
+        result = agent.invoke(text=question)
+    *_, nudged, last = result["messages"]
+    assert isinstance(nudged, HumanMessage)
+    assert nudged.name == "loop_guard"
+    assert "3 times in a row" in str(nudged.content)
+    assert last.content == "Here is another way."
+
+
+def test_hint_reaches_the_model_once_per_call() -> None:
+    """Every model call sees the user's system prompt with the hint appended once."""
+    model = model_of(lambda n: "done" if n else call("read_file", {"path": "a"}))
+    agent = harness(
+        "middleware", model, [scripted_tool("read_file", "x")], system_prompt="Be brief."
+    )
+    agent.invoke()
+    assert model.turns == 2
+    for seen in model.seen:
+        assert isinstance(seen[0], SystemMessage)
+        assert seen[0].content == f"Be brief.\n\n{hint('en')}"
+        assert sum(HINT_MARKER in str(m.content) for m in seen) == 1
+
+
+PRODUCTIVE: dict[str, tuple[list[Any], dict[str, Any], list[Any]]] = {
+    "edit then test, output changing": (
+        [
+            call("run_tests", {}),
+            call("edit", {"file": "a.py"}),
+            call("run_tests", {}),
+            call("edit", {"file": "b.py"}),
+            call("run_tests", {}),
+            call("edit", {"file": "c.py"}),
+            call("run_tests", {}),
+            "All tests pass.",
+        ],
+        {},
+        [
+            scripted_tool(
+                "run_tests",
+                "3 failed in 0.51s",
+                "2 failed in 0.62s",
+                "1 failed in 0.40s",
+                "12 passed in 0.33s",
+            ),
+            scripted_tool("edit", "ok"),
+        ],
+    ),
+    "paging": (
+        [call("next_page", {"cursor": "next"}) for _ in range(12)] + ["Read every page."],
+        {},
+        [
+            scripted_tool(
+                "next_page", *(f"page {n}: items {n * 20}-{n * 20 + 19}" for n in range(12))
+            )
+        ],
+    ),
+    "polling, status changing": (
+        [
+            step
+            for _ in range(8)
+            for step in (call("job_status", {"id": 7}), call("sleep", {"seconds": 5}))
+        ]
+        + ["The job is done."],
+        {"ignore_tools": ["sleep"]},
+        [
+            scripted_tool(
+                "job_status",
+                "Pending",
+                "Running 10%",
+                "Running 25%",
+                "Running 40%",
+                "Running 60%",
+                "Running 80%",
+                "Running 95%",
+                "Done",
+            ),
+            scripted_tool("sleep", "slept"),
+        ],
+    ),
+}
+
+
+@pytest.mark.parametrize(("script", "config", "tools"), PRODUCTIVE.values(), ids=list(PRODUCTIVE))
+def test_productive_runs_complete_untouched(
+    script: list[Any], config: dict[str, Any], tools: list[Any]
+) -> None:
+    """Repeated calls whose results change are progress: the guard never interferes."""
+    model = ScriptedChatModel(script=script)
+    agent = harness("middleware", model, tools, config=config)
+    result = agent.invoke()
+    assert guard_messages(result["messages"]) == []
+    assert result["messages"][-1].content == script[-1]
+
+
+def test_edit_test_loop_with_the_same_failure_is_stopped_at_the_fourth_test_run() -> None:
+    """SPEC §3's example: an identical failure each time is stopped at the 4th test run."""
+    script = [
+        step
+        for file in ("a.py", "b.py", "c.py")
+        for step in (call("run_tests", {}), call("edit", {"file": file}))
+    ] + [call("run_tests", {}), "never reached"]
+    tools = [scripted_tool("run_tests", "1 failed: test_x"), scripted_tool("edit", "ok")]
+    agent = harness("middleware", ScriptedChatModel(script=script), tools)
+    with pytest.raises(LoopDetected) as caught:
+        agent.invoke()
+    assert (caught.value.signal, caught.value.count) == (Signal.TOOL_FREQUENCY, 4)
+    assert agent.tool("run_tests").calls == 3
+
+
+def test_mode_off_changes_nothing() -> None:
+    """Off: no hint, no guard state, the loop runs to its end."""
+    script = [call("read_file", {"path": "a"})] * 6 + ["done"]
+    model = ScriptedChatModel(script=script)
+    agent = harness(
+        "middleware",
+        model,
+        [scripted_tool("read_file", "x")],
+        config={"mode": "off"},
+        system_prompt="Base.",
+    )
+    result = agent.invoke()
+    assert result["messages"][-1].content == "done"
+    assert all(seen[0].content == "Base." for seen in model.seen)
+    assert "loop_guard" not in agent.state()
+
+
+def test_async_agent_is_stopped_like_a_sync_one() -> None:
+    """ainvoke goes through the async hooks with the same result."""
+    agent = loop_harness("middleware", LOOPS[0], on_stop="end")
+    result = asyncio.run(agent.graph.ainvoke({"messages": [HumanMessage("go")]}, agent.config))
+    assert stop_message(result["messages"]).content.startswith("Loop guard stopped the run")
+    assert agent.tool("read_file").calls == 2
+
+
+def test_status_and_inspect_report_the_stopped_thread() -> None:
+    """After a stop, status counts it and inspect shows the thread's calls, no content."""
+    agent = loop_harness("middleware", LOOPS[0], on_stop="end")
+    agent.invoke()
+    guard = agent.guard
+    assert guard.status().stops == 1
+    inspection = guard.inspect(agent.thread)
+    assert inspection is not None
+    assert inspection.tripped is Signal.REPEATED_TOOL_CALL
+    assert [c.tool for c in inspection.recent] == ["read_file"] * 3
+    assert guard.inspect(agent.state()) is not None
+
+
+def test_reset_clears_a_thread_at_its_next_step() -> None:
+    """reset(thread) makes the thread's next step start from fresh counters."""
+    agent = loop_harness("middleware", LOOPS[0], config={"scope": "thread"}, on_stop="end")
+    agent.invoke()
+    assert agent.guard.reset(agent.thread) is True
+    agent.invoke(text="try again")
+    inspection = agent.guard.inspect(agent.thread)
+    assert inspection is not None
+    assert inspection.calls == 3
