@@ -2,6 +2,7 @@
 
 The public names are imported lazily, so the pure detector (``LoopDetector``, ``Verdict``,
 ``Signal``, ``LoopGuardConfig``) works without importing LangChain or LangGraph at all.
+``%load_ext langchain_loop_guard`` loads the IPython magic ``%loop_guard``.
 """
 
 from __future__ import annotations
@@ -10,22 +11,59 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from langchain_loop_guard._config import LoopGuardConfig
-    from langchain_loop_guard._detector import LoopDetector, Signal, Verdict
-    from langchain_loop_guard._errors import LoopGuardConfigError, LoopGuardError
+    from langchain_loop_guard._config import LoopGuardConfig as LoopGuardConfig
+    from langchain_loop_guard._detector import LoopDetector as LoopDetector
+    from langchain_loop_guard._detector import Signal as Signal
+    from langchain_loop_guard._detector import Verdict as Verdict
+    from langchain_loop_guard._errors import LoopGuardConfigError as LoopGuardConfigError
+    from langchain_loop_guard._errors import LoopGuardError as LoopGuardError
+    from langchain_loop_guard._graph_state import LoopGuardState as LoopGuardState
+    from langchain_loop_guard._graph_state import OnStop as OnStop
+    from langchain_loop_guard._handler import LoopGuardCallbackHandler as LoopGuardCallbackHandler
+    from langchain_loop_guard._hint import with_loop_hint as with_loop_hint
+    from langchain_loop_guard._interrupt import LoopDetected as LoopDetected
+    from langchain_loop_guard._magic import load_ipython_extension as load_ipython_extension
+    from langchain_loop_guard._magic import unload_ipython_extension as unload_ipython_extension
+    from langchain_loop_guard._middleware import LoopGuardMiddleware as LoopGuardMiddleware
+    from langchain_loop_guard._node import LoopGuardNode as LoopGuardNode
 
 __version__ = "0.1.0"
 
 _EXPORTS: dict[str, str] = {
+    "LoopDetected": "langchain_loop_guard._interrupt",
     "LoopDetector": "langchain_loop_guard._detector",
+    "LoopGuardCallbackHandler": "langchain_loop_guard._handler",
     "LoopGuardConfig": "langchain_loop_guard._config",
     "LoopGuardConfigError": "langchain_loop_guard._errors",
     "LoopGuardError": "langchain_loop_guard._errors",
+    "LoopGuardMiddleware": "langchain_loop_guard._middleware",
+    "LoopGuardNode": "langchain_loop_guard._node",
+    "LoopGuardState": "langchain_loop_guard._graph_state",
+    "OnStop": "langchain_loop_guard._graph_state",
     "Signal": "langchain_loop_guard._detector",
     "Verdict": "langchain_loop_guard._detector",
+    "load_ipython_extension": "langchain_loop_guard._magic",
+    "unload_ipython_extension": "langchain_loop_guard._magic",
+    "with_loop_hint": "langchain_loop_guard._hint",
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = [
+    "LoopDetected",
+    "LoopDetector",
+    "LoopGuardCallbackHandler",
+    "LoopGuardConfig",
+    "LoopGuardConfigError",
+    "LoopGuardError",
+    "LoopGuardMiddleware",
+    "LoopGuardNode",
+    "LoopGuardState",
+    "OnStop",
+    "Signal",
+    "Verdict",
+    "load_ipython_extension",
+    "unload_ipython_extension",
+    "with_loop_hint",
+]
 
 
 def __getattr__(name: str) -> Any:

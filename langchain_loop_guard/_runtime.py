@@ -15,9 +15,10 @@ import logging
 import threading
 import time
 import traceback
+import unicodedata
 import weakref
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
@@ -36,6 +37,8 @@ __all__ = [
     "live_guards",
     "logger",
     "resolve_config",
+    "text_table",
+    "text_width",
 ]
 
 logger = logging.getLogger("langchain_loop_guard")
@@ -117,15 +120,30 @@ class _Section:
     rows: tuple[tuple[str, ...], ...]
 
 
+def text_width(text: str) -> int:
+    """Columns ``text`` takes in a terminal: wide characters (Hangul, CJK) take two."""
+    return sum(2 if unicodedata.east_asian_width(char) in "WF" else 1 for char in text)
+
+
+def text_table(rows: Sequence[Sequence[str]], indent: str = "  ") -> list[str]:
+    """``rows`` as lines of aligned columns (aligned on screen, wide characters included)."""
+    if not rows:
+        return []
+    widths = [max(text_width(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return [
+        indent
+        + "  ".join(
+            cell + " " * (width - text_width(cell)) for cell, width in zip(row, widths, strict=True)
+        ).rstrip()
+        for row in rows
+    ]
+
+
 def _render_text(sections: list[_Section]) -> str:
     lines: list[str] = []
     for section in sections:
         lines.append(section.title)
-        table = [section.header, *section.rows] if section.header else list(section.rows)
-        widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))] if table else []
-        for row in table:
-            cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=True)]
-            lines.append("  " + "  ".join(cells).rstrip())
+        lines += text_table([section.header, *section.rows] if section.header else section.rows)
     return "\n".join(lines)
 
 

@@ -1,0 +1,299 @@
+"""The ``loop-guard`` console command (also ``python -m langchain_loop_guard``).
+
+Subcommands are :class:`Command` values in :data:`COMMANDS`; adding one is adding an entry.
+
+Exit status: ``0`` success; ``1`` the command ran but failed (the demo did not go as designed,
+which is a bug worth reporting); ``2`` a usage error or an invalid configuration (each problem
+on its own line on stderr; nothing is applied); ``130`` interrupted with Ctrl-C.
+
+A CLI process has no live agent runs, so there is no ``status`` subcommand: the guard objects'
+``status()`` method and the notebook's ``%loop_guard status`` show those. ``loop-guard config``
+shows the part of ``status`` that a CLI can know: the effective configuration and the source of
+each value.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import logging
+import os
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import get_args
+
+from langchain_loop_guard._config import LoopGuardConfig, Mode
+from langchain_loop_guard._demo_kinds import INTEGRATIONS, LOOP_KINDS, describe_scenarios
+from langchain_loop_guard._errors import LoopGuardConfigError
+from langchain_loop_guard._messages import LOCALES, translator
+from langchain_loop_guard._runtime import text_table
+
+__all__ = [
+    "COMMANDS",
+    "EXIT_FAILURE",
+    "EXIT_INTERRUPTED",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "Command",
+    "build_parser",
+    "main",
+]
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+_PROG = "loop-guard"
+_EXIT_STATUS = """\
+exit status:
+  0    success
+  1    the command ran but failed (the demo did not go as designed: please report it)
+  2    usage error, or an invalid configuration (one line per problem on stderr)
+  130  interrupted
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    """A ``loop-guard`` subcommand.
+
+    Attributes:
+        name: the word typed after ``loop-guard``.
+        summary: one line for ``loop-guard --help``.
+        description: the subcommand's own ``--help`` text.
+        add_arguments: declares the subcommand's options on its parser.
+        run: does the work and returns the exit status.
+        epilog: text after the options in ``--help``, or a function that builds it (called
+            only when the parser is built).
+    """
+
+    name: str
+    summary: str
+    description: str
+    add_arguments: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], int]
+    epilog: str | Callable[[], str] = _EXIT_STATUS
+
+
+# --- loop-guard demo ---------------------------------------------------------------------------
+
+
+def _demo_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--loop",
+        choices=LOOP_KINDS,
+        default="repeat",
+        help="the kind of loop the agent falls into (default: %(default)s; see below)",
+    )
+    parser.add_argument(
+        "--mode",
+        choices=get_args(Mode),
+        default="on",
+        help="on: stop the loop; observe: report it and let the run go on; off: no detection "
+        "(default: %(default)s)",
+    )
+    parser.add_argument(
+        "--locale",
+        choices=LOCALES,
+        default="en",
+        help="language of the timeline and the guard's messages (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--integration",
+        choices=INTEGRATIONS,
+        default="callbacks",
+        help="callbacks: LoopGuardCallbackHandler in config={'callbacks': [...]}; "
+        "middleware: LoopGuardMiddleware in create_agent(middleware=[...]); "
+        "node: LoopGuardNode in a hand-built StateGraph (default: %(default)s)",
+    )
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="also show the log lines the guard writes (tool names, signals and counts only)",
+    )
+
+
+def _demo_epilog() -> str:
+    scenarios = describe_scenarios("en")
+    width = max(len(name) for name in scenarios)
+    lines = [f"  {name.ljust(width)}  {text}" for name, text in scenarios.items()]
+    return "loops:\n" + "\n".join(lines) + "\n\n" + _EXIT_STATUS
+
+
+def _run_demo(args: argparse.Namespace) -> int:
+    from langchain_loop_guard._demo import expected_signal, render, run_demo  # noqa: PLC0415
+
+    with _logging(verbose=args.verbose):
+        result = run_demo(
+            args.loop, mode=args.mode, locale=args.locale, integration=args.integration
+        )
+    for line in render(result):
+        print(line)
+    if result.error is not None:
+        return EXIT_FAILURE
+    designed = expected_signal(args.loop) if args.mode != "off" else None
+    if result.first_signal != designed:
+        tr = translator(args.locale)
+        message = tr.gettext(
+            "The demo did not go as designed: expected {expected}, got {actual}. "
+            "Please report this."
+        )
+        expected = designed.value if designed else "-"
+        actual = result.first_signal.value if result.first_signal else "-"
+        print(f"{_PROG}: {message.format(expected=expected, actual=actual)}", file=sys.stderr)
+        return EXIT_FAILURE
+    return EXIT_OK
+
+
+@contextlib.contextmanager
+def _logging(*, verbose: bool) -> Iterator[None]:
+    """Show log lines on stderr when ``verbose``; otherwise keep them off the terminal.
+
+    The timeline already shows every verdict; without a handler, Python would print the
+    warnings of the guard (and of LangChain's callback manager) to stderr as well.
+    """
+    root = logging.getLogger()
+    package = logging.getLogger("langchain_loop_guard")
+    handler: logging.Handler
+    if verbose:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    else:
+        handler = logging.NullHandler()
+    level = package.level
+    root.addHandler(handler)
+    if verbose:
+        package.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        root.removeHandler(handler)
+        package.setLevel(level)
+
+
+DEMO = Command(
+    name="demo",
+    summary="run an offline agent that falls into a loop, and watch the guard stop it",
+    description="""\
+Run a real LangChain agent, offline (a scripted model and scripted tools, no API key),
+that falls into a loop, and print the timeline: each model turn, each tool call (its name
+and a digest of its arguments, never the arguments) with its outcome, and the guard's
+verdicts. The guard uses the built-in defaults, not your configuration files, so the demo
+behaves the same everywhere.""",
+    add_arguments=_demo_arguments,
+    run=_run_demo,
+    epilog=_demo_epilog,
+)
+
+
+# --- loop-guard config --------------------------------------------------------------------------
+
+
+def _config_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help='print {"field": {"value": ..., "source": ...}, ...} as JSON',
+    )
+
+
+def _run_config(args: argparse.Namespace) -> int:
+    try:
+        config = LoopGuardConfig.load()
+    except LoopGuardConfigError as exc:
+        for problem in exc.problems:
+            print(f"{_PROG}: {problem}", file=sys.stderr)
+        return EXIT_USAGE
+    rows = config.describe()
+    if args.json:
+        data = {row.field: {"value": row.value, "source": row.source} for row in rows}
+        print(json.dumps(data, indent=2, ensure_ascii=False))
+        return EXIT_OK
+    tr = translator(config.locale)
+    table = [
+        (tr.gettext("setting"), tr.gettext("value"), tr.gettext("source")),
+        *((row.field, _show(row.value), row.source) for row in rows),
+    ]
+    print(tr.gettext("loop-guard configuration"))
+    for line in text_table(table):
+        print(line)
+    return EXIT_OK
+
+
+def _show(value: object) -> str:
+    """A configuration value as JSON text (``ignore_tools`` a list, overrides an object)."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
+
+
+CONFIG = Command(
+    name="config",
+    summary="show the effective configuration and where each value comes from",
+    description="""\
+Resolve the configuration as a guard created without arguments would, lowest first:
+built-in defaults, $XDG_CONFIG_HOME/loop-guard/config.json (default ~/.config/...),
+.loop-guard.json in the working directory (or the file LOOP_GUARD_CONFIG names), and the
+LOOP_GUARD_* environment variables. Print each value with its source. An invalid
+configuration prints one line per problem on stderr and exits with status 2.""",
+    add_arguments=_config_arguments,
+    run=_run_config,
+)
+
+COMMANDS: tuple[Command, ...] = (DEMO, CONFIG)
+"""The subcommands, in ``--help`` order."""
+
+
+# --- the parser and the entry point ---------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``loop-guard`` argument parser, with one subparser per :data:`COMMANDS` entry."""
+    from langchain_loop_guard import __version__  # noqa: PLC0415
+
+    parser = argparse.ArgumentParser(
+        prog=_PROG,
+        description="Stop runaway LLM-agent loops in LangChain and LangGraph.",
+        epilog=_EXIT_STATUS,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    subparsers = parser.add_subparsers(
+        title="commands", dest="command", required=True, metavar="COMMAND"
+    )
+    for command in COMMANDS:
+        epilog = command.epilog if isinstance(command.epilog, str) else command.epilog()
+        sub = subparsers.add_parser(
+            command.name,
+            help=command.summary,
+            description=command.description,
+            epilog=epilog,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        command.add_arguments(sub)
+        sub.set_defaults(run=command.run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``loop-guard`` with ``argv`` (default: the process's arguments); return the status."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+        run: Callable[[argparse.Namespace], int] = args.run
+        return run(args)
+    except SystemExit as exc:  # argparse: --help, --version and usage errors
+        if exc.code is None:
+            return EXIT_OK
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # the reader went away (``loop-guard config | head``): stop writing, quietly
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_FAILURE

@@ -1,0 +1,239 @@
+"""``%loop_guard``: the guard's runtime commands as an IPython line magic.
+
+Load it with ``%load_ext langchain_loop_guard``, then::
+
+    %loop_guard status          # mode, effective configuration and sources, runs, stops
+    %loop_guard inspect [RUN]   # recent tool calls of a run (names and digests only)
+    %loop_guard on|off|observe  # switch the mode of the guard's runs
+    %loop_guard reset [RUN]     # clear a run's counters and tripped flag
+    %loop_guard use [VAR]       # drive the guard held in variable VAR (list them without VAR)
+
+Which guard: the one picked with ``use``, else the newest guard object still alive (every guard
+registers itself, weakly, when it is created). Status and inspections render as HTML tables in
+Jupyter and as text elsewhere. Mistakes print one line (IPython's ``UsageError``), never a
+traceback.
+"""
+
+from __future__ import annotations
+
+import shlex
+import weakref
+from collections.abc import Callable
+from typing import Any, NoReturn, get_args
+
+from IPython.core.error import UsageError
+from IPython.core.interactiveshell import InteractiveShell
+from IPython.core.magic import Magics, line_magic, magics_class
+from IPython.display import display
+
+from langchain_loop_guard._config import Mode
+from langchain_loop_guard._errors import LoopGuardError
+from langchain_loop_guard._messages import translator
+from langchain_loop_guard._runtime import GuardRuntime, live_guards
+
+__all__ = ["LoopGuardMagics", "load_ipython_extension", "unload_ipython_extension"]
+
+_MAGIC = "%loop_guard"
+_USAGE = "%loop_guard status | inspect [RUN] | on | off | observe | reset [RUN] | use [VAR]"
+
+
+@magics_class
+class LoopGuardMagics(Magics):
+    """The ``%loop_guard`` line magic and the guard it drives."""
+
+    def __init__(self, shell: InteractiveShell) -> None:
+        super().__init__(shell)
+        self._chosen: weakref.ref[GuardRuntime] | None = None
+
+    @line_magic
+    def loop_guard(self, line: str) -> None:
+        """Run a loop-guard command: status, inspect [RUN], on, off, observe, reset [RUN], use."""
+        try:
+            words = shlex.split(line)
+        except ValueError as exc:
+            raise UsageError(f"%loop_guard: {exc}") from None
+        command, *rest = words or ["status"]
+        handlers: dict[str, Callable[[list[str]], None]] = {
+            "status": self._status,
+            "inspect": self._inspect,
+            "reset": self._reset,
+            "use": self._use,
+            "help": self._help,
+            **{mode: self._mode_setter(mode) for mode in get_args(Mode)},
+        }
+        handler = handlers.get(command)
+        if handler is None:
+            tr = translator(self._locale())
+            message = tr.gettext("Unknown command '{command}'. Use: {usage}")
+            raise UsageError(message.format(command=command, usage=_USAGE))
+        handler(rest)
+
+    # --- commands ------------------------------------------------------------------------------
+
+    def _status(self, args: list[str]) -> None:
+        self._no_arguments("status", args)
+        _display(self._guard().status())
+
+    def _inspect(self, args: list[str]) -> None:
+        run_id = self._run_argument("inspect", args)
+        guard = self._guard()
+        inspect = getattr(guard, "inspect", None)
+        if not callable(inspect):
+            self._unsupported(guard, "inspect")
+        inspection = inspect(run_id)
+        if inspection is None:
+            tr = translator(guard.config.locale)
+            if run_id is None:
+                print(tr.gettext("No run to inspect yet: run the agent with this guard first."))
+            else:
+                print(tr.gettext("This guard knows no run '{run}'.").format(run=run_id))
+            return
+        _display(inspection)
+
+    def _reset(self, args: list[str]) -> None:
+        run_id = self._run_argument("reset", args)
+        guard = self._guard()
+        reset = getattr(guard, "reset", None)
+        if not callable(reset):
+            self._unsupported(guard, "reset")
+        tr = translator(guard.config.locale)
+        if reset(run_id):
+            print(tr.gettext("The run's counters and stop were cleared."))
+        else:
+            print(tr.gettext("No run in progress to reset (a run's state ends with the run)."))
+
+    def _mode_setter(self, mode: Mode) -> Callable[[list[str]], None]:
+        def set_mode(args: list[str]) -> None:
+            self._no_arguments(mode, args)
+            guard = self._guard()
+            try:
+                guard.set_mode(mode)
+            except LoopGuardError as exc:  # pragma: no cover - the modes are valid
+                raise UsageError(str(exc)) from None
+            tr = translator(guard.config.locale)
+            print(
+                tr.gettext("Loop guard mode is now {mode} ({guard}).").format(
+                    mode=mode, guard=self._label(guard)
+                )
+            )
+
+        return set_mode
+
+    def _use(self, args: list[str]) -> None:
+        tr = translator(self._locale())
+        if len(args) > 1:
+            raise UsageError(tr.gettext("Usage: {magic} use [VAR]").format(magic=_MAGIC))
+        if not args:
+            self._list_guards()
+            return
+        name = args[0]
+        namespace = self._namespace()
+        if name not in namespace:
+            raise UsageError(tr.gettext("No variable named '{name}'.").format(name=name))
+        value = namespace[name]
+        if not isinstance(value, GuardRuntime):
+            raise UsageError(
+                tr.gettext("{name} is a {kind}, not a loop guard.").format(
+                    name=name, kind=type(value).__name__
+                )
+            )
+        self._chosen = weakref.ref(value)
+        tr = translator(value.config.locale)
+        print(
+            tr.gettext("{magic} now drives {guard}.").format(magic=_MAGIC, guard=self._label(value))
+        )
+
+    def _help(self, args: list[str]) -> None:
+        del args
+        print(_USAGE)
+
+    # --- helpers -------------------------------------------------------------------------------
+
+    def _current(self) -> GuardRuntime | None:
+        """The guard chosen with ``use`` while it lives, else the newest one alive, if any."""
+        chosen = self._chosen() if self._chosen is not None else None
+        return chosen if chosen is not None else next(reversed(live_guards()), None)
+
+    def _guard(self) -> GuardRuntime:
+        """The guard to drive; a usage error when there is none."""
+        guard = self._current()
+        if guard is None:
+            tr = translator("en")
+            raise UsageError(
+                tr.gettext(
+                    "No loop guard yet: create one (LoopGuardCallbackHandler(), "
+                    "LoopGuardMiddleware(), ...) or pick one with {magic} use VAR."
+                ).format(magic=_MAGIC)
+            )
+        return guard
+
+    def _locale(self) -> str:
+        """The locale of the guard in use (English before there is one)."""
+        guard = self._current()
+        return guard.config.locale if guard is not None else "en"
+
+    def _namespace(self) -> dict[str, Any]:
+        shell = self.shell
+        return shell.user_ns if shell is not None else {}
+
+    def _label(self, guard: GuardRuntime) -> str:
+        """``guard``'s variable name in the notebook, else its type's name."""
+        for name, value in self._namespace().items():
+            if value is guard and not name.startswith("_"):
+                return name
+        return type(guard).__name__
+
+    def _list_guards(self) -> None:
+        tr = translator(self._locale())
+        current = self._current()
+        found = [
+            (name, value)
+            for name, value in self._namespace().items()
+            if isinstance(value, GuardRuntime) and not name.startswith("_")
+        ]
+        if not found:
+            print(tr.gettext("No loop guard is held in a variable."))
+            return
+        for name, value in found:
+            marker = "*" if value is current else " "
+            print(f"{marker} {name}  {type(value).__name__}  {value.mode}")
+
+    def _no_arguments(self, command: str, args: list[str]) -> None:
+        if args:
+            tr = translator(self._locale())
+            raise UsageError(
+                tr.gettext("{magic} {command} takes no arguments.").format(
+                    magic=_MAGIC, command=command
+                )
+            )
+
+    def _run_argument(self, command: str, args: list[str]) -> str | None:
+        if len(args) > 1:
+            tr = translator(self._locale())
+            raise UsageError(
+                tr.gettext("Usage: {magic} {command} [RUN]").format(magic=_MAGIC, command=command)
+            )
+        return args[0] if args else None
+
+    def _unsupported(self, guard: GuardRuntime, command: str) -> NoReturn:
+        tr = translator(guard.config.locale)
+        raise UsageError(
+            tr.gettext("{guard} does not support {command}.").format(
+                guard=type(guard).__name__, command=command
+            )
+        )
+
+
+def _display(value: object) -> None:
+    """Show ``value`` as rich output: an HTML table in Jupyter, its text elsewhere."""
+    display(value)  # type: ignore[no-untyped-call]  # IPython leaves display() untyped
+
+
+def load_ipython_extension(ipython: InteractiveShell) -> None:
+    """Register ``%loop_guard`` (``%load_ext langchain_loop_guard``)."""
+    ipython.register_magics(LoopGuardMagics)
+
+
+def unload_ipython_extension(ipython: InteractiveShell) -> None:
+    """Nothing to undo: ``%loop_guard`` stays until the kernel restarts (as most magics do)."""
+    del ipython
