@@ -18,8 +18,13 @@ def _blocks() -> list[str]:
 def test_readme_has_python_examples() -> None:
     """The manual shows runnable code for every integration."""
     code = "\n".join(_blocks())
-    for name in ("LoopGuardCallbackHandler", "LoopGuardMiddleware", "LoopGuardNode",
-                 "with_loop_hint", "LoopDetector"):
+    for name in (
+        "LoopGuardCallbackHandler",
+        "LoopGuardMiddleware",
+        "LoopGuardNode",
+        "with_loop_hint",
+        "LoopDetector",
+    ):
         assert name in code
 
 
@@ -32,7 +37,7 @@ def test_readme_examples_run(
     namespace: dict[str, object] = {"__name__": "readme"}
     for index, block in enumerate(_blocks()):
         try:
-            exec(compile(block, f"README.md block {index + 1}", "exec"), namespace)  # noqa: S102
+            exec(compile(block, f"README.md block {index + 1}", "exec"), namespace)
         except Exception as exc:  # pragma: no cover - the failure report
             pytest.fail(f"README.md Python block {index + 1} failed: {exc!r}\n{block}")
     out = capsys.readouterr().out
