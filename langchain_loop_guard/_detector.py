@@ -8,13 +8,14 @@ kept.
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from itertools import islice
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from langchain_loop_guard._config import LoopGuardConfig
 from langchain_loop_guard._messages import translator
@@ -27,12 +28,16 @@ from langchain_loop_guard._signature import (
 )
 
 __all__ = [
+    "ALLOW",
     "Action",
     "CallInfo",
+    "Clock",
     "DetectorSnapshot",
     "LoopDetector",
+    "OutcomeKind",
     "Signal",
     "Verdict",
+    "reason",
 ]
 
 Action = Literal["allow", "warn", "observe", "block", "abort"]
@@ -97,6 +102,7 @@ class Verdict:
 
 
 ALLOW = Verdict()
+"""The verdict of an event that changes nothing."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,18 +127,71 @@ class DetectorSnapshot:
 
 
 class _Call:
+    """One tool call of the history: digests only."""
+
     __slots__ = ("call_id", "kind", "name", "outcome", "sig")
 
     def __init__(self, name: str, sig: str, call_id: str | None) -> None:
         self.name = name
         self.sig = sig
         self.call_id = call_id
-        self.outcome: str | None = None  # None: pending (or blocked), counts as equal
+        self.outcome: str | None = None  # None: pending or blocked, which counts as equal
         self.kind: OutcomeKind = "pending"
 
 
-def _same(a: str | None, b: str | None) -> bool:
-    return a is None or b is None or a == b
+@dataclass(slots=True)
+class _Detection:
+    """A signal seen on one event, before the mode decides what to do about it."""
+
+    signal: Signal
+    tool: str | None
+    tools: tuple[str, ...]
+    count: int
+    threshold: int
+    key: str | None
+
+
+def _any(items: Iterable[object]) -> bool:
+    for _ in items:
+        return True
+    return False
+
+
+def _repeats_of(sig: str, earlier: Iterable[_Call], aware: bool, *, consecutive: bool) -> int:
+    """How many of the ``earlier`` calls (newest first) count as repeats of ``sig``.
+
+    With progress awareness an occurrence counts only if its outcome equals that of the newest
+    occurrence that returned; an unknown outcome (pending, blocked) counts as equal (SPEC §3).
+    With ``consecutive``, counting ends at the first call that does not count.
+    """
+    count, ref = 0, None
+    for call in earlier:
+        counts = call.sig == sig
+        if counts and aware and call.outcome is not None:
+            if ref is None:
+                ref = call.outcome
+            else:
+                counts = call.outcome == ref
+        if counts:
+            count += 1
+        elif consecutive:
+            break
+    return count
+
+
+def _repeats_pair(seq: list[_Call], index: int, window: int) -> bool:
+    """Whether ``seq[index]`` repeated a (call, outcome) pair of the ``window`` calls before it.
+
+    An unknown outcome (pending, blocked) is equal to any.
+    """
+    call = seq[index]
+    sig, outcome = call.sig, call.outcome
+    for earlier in seq[max(0, index - window) : index]:
+        if earlier.sig == sig and (
+            outcome is None or earlier.outcome is None or earlier.outcome == outcome
+        ):
+            return True
+    return False
 
 
 class LoopDetector:
@@ -141,6 +200,9 @@ class LoopDetector:
     Feed it the run's events; each method returns a :class:`Verdict`. After a stop in ``"on"``
     mode the run is *tripped*: later tool calls are blocked and model turns aborted until
     :meth:`reset` (or :meth:`release`, which a nudging integration uses to let the run go on).
+
+    The detector is not thread-safe: an integration serving concurrent runs holds one detector
+    per run and serializes the events of each.
 
     Args:
         config: thresholds and mode; the defaults when ``None``.
@@ -162,18 +224,28 @@ class LoopDetector:
         return self._config
 
     def configure(self, config: LoopGuardConfig) -> None:
-        """Switch to ``config`` and keep the run's history (switching ``"off"`` clears it)."""
+        """Switch to ``config`` and keep the run's history.
+
+        Switching to ``"off"`` clears the run (off tracks nothing), and switching back from
+        ``"off"`` starts it afresh. A mode other than ``"on"`` lifts a trip: an observed run
+        is never blocked.
+        """
         was_off = self._config.mode == "off"
         self._config = config
         self._apply(config)
         if config.mode == "off" or was_off:
             self.reset()
+        elif config.mode != "on":
+            self.release()
 
     def _apply(self, config: LoopGuardConfig) -> None:
-        overrides = config.tool_threshold_overrides
-        self._max_repeat = max([config.repeat_tool_threshold, *overrides.values()])
+        self._overrides = dict(config.tool_threshold_overrides)  # a plain dict: a hot lookup
+        self._aware = config.progress_aware
+        self._max_repeat = max([config.repeat_tool_threshold, *self._overrides.values()])
         self._no_progress = config.no_progress_calls if config.progress_aware else 0
         self._ignore = frozenset(config.ignore_tools)
+        # Enough history for every signal: a repeat streak, a full cycle, a window and, for
+        # no progress, the longest streak plus the window before its first call.
         history = max(
             config.frequency_window_size,
             config.max_cycle_length * config.cycle_repeats,
@@ -181,14 +253,13 @@ class LoopDetector:
         )
         if self._no_progress:
             history = max(
-                history,
-                config.frequency_window_size + max(self._no_progress, self._max_repeat) + 1,
+                history, config.frequency_window_size + max(self._no_progress, self._max_repeat)
             )
         self._calls = deque(self._calls, maxlen=history)
 
     def repeat_threshold(self, tool: str) -> int:
         """The repeat threshold of ``tool`` (its override, or ``repeat_tool_threshold``)."""
-        return self._config.tool_threshold_overrides.get(tool, self._config.repeat_tool_threshold)
+        return self._overrides.get(tool, self._config.repeat_tool_threshold)
 
     def window_threshold(self, tool: str) -> int:
         """The window threshold of ``tool``: never below its repeat threshold."""
@@ -247,30 +318,41 @@ class LoopDetector:
             "assistant": [self._assistant_key, self._assistant_streak],
         }
 
-    def restore_state(self, state: Mapping[str, Any]) -> None:
+    def restore_state(self, state: Mapping[str, Any]) -> bool:
         """Continue from :meth:`export_state` output (another process's, say).
 
-        A state of another version, or a malformed one, starts the run afresh: losing a loop's
-        beginning is better than failing the agent.
+        Returns whether the state was taken. A state of another version, a malformed one, or
+        any state in ``"off"`` mode starts the run afresh instead: losing a loop's beginning is
+        better than failing the agent. Nothing is half restored.
         """
         self.reset()
+        if self._config.mode == "off" or not isinstance(state, Mapping):
+            return False
         try:
             if state.get("v") != _STATE_VERSION:
-                return
-            for name, sig, outcome, kind, call_id in state["calls"]:
-                call = _Call(str(name), str(sig), call_id)
-                call.outcome, call.kind = outcome, kind
-                self._calls.append(call)
-            self._calls_seen = int(state["seen"])
-            self._turns = int(state["turns"])
-            self._started = self._clock() - float(state["elapsed"])
-            self._warned = {Signal(s) for s in state["warned"]}
-            self._reported = {(Signal(s), k): None for s, k in state["reported"]}
-            self._tripped = _verdict_from_state(state["tripped"])
-            self._error_key, self._error_streak = state["error"]
-            self._assistant_key, self._assistant_streak = state["assistant"]
+                return False
+            calls = [_call_from_state(item) for item in state["calls"]]
+            seen, turns = _count(state["seen"]), _count(state["turns"])
+            elapsed = state["elapsed"]
+            if type(elapsed) not in (int, float) or not 0 <= elapsed < math.inf:
+                raise ValueError(elapsed)
+            warned = {Signal(s) for s in _items(state["warned"])}
+            reported = dict.fromkeys(
+                _reported_from_state(item) for item in _items(state["reported"])[-_MAX_REPORTED:]
+            )
+            tripped = _verdict_from_state(state["tripped"])
+            error_key, error_streak = _streak_from_state(state["error"])
+            assistant_key, assistant_streak = _streak_from_state(state["assistant"])
         except (KeyError, TypeError, ValueError):
-            self.reset()
+            return False
+        self._calls.extend(calls)
+        self._calls_seen, self._turns = seen, turns
+        self._started = self._clock() - elapsed
+        self._warned, self._reported = warned, reported
+        self._tripped = tripped if self._config.mode == "on" else None
+        self._error_key, self._error_streak = error_key, error_streak
+        self._assistant_key, self._assistant_streak = assistant_key, assistant_streak
+        return True
 
     # --- events --------------------------------------------------------------------------------
 
@@ -279,7 +361,7 @@ class LoopDetector:
         if self._config.mode == "off":
             return ALLOW
         if self._tripped is not None:
-            return self._still_tripped("abort")
+            return self._still_tripped(self._tripped, "abort")
         self._turns += 1
         return self._soft()
 
@@ -293,18 +375,18 @@ class LoopDetector:
                 call = _Call(name, call_signature(name, args), call_id)
                 call.kind = "blocked"
                 self._append(call)
-            return self._still_tripped("block", tool=name)
+            return self._still_tripped(self._tripped, "block", tool=name)
         if ignored:
             return self._soft()
         call = _Call(name, call_signature(name, args), call_id)
-        verdict = self._check_call(call)
+        found = self._check_call(call)
         self._append(call)
-        if verdict is not None:
-            verdict = self._report(verdict)
-            if verdict.action == "block":
-                call.kind = "blocked"
-            return verdict
-        return self._soft()
+        if found is None:
+            return self._soft()
+        verdict = self._report(found, "block")
+        if verdict.action == "block":
+            call.kind = "blocked"
+        return verdict
 
     def tool_result(
         self,
@@ -314,64 +396,68 @@ class LoopDetector:
         error: object = None,
         call_id: str | None = None,
     ) -> Verdict:
-        """A tool call returned ``output``, or failed with ``error`` (an exception or text)."""
-        if self._config.mode == "off" or name in self._ignore:
-            return ALLOW if self._config.mode == "off" else self._soft()
+        """A tool call returned ``output``, or failed with ``error`` (an exception or text).
+
+        The result belongs to the call with the same ``call_id``; without one (or with an id
+        never seen) to the oldest pending call of that tool. A second result for a call, or a
+        result for a call the guard blocked, is no tool outcome and is disregarded.
+        """
+        if self._config.mode == "off":
+            return ALLOW
+        if name in self._ignore:
+            return self._soft()
+        call = self._latest_with_id(call_id) if call_id is not None else None
+        if call is not None and call.kind != "pending":
+            return self._soft()
+        if call is None:
+            call = self._oldest_pending(name, anonymous_only=call_id is not None)
+        kind: OutcomeKind
         if error is not None:
             outcome, kind = error_key(name, error), "error"
         else:
             outcome, kind = outcome_digest(output), "ok"
-        call = self._match(name, call_id)
         if call is not None:
             call.outcome, call.kind = outcome, kind
         if kind == "ok":
             self._error_key, self._error_streak = None, 0
-        elif outcome == self._error_key:
+            return self._soft()
+        if outcome == self._error_key:
             self._error_streak += 1
         else:
             self._error_key, self._error_streak = outcome, 1
-        if self._tripped is not None:
-            return ALLOW
         threshold = self._config.repeat_error_threshold
-        if kind == "error" and self._error_streak >= threshold:
-            return self._report(
-                self._verdict(
-                    Signal.REPEATED_TOOL_ERROR,
-                    "abort",
-                    tool=name,
-                    count=self._error_streak,
-                    threshold=threshold,
-                    key=outcome,
-                )
+        if self._tripped is None and self._error_streak >= threshold:
+            found = _Detection(
+                Signal.REPEATED_TOOL_ERROR, name, (name,), self._error_streak, threshold, outcome
             )
+            return self._report(found, "abort")
         return self._soft()
 
     def assistant_message(
         self, text: str, tool_calls: Iterable[tuple[str, object]] = ()
     ) -> Verdict:
-        """The model answered with ``text`` (and asked for ``tool_calls``)."""
+        """The model answered with ``text`` (and asked for ``tool_calls``).
+
+        Empty text is skipped. With progress awareness a message that calls tools is left to
+        the tool-call signals: it neither counts nor breaks the streak.
+        """
         if self._config.mode == "off":
             return ALLOW
-        key = assistant_key(text if isinstance(text, str) else str(text))
-        if key is None or (self._config.progress_aware and any(True for _ in tool_calls)):
+        if self._aware and _any(tool_calls):
+            return self._soft()
+        key = assistant_key(text)
+        if key is None:
             return self._soft()
         if key == self._assistant_key:
             self._assistant_streak += 1
         else:
             self._assistant_key, self._assistant_streak = key, 1
-        if self._tripped is not None:
-            return ALLOW
         threshold = self._config.repeat_assistant_threshold
-        if self._assistant_streak >= threshold:
-            return self._report(
-                self._verdict(
-                    Signal.REPEATED_ASSISTANT_RESPONSE,
-                    "abort",
-                    count=self._assistant_streak,
-                    threshold=threshold,
-                    key=key,
-                )
+        if self._tripped is None and self._assistant_streak >= threshold:
+            found = _Detection(
+                Signal.REPEATED_ASSISTANT_RESPONSE, None, (), self._assistant_streak, threshold, key
             )
+            return self._report(found, "abort")
         return self._soft()
 
     def tick(self) -> Verdict:
@@ -380,166 +466,160 @@ class LoopDetector:
             return ALLOW
         return self._soft()
 
-    # --- internals -----------------------------------------------------------------------------
+    # --- history -------------------------------------------------------------------------------
 
     def _append(self, call: _Call) -> None:
         self._calls.append(call)
         self._calls_seen += 1
 
-    def _match(self, name: str, call_id: str | None) -> _Call | None:
-        if call_id is not None:
-            for call in self._calls:
-                if call.call_id == call_id:
-                    return call if call.kind == "pending" else None
-        for call in self._calls:
-            if call.kind == "pending" and call.name == name and call.call_id is None:
+    def _latest_with_id(self, call_id: str) -> _Call | None:
+        for call in reversed(self._calls):
+            if call.call_id == call_id:
                 return call
-        if call_id is None:
-            for call in self._calls:
-                if call.kind == "pending" and call.name == name:
-                    return call
         return None
 
-    def _check_call(self, cur: _Call) -> Verdict | None:
-        aware = self._config.progress_aware
-        calls = self._calls
-        sig = cur.sig
-        # repeated tool call: A A A
+    def _oldest_pending(self, name: str, *, anonymous_only: bool) -> _Call | None:
+        # With an unknown id, only a call without an id can be the one: a call that has an id
+        # waits for its own.
+        for call in self._calls:
+            if (
+                call.kind == "pending"
+                and call.name == name
+                and (call.call_id is None or not anonymous_only)
+            ):
+                return call
+        return None
+
+    # --- hard signals ----------------------------------------------------------------------
+
+    def _check_call(self, cur: _Call) -> _Detection | None:
+        """The first hard signal ``cur`` fires, in the SPEC table's order.
+
+        ``seq`` is the history with ``cur`` last, ``sigs`` its signatures: counting calls by
+        signature alone is quick (list methods) and bounds every progress-aware count from
+        above, so outcomes are only looked at when a signal is within reach.
+        """
+        seq = [*self._calls, cur]
+        sigs = [call.sig for call in seq]
+        return (
+            self._repeated_call(seq, sigs)
+            or self._cycle(seq, sigs)
+            or self._frequency(seq, sigs)
+            or self._no_progress_streak(seq, sigs)
+        )
+
+    def _repeated_call(self, seq: list[_Call], sigs: list[str]) -> _Detection | None:
+        """A A A: the same call ``threshold`` times in a row."""
+        cur = seq[-1]
         threshold = self.repeat_threshold(cur.name)
-        count, ref, first = 1, None, True
-        for call in reversed(calls):
-            if call.sig != sig:
-                break
-            if aware:
-                if first:
-                    ref, first = call.outcome, False
-                elif not _same(call.outcome, ref):
-                    break
-            count += 1
-            if count >= threshold:
-                return self._verdict(
-                    Signal.REPEATED_TOOL_CALL,
-                    "block",
-                    tool=cur.name,
-                    count=count,
-                    threshold=threshold,
-                    key=sig,
-                )
-        # repeating cycle: A B A B A B, shorter cycles first
-        verdict = self._check_cycle(cur, aware)
-        if verdict is not None:
-            return verdict
-        # window frequency: A … A … A … A, the current call counted
-        config = self._config
-        threshold = self.window_threshold(cur.name)
-        window = config.frequency_window_size
-        if threshold <= window:
-            count, ref, first = 1, None, True
-            for call in islice(reversed(calls), window - 1):
-                if call.sig != sig:
-                    continue
-                if aware:
-                    if first:
-                        ref, first = call.outcome, False
-                    elif not _same(call.outcome, ref):
-                        continue
-                count += 1
-            if count >= threshold:
-                return self._verdict(
-                    Signal.TOOL_FREQUENCY,
-                    "block",
-                    tool=cur.name,
-                    count=count,
-                    threshold=threshold,
-                    key=sig,
-                )
-        if self._no_progress:
-            return self._check_no_progress(cur)
-        return None
+        if sigs[-threshold:].count(cur.sig) < threshold:
+            return None
+        earlier = reversed(seq[-threshold:-1])
+        if 1 + _repeats_of(cur.sig, earlier, self._aware, consecutive=True) < threshold:
+            return None
+        return _Detection(
+            Signal.REPEATED_TOOL_CALL, cur.name, (cur.name,), threshold, threshold, cur.sig
+        )
 
-    def _check_cycle(self, cur: _Call, aware: bool) -> Verdict | None:
-        calls = self._calls
+    def _cycle(self, seq: list[_Call], sigs: list[str]) -> _Detection | None:
+        """A B A B A B: a pattern of 2..max_cycle_length calls, ``cycle_repeats`` times."""
         repeats = self._config.cycle_repeats
-        for length in range(2, self._config.max_cycle_length + 1):
+        for length in range(2, self._config.max_cycle_length + 1):  # shorter cycles first
             span = length * repeats
-            if len(calls) < span - 1 or calls[-length].sig != cur.sig:
-                continue
-            seq = [*islice(calls, len(calls) - span + 1, None), cur]
-            if any(seq[i].sig != seq[i - length].sig for i in range(length, span)):
-                continue
-            pattern = seq[-length:]
-            if all(c.sig == cur.sig for c in pattern):
+            if (
+                len(sigs) < span
+                or sigs[-1 - length] != sigs[-1]
+                or sigs[-span:-length] != sigs[-span + length :]
+            ):
+                continue  # the last ``span`` calls are not ``repeats`` times one pattern
+            if sigs[-length:].count(sigs[-1]) == length:
                 continue  # A A A is a repeat, not a cycle
-            if aware and not all(
-                len({c.outcome for c in seq[p:-1:length] if c.outcome is not None}) <= 1
+            if self._aware and not all(
+                len({c.outcome for c in seq[-span + p : -1 : length]} - {None}) <= 1
                 for p in range(length)
             ):
-                continue
-            return self._verdict(
+                continue  # a position of the pattern returned different outcomes
+            return _Detection(
                 Signal.TOOL_CYCLE,
-                "block",
-                tool=cur.name,
-                tools=tuple(c.name for c in pattern),
-                count=repeats,
-                threshold=repeats,
-                key=digest(*sorted(c.sig for c in pattern)),
+                seq[-1].name,
+                tuple(c.name for c in seq[-length:]),
+                repeats,
+                repeats,
+                digest(*sorted(sigs[-length:])),
             )
         return None
 
-    def _check_no_progress(self, cur: _Call) -> Verdict | None:
-        seq = [*self._calls, cur]
+    def _frequency(self, seq: list[_Call], sigs: list[str]) -> _Detection | None:
+        """A … A … A … A: ``threshold`` of the last ``window`` calls, the current one counted.
+
+        A tool whose threshold exceeds the window is, deliberately, never stopped here.
+        """
+        cur = seq[-1]
+        threshold = self.window_threshold(cur.name)
         window = self._config.frequency_window_size
-        needed = self._no_progress
-        count, highest = 0, 0
-        for index in range(len(seq) - 1, -1, -1):
-            call = seq[index]
-            repeated = any(
-                earlier.sig == call.sig and _same(earlier.outcome, call.outcome)
-                for earlier in seq[max(0, index - window) : index]
-            )
-            if not repeated:
+        if 1 + sigs[-window:-1].count(cur.sig) < threshold:
+            return None
+        earlier = reversed(seq[-window:-1])
+        count = 1 + _repeats_of(cur.sig, earlier, self._aware, consecutive=False)
+        if count < threshold:
+            return None
+        return _Detection(Signal.TOOL_FREQUENCY, cur.name, (cur.name,), count, threshold, cur.sig)
+
+    def _no_progress_streak(self, seq: list[_Call], sigs: list[str]) -> _Detection | None:
+        """Each of the last N calls repeated a (call, outcome) pair of the window before it.
+
+        N is ``no_progress_calls``, raised to the highest repeat threshold of the streak's
+        tools. The work is at most N times the window, and nothing when the current call
+        repeats no call of the window.
+        """
+        window = self._config.frequency_window_size
+        if not self._no_progress or sigs[-1] not in sigs[-window - 1 : -1]:
+            return None
+        highest = 0
+        for count, index in enumerate(range(len(seq) - 1, 0, -1), start=1):
+            if not _repeats_pair(seq, index, window):
                 return None
-            count += 1
-            highest = max(highest, self.repeat_threshold(call.name))
-            threshold = max(needed, highest)
+            highest = max(highest, self.repeat_threshold(seq[index].name))
+            threshold = max(self._no_progress, highest)
             if count >= threshold:
                 streak = seq[index:]
-                return self._verdict(
+                return _Detection(
                     Signal.NO_PROGRESS,
-                    "block",
-                    tool=cur.name,
-                    tools=tuple(dict.fromkeys(c.name for c in streak)),
-                    count=count,
-                    threshold=threshold,
-                    key=digest(*sorted({c.sig for c in streak})),
+                    streak[-1].name,
+                    tuple(dict.fromkeys(c.name for c in streak)),
+                    count,
+                    threshold,
+                    digest(*sorted({c.sig for c in streak})),
                 )
         return None
 
-    def _report(self, verdict: Verdict) -> Verdict:
+    # --- verdicts ------------------------------------------------------------------------------
+
+    def _report(self, found: _Detection, action: Literal["block", "abort"]) -> Verdict:
+        """The mode's verdict on a hard detection: a stop, or an observation reported once."""
+        tr = translator(self._config.locale)
         if self._config.mode == "observe":
-            seen = (verdict.signal, verdict.key)
-            if seen in self._reported:  # type: ignore[comparison-overlap]
+            seen = (found.signal, found.key)
+            if seen in self._reported:
                 return self._soft()
             if len(self._reported) >= _MAX_REPORTED:
                 del self._reported[next(iter(self._reported))]
-            self._reported[seen] = None  # type: ignore[index]
-            tr = translator(self._config.locale)
-            message = tr.gettext("Loop detected (observe mode, the run goes on): {reason}")
-            return _replace(verdict, action="observe", message=message.format(reason=verdict.message))
-        self._tripped = verdict
-        tr = translator(self._config.locale)
-        message = tr.gettext("Loop guard stopped the run: {reason}")
-        return _replace(verdict, message=message.format(reason=verdict.message))
+            self._reported[seen] = None
+            frame = tr.gettext("Loop detected (observe mode, the run goes on): {reason}")
+            return self._verdict("observe", found, frame)
+        self._tripped = self._verdict(
+            action, found, tr.gettext("Loop guard stopped the run: {reason}")
+        )
+        return self._tripped
 
-    def _still_tripped(self, action: Action, tool: str | None = None) -> Verdict:
-        tripped = self._tripped
-        assert tripped is not None  # noqa: S101 - callers check
+    def _still_tripped(self, tripped: Verdict, action: Action, tool: str | None = None) -> Verdict:
+        """The verdict on a tool or model call of a run that ``tripped`` already stopped."""
         tr = translator(self._config.locale)
         message = tr.gettext(
             "Loop guard: this run was already stopped ({signal}); "
             "no further tool or model calls are allowed."
         )
-        return _replace(
+        return dataclasses.replace(
             tripped,
             action=action,
             tool=tool if tool is not None else tripped.tool,
@@ -548,52 +628,46 @@ class LoopDetector:
         )
 
     def _soft(self) -> Verdict:
+        """The soft signals, checked on every event: each warns once per run, never stops.
+
+        A tripped run is over: it gets no more warnings.
+        """
+        if self._tripped is not None:
+            return ALLOW
         config = self._config
         if self._turns > config.max_turns and Signal.TURN_COUNT not in self._warned:
             self._warned.add(Signal.TURN_COUNT)
-            return self._verdict(
-                Signal.TURN_COUNT, "warn", count=self._turns, threshold=config.max_turns
+            found = _Detection(Signal.TURN_COUNT, None, (), self._turns, config.max_turns, None)
+            return self._verdict("warn", found)
+        elapsed = self._clock() - self._started
+        if elapsed * 1000 > config.turn_timeout_ms and Signal.ELAPSED_TIME not in self._warned:
+            self._warned.add(Signal.ELAPSED_TIME)
+            found = _Detection(
+                Signal.ELAPSED_TIME, None, (), int(elapsed), config.turn_timeout_ms // 1000, None
             )
-        if Signal.ELAPSED_TIME not in self._warned:
-            elapsed = self._clock() - self._started
-            if elapsed * 1000 > config.turn_timeout_ms:
-                self._warned.add(Signal.ELAPSED_TIME)
-                return self._verdict(
-                    Signal.ELAPSED_TIME,
-                    "warn",
-                    count=int(elapsed),
-                    threshold=config.turn_timeout_ms // 1000,
-                )
+            return self._verdict("warn", found)
         return ALLOW
 
-    def _verdict(
-        self,
-        signal: Signal,
-        action: Action,
-        *,
-        tool: str | None = None,
-        tools: tuple[str, ...] = (),
-        count: int,
-        threshold: int,
-        key: str | None = None,
-    ) -> Verdict:
+    def _verdict(self, action: Action, found: _Detection, frame: str = "{reason}") -> Verdict:
+        """The verdict on ``found``; its message is ``frame`` around the signal's reason."""
+        text = reason(
+            found.signal,
+            locale=self._config.locale,
+            tool=found.tool,
+            tools=found.tools,
+            count=found.count,
+            threshold=found.threshold,
+            window=self._config.frequency_window_size,
+        )
         return Verdict(
             action=action,
-            signal=signal,
-            message=reason(
-                signal,
-                locale=self._config.locale,
-                tool=tool,
-                tools=tools,
-                count=count,
-                threshold=threshold,
-                window=self._config.frequency_window_size,
-            ),
-            tool=tool,
-            tools=tools or ((tool,) if tool else ()),
-            count=count,
-            threshold=threshold,
-            key=key,
+            signal=found.signal,
+            message=frame.format(reason=text),
+            tool=found.tool,
+            tools=found.tools,
+            count=found.count,
+            threshold=found.threshold,
+            key=found.key,
         )
 
 
@@ -648,10 +722,51 @@ def reason(
     return text.format(tool=tool, cycle=cycle, count=count, threshold=threshold, window=window)
 
 
-def _replace(verdict: Verdict, **changes: Any) -> Verdict:
-    values = {name: getattr(verdict, name) for name in Verdict.__dataclass_fields__}
-    values.update(changes)
-    return Verdict(**values)
+# --- exported state --------------------------------------------------------------------------
+
+_ACTIONS = frozenset(get_args(Action))
+_KINDS = frozenset(get_args(OutcomeKind))
+
+
+def _items(value: object) -> list[Any]:
+    if not isinstance(value, list):
+        raise TypeError
+    return value
+
+
+def _count(value: object) -> int:
+    if type(value) is not int or value < 0:
+        raise ValueError(value)
+    return value
+
+
+def _text(value: object) -> str:
+    if not isinstance(value, str):
+        raise TypeError
+    return value
+
+
+def _optional_text(value: object) -> str | None:
+    return None if value is None else _text(value)
+
+
+def _call_from_state(item: object) -> _Call:
+    name, sig, outcome, kind, call_id = _items(item)
+    if kind not in _KINDS:
+        raise ValueError(kind)
+    call = _Call(_text(name), _text(sig), _optional_text(call_id))
+    call.outcome, call.kind = _optional_text(outcome), kind
+    return call
+
+
+def _reported_from_state(item: object) -> tuple[Signal, str | None]:
+    signal, key = _items(item)
+    return Signal(signal), _optional_text(key)
+
+
+def _streak_from_state(item: object) -> tuple[str | None, int]:
+    key, streak = _items(item)
+    return _optional_text(key), _count(streak)
 
 
 def _verdict_state(verdict: Verdict | None) -> list[Any] | None:
@@ -669,17 +784,19 @@ def _verdict_state(verdict: Verdict | None) -> list[Any] | None:
     ]
 
 
-def _verdict_from_state(state: list[Any] | None) -> Verdict | None:
+def _verdict_from_state(state: object) -> Verdict | None:
     if state is None:
         return None
-    action, signal, tool, tools, count, threshold, key, message = state
+    action, signal, tool, tools, count, threshold, key, message = _items(state)
+    if action not in _ACTIONS:
+        raise ValueError(action)
     return Verdict(
         action=action,
         signal=Signal(signal),
-        tool=tool,
-        tools=tuple(tools),
-        count=int(count),
-        threshold=int(threshold),
-        key=key,
-        message=str(message),
+        tool=_optional_text(tool),
+        tools=tuple(_text(t) for t in _items(tools)),
+        count=_count(count),
+        threshold=_count(threshold),
+        key=_optional_text(key),
+        message=_text(message),
     )

@@ -1,7 +1,8 @@
 """Deterministic digests of tool calls, tool outcomes, errors and assistant responses.
 
 Nothing here raises: every Python value serializes (cycles, deep nesting, objects whose
-``__repr__`` raises), and only short digests leave this module, never the content itself.
+``__repr__`` raises, mappings whose ``items()`` raises), and only short digests leave this
+module, never the content itself.
 """
 
 from __future__ import annotations
@@ -14,13 +15,14 @@ import hashlib
 import json
 import math
 import re
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Iterable, Mapping
+
+from pydantic import BaseModel
 
 __all__ = [
     "assistant_key",
-    "canonical",
     "call_signature",
+    "canonical",
     "digest",
     "error_key",
     "error_text",
@@ -29,6 +31,13 @@ __all__ = [
 ]
 
 _MAX_DEPTH = 200
+"""Containers nested deeper than this are cut (marked ``$deep``), far from the recursion limit."""
+
+_SCALARS = frozenset({str, int, bool, type(None)})
+
+_SHORT_INT_BITS = 2_000
+"""Ints this short always have a decimal text (Python's digit limit is at least 640)."""
+
 _DIGEST_SIZE = 8  # 64 bits: collisions are irrelevant at a window of a few dozen calls
 
 _dumps = json.JSONEncoder(
@@ -50,20 +59,29 @@ def digest(*parts: str | bytes) -> str:
 
 
 def _is_plain(obj: object, depth: int = 0) -> bool:
-    """True when ``obj`` is JSON already (str keys, no floats): the C encoder's fast path."""
-    kind = type(obj)
-    if kind is str or kind is int or kind is bool or obj is None:
-        return True
-    if depth > _MAX_DEPTH:
-        return False
-    if kind is dict:
-        for key, value in obj.items():  # type: ignore[attr-defined]
-            if type(key) is not str or not _is_plain(value, depth + 1):
+    """True when ``obj`` is JSON already (str keys, no floats, not too deep).
+
+    Such values go straight to the C encoder; anything else is normalized first. Scalars are
+    tested inline rather than by a call per value: this walk is on every tool call's path.
+    """
+    values: Iterable[object]
+    if type(obj) is dict:
+        for key in obj:
+            if type(key) is not str:
                 return False
-        return True
-    if kind is list:
-        return all(_is_plain(item, depth + 1) for item in obj)  # type: ignore[attr-defined]
-    return False
+        values = obj.values()
+    elif type(obj) is list:
+        values = obj
+    else:
+        return type(obj) in _SCALARS
+    for value in values:
+        kind = type(value)
+        if kind is str or kind is int or kind is bool or value is None:
+            continue
+        if (kind is dict or kind is list) and depth < _MAX_DEPTH and _is_plain(value, depth + 1):
+            continue
+        return False
+    return True
 
 
 def _safe_repr(obj: object) -> str:
@@ -71,7 +89,7 @@ def _safe_repr(obj: object) -> str:
         text = repr(obj)
     except Exception:  # noqa: BLE001 - a hostile __repr__ must not break the guard
         return f"<{type(obj).__qualname__}>"
-    # default reprs carry memory addresses that change on every call
+    # default reprs carry memory addresses that change from one object to the next
     return _HEX.sub("0x#", text)
 
 
@@ -81,67 +99,97 @@ def _float(value: float) -> object:
     if math.isinf(value):
         return {"$float": "inf" if value > 0 else "-inf"}
     if value.is_integer():
-        return int(value)
+        return int(value)  # 1.0 and 1 are the same argument
+    return value
+
+
+def _int(value: int) -> object:
+    """An int as JSON: a number, or a mark when it has more digits than Python writes."""
+    if value.bit_length() > _SHORT_INT_BITS:
+        try:
+            repr(value)
+        except ValueError:  # beyond sys.get_int_max_str_digits()
+            return {"$int": hex(value)}
     return value
 
 
 def _normalize(obj: object, depth: int, path: set[int]) -> object:
-    """Turn ``obj`` into plain JSON data (str keys, no NaN), marking what JSON cannot say."""
+    """Turn ``obj`` into plain JSON data (str keys, no NaN), marking what JSON cannot say.
+
+    ``path`` holds the ids of the containers being walked, to cut cycles. A value that fails
+    to serialize (a mapping whose ``items()`` raises, say) becomes its ``repr`` alone; the rest
+    of the structure still counts. Exact scalars come first, before the depth cut, so that a
+    value normalizes to what :func:`_is_plain` lets through unchanged.
+    """
     kind = type(obj)
-    if kind is str or kind is int or kind is bool or obj is None:
+    if kind is str or kind is bool or obj is None:
         return obj
-    if isinstance(obj, float):
+    if type(obj) is int:
+        return _int(obj)
+    if type(obj) is float:
         return _float(obj)
-    if isinstance(obj, bool | int | str):
-        # subclasses (IntEnum, StrEnum, …) and enums are caught below by value
-        if isinstance(obj, enum.Enum):
-            return {"$enum": _normalize(obj.value, depth + 1, path)}
-        return int(obj) if isinstance(obj, int) else str(obj)
     if depth > _MAX_DEPTH:
-        return {"$deep": type(obj).__qualname__}
+        return {"$deep": kind.__qualname__}
     ident = id(obj)
     if ident in path:
-        return {"$cycle": type(obj).__qualname__}
+        return {"$cycle": kind.__qualname__}
+    path.add(ident)
+    try:
+        return _normalize_object(obj, depth, path)
+    except Exception:  # noqa: BLE001 - hostile objects must not break the guard
+        return {"$repr": _safe_repr(obj)}
+    finally:
+        path.discard(ident)
+
+
+def _normalize_object(obj: object, depth: int, path: set[int]) -> object:
     if isinstance(obj, enum.Enum):
-        return {"$enum": _normalize(obj.value, depth + 1, path)}
+        return {"$enum": type(obj).__qualname__, "v": _normalize(obj.value, depth + 1, path)}
+    if isinstance(obj, float):
+        return _float(float(obj))
+    if isinstance(obj, int):  # int subclasses (bool cannot be subclassed)
+        return _int(int(obj))
+    if isinstance(obj, str):
+        return str(obj)
+    if isinstance(obj, Mapping):
+        items: dict[str, object] = {}
+        for key, value in list(obj.items()):
+            name = key if type(key) is str else "$k:" + _dumps(_normalize(key, depth + 1, path))
+            items[name] = _normalize(value, depth + 1, path)
+        return items
+    if isinstance(obj, list | tuple):
+        return [_normalize(item, depth + 1, path) for item in obj]
+    if isinstance(obj, set | frozenset):
+        members = [_dumps(_normalize(item, depth + 1, path)) for item in obj]
+        return {"$set": sorted(members)}
     if isinstance(obj, bytes | bytearray | memoryview):
         return {"$bytes": base64.b64encode(bytes(obj)).decode("ascii")}
     if isinstance(obj, _dt.datetime | _dt.date | _dt.time):
         return {"$time": obj.isoformat()}
     if isinstance(obj, _dt.timedelta):
         return {"$timedelta": obj.total_seconds()}
-    path.add(ident)
-    try:
-        if isinstance(obj, Mapping):
-            items = {}
-            for key, value in list(obj.items()):
-                name = key if type(key) is str else "$k:" + _dumps(_normalize(key, depth + 1, path))
-                items[name] = _normalize(value, depth + 1, path)
-            return items
-        if isinstance(obj, list | tuple):
-            return [_normalize(item, depth + 1, path) for item in obj]
-        if isinstance(obj, set | frozenset):
-            members = [_dumps(_normalize(item, depth + 1, path)) for item in obj]
-            return {"$set": sorted(members)}
-        dump = getattr(obj, "model_dump", None)
-        if callable(dump) and not isinstance(obj, type):  # pydantic v2 model
-            return {"$model": type(obj).__qualname__, "v": _normalize(dump(), depth + 1, path)}
-        if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-            fields = {f.name: getattr(obj, f.name, None) for f in dataclasses.fields(obj)}
-            return {"$data": type(obj).__qualname__, "v": _normalize(fields, depth + 1, path)}
-        return {"$repr": _safe_repr(obj)}
-    finally:
-        path.discard(ident)
+    if isinstance(obj, BaseModel):
+        return {
+            "$model": type(obj).__qualname__,
+            "v": _normalize(obj.model_dump(), depth + 1, path),
+        }
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        fields = {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
+        return {"$data": type(obj).__qualname__, "v": _normalize(fields, depth + 1, path)}
+    return {"$repr": _safe_repr(obj)}
 
 
 def canonical(obj: object) -> str:
-    """Deterministic JSON text of ``obj``: key order ignored, ``1 == 1.0``, never raises."""
-    try:
-        if _is_plain(obj):
+    """Deterministic JSON text of ``obj``: key order ignored, ``1 == 1.0``.
+
+    It raises for no value (only an exhausted stack or memory could make it fail).
+    """
+    if _is_plain(obj):
+        try:
             return _dumps(obj)
-        return _dumps(_normalize(obj, 0, set()))
-    except Exception:  # noqa: BLE001 - e.g. a mapping whose items() raises
-        return _dumps({"$repr": _safe_repr(obj)})
+        except ValueError:  # an int with more digits than Python writes: normalized below
+            pass
+    return _dumps(_normalize(obj, 0, set()))
 
 
 def call_signature(name: str, args: object) -> str:
@@ -151,47 +199,65 @@ def call_signature(name: str, args: object) -> str:
 
 # --- outcomes, errors, assistant responses -----------------------------------------------------
 
-_WS = re.compile(r"\s+")
-_HEX = re.compile(r"0x[0-9a-fA-F]+")
-_UUID = re.compile(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b")
-_TIMESTAMP = re.compile(
-    r"\b\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?\b"
-    r"|\b\d{1,2}:\d{2}:\d{2}(?:[.,]\d+)?\b"
+_HEX = re.compile(r"\b0x[0-9a-fA-F]+")
+_UUID = re.compile(r"\b[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}\b")
+_VOLATILE = re.compile(
+    r"""
+    [0-9]  # every other mask starts with a digit: the engine skips the rest of the text fast
+    (?:
+        (?<!\w[0-9])  # a word starts here
+        (?:
+            \d{3}-\d\d-\d\d  # a date, maybe with a time
+            (?:[T\ ]\d\d:\d\d(?::\d\d(?:[.,]\d+)?)?(?:Z|[+-]\d\d:?\d\d)?)?\b
+          | \d?:\d\d:\d\d(?:[.,]\d+)?\b  # a time of day
+          | (?<=0)x[0-9a-fA-F]+  # a hex pointer
+          | \d*(?:\.\d+)?\s?  # a duration
+            (?:ns|us|µs|ms|s|secs?|seconds?|m|mins?|minutes?|h|hours?)\b
+        )
+      | \d{5,}  # a number of six or more digits, anywhere
+    )
+    """,
+    re.VERBOSE,
 )
-_DURATION = re.compile(
-    r"\b\d+(?:\.\d+)?\s?(?:ns|us|µs|ms|s|sec|secs|seconds?|m|min|mins|minutes?|h|hours?)\b"
-)
-_LONG_NUMBER = re.compile(r"\d{6,}")
 _DIGITS = re.compile(r"\d+")
 
 
 def _mask(text: str) -> str:
-    text = _UUID.sub("<uuid>", text)
-    text = _TIMESTAMP.sub("<time>", text)
-    return _HEX.sub("0x#", text)
+    """``text`` with timestamps, UUIDs, hex pointers, durations and long numbers masked.
+
+    This runs on every tool result, so each regular expression runs only where it can match:
+    the UUID pattern when there are dashes enough, the others from digits only.
+    """
+    if text.count("-") >= 4:
+        text = _UUID.sub("<#>", text)
+    return _VOLATILE.sub("<#>", text)
 
 
 def _collapse(text: str) -> str:
-    return _WS.sub(" ", text).strip()
+    """Whitespace runs as one space, trimmed (``str.split`` is what ``\\s+`` means, faster)."""
+    return " ".join(text.split())
 
 
-def _text_of(output: object) -> str:
-    if isinstance(output, str):
-        return output
-    content = getattr(output, "content", None)  # a tool message, duck-typed
+def _text_of(value: object) -> str:
+    """A string as it is, a message's string content, anything else as canonical JSON."""
+    if isinstance(value, str):
+        return value
+    try:
+        content = getattr(value, "content", None)  # a tool message, duck-typed
+    except Exception:  # noqa: BLE001 - a hostile __getattr__
+        content = None
     if isinstance(content, str):
         return content
-    if content is not None:
-        return canonical(content)
-    return canonical(output)
+    return canonical(value if content is None else content)
 
 
 def normalize_outcome(output: object) -> str:
-    """Outcome text with what changes without meaning progress masked (SPEC §3)."""
-    text = _mask(_text_of(output))
-    text = _DURATION.sub("<duration>", text)
-    text = _LONG_NUMBER.sub("<n>", text)
-    return _collapse(text)
+    """Outcome text with what changes without meaning progress masked (SPEC §3).
+
+    Durations, timestamps, UUIDs, hex pointers and numbers of six or more digits are masked;
+    short numbers are kept (``progress 45%`` is not ``progress 50%``).
+    """
+    return _collapse(_mask(_text_of(output)))
 
 
 def outcome_digest(output: object) -> str:
@@ -200,25 +266,31 @@ def outcome_digest(output: object) -> str:
 
 
 def error_text(error: object) -> str:
-    """``"Type: message"`` of an exception (or ``str`` of anything else), never raising."""
+    """``"Type: message"`` of an exception, the text of anything else; never raises."""
     if isinstance(error, BaseException):
         try:
             message = str(error)
         except Exception:  # noqa: BLE001 - a hostile __str__
             message = ""
         return f"{type(error).__name__}: {message}"
-    if isinstance(error, str):
-        return error
     return _text_of(error)
 
 
 def error_key(tool: str, error: object) -> str:
-    """The key of an error: tool name plus its text, variable parts masked (SPEC §2)."""
+    """The key of an error: tool name plus its text, variable parts masked (SPEC §2).
+
+    What :func:`normalize_outcome` masks is masked and the other digit runs collapsed, so
+    ``line 12`` and ``line 14`` share a key.
+    """
     text = _DIGITS.sub("#", _mask(error_text(error)))
     return digest("error", tool, _collapse(text))
 
 
-def assistant_key(text: str) -> str | None:
-    """The key of an assistant response (``None`` for an empty one, which is skipped)."""
-    collapsed = _collapse(text)
+def assistant_key(text: object) -> str | None:
+    """The key of an assistant response: its text trimmed, whitespace collapsed.
+
+    ``None`` for an empty response, which is skipped. Text that is not a string (a list of
+    content blocks, a message) is taken as :func:`normalize_outcome` takes outputs.
+    """
+    collapsed = _collapse(_text_of(text))
     return digest("assistant", collapsed) if collapsed else None
