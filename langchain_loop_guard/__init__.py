@@ -26,6 +26,9 @@ if TYPE_CHECKING:
     from langchain_loop_guard._magic import unload_ipython_extension as unload_ipython_extension
     from langchain_loop_guard._middleware import LoopGuardMiddleware as LoopGuardMiddleware
     from langchain_loop_guard._node import LoopGuardNode as LoopGuardNode
+    from langchain_loop_guard._replay import ReplayReport as ReplayReport
+    from langchain_loop_guard._replay import replay as replay
+    from langchain_loop_guard._trace import TraceFormatError as TraceFormatError
 
 __version__ = "0.1.0"
 
@@ -40,9 +43,12 @@ _EXPORTS: dict[str, str] = {
     "LoopGuardNode": "langchain_loop_guard._node",
     "LoopGuardState": "langchain_loop_guard._graph_state",
     "OnStop": "langchain_loop_guard._graph_state",
+    "ReplayReport": "langchain_loop_guard._replay",
     "Signal": "langchain_loop_guard._detector",
+    "TraceFormatError": "langchain_loop_guard._trace",
     "Verdict": "langchain_loop_guard._detector",
     "load_ipython_extension": "langchain_loop_guard._magic",
+    "replay": "langchain_loop_guard._replay",
     "unload_ipython_extension": "langchain_loop_guard._magic",
     "with_loop_hint": "langchain_loop_guard._hint",
 }
@@ -58,9 +64,12 @@ __all__ = [
     "LoopGuardNode",
     "LoopGuardState",
     "OnStop",
+    "ReplayReport",
     "Signal",
+    "TraceFormatError",
     "Verdict",
     "load_ipython_extension",
+    "replay",
     "unload_ipython_extension",
     "with_loop_hint",
 ]

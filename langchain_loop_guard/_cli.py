@@ -22,7 +22,7 @@ import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import get_args
+from typing import Any, TextIO, get_args
 
 from langchain_loop_guard._config import LoopGuardConfig, Mode
 from langchain_loop_guard._demo_kinds import INTEGRATIONS, LOOP_KINDS, describe_scenarios
@@ -244,7 +244,134 @@ configuration prints one line per problem on stderr and exits with status 2.""",
     run=_run_config,
 )
 
-COMMANDS: tuple[Command, ...] = (DEMO, CONFIG)
+
+# --- loop-guard replay --------------------------------------------------------------------------
+
+
+def _replay_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("trace", metavar="TRACE", help="the trace file to replay")
+    parser.add_argument(
+        "--format",
+        choices=("auto", "loop-guard", "langsmith"),  # _replay.TRACE_FORMATS, not imported here
+        default="auto",
+        help="loop-guard: a trace a guard recorded with record_to=; langsmith: a LangSmith "
+        "runs export, a JSON array or JSON Lines (default: %(default)s, from the first line)",
+    )
+    parser.add_argument(
+        "--set",
+        metavar="KEY=VALUE",
+        action="append",
+        default=[],
+        dest="values",
+        help="evaluate with this configuration value, over files and environment; VALUE is "
+        'JSON when it parses as JSON (5, true, ["sleep"]), else a string; repeatable',
+    )
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="show a progress bar on stderr (default: when stderr is a terminal)",
+    )
+
+
+def _run_replay(args: argparse.Namespace) -> int:
+    from langchain_loop_guard._replay import replay  # noqa: PLC0415
+    from langchain_loop_guard._trace import TraceFormatError  # noqa: PLC0415
+
+    try:
+        values: dict[str, Any] = dict(_setting(text) for text in args.values)
+        config = LoopGuardConfig.load(**values)
+    except ValueError as exc:
+        problems = exc.problems if isinstance(exc, LoopGuardConfigError) else (str(exc),)
+        for problem in problems:
+            print(f"{_PROG}: {problem}", file=sys.stderr)
+        return EXIT_USAGE
+    show = args.progress if args.progress is not None else sys.stderr.isatty()
+    bar = _ProgressBar(sys.stderr) if show else None
+    try:
+        report = replay(
+            args.trace,
+            config,
+            format=None if args.format == "auto" else args.format,
+            progress=bar,
+        )
+    except TraceFormatError as exc:
+        print(f"{_PROG}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except OSError as exc:
+        print(f"{_PROG}: {args.trace}: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_USAGE
+    finally:
+        if bar is not None:
+            bar.close()
+    if args.json:
+        print(json.dumps(report.to_json(), indent=2, ensure_ascii=False))
+    else:
+        for line in report.lines():
+            print(line)
+    return EXIT_OK
+
+
+def _setting(text: str) -> tuple[str, object]:
+    """``KEY=VALUE`` as a configuration value: JSON when it parses, else the string."""
+    key, sep, raw = text.partition("=")
+    if not sep or not key.strip():
+        msg = f"--set takes KEY=VALUE, not {text!r}"
+        raise ValueError(msg)
+    try:
+        value: object = json.loads(raw)
+    except json.JSONDecodeError:
+        value = raw
+    return key.strip(), value
+
+
+class _ProgressBar:
+    """A one-line progress bar (``\\r``-redrawn) for long replays; redrawn per percent."""
+
+    _WIDTH = 30
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+        self._shown = -1
+
+    def __call__(self, done: int, total: int) -> None:
+        percent = 100 if total <= 0 else min(100, done * 100 // total)
+        if percent == self._shown:
+            return
+        self._shown = percent
+        filled = self._WIDTH * percent // 100
+        bar = "#" * filled + "." * (self._WIDTH - filled)
+        self._stream.write(f"\rreplaying [{bar}] {percent:3d}%")
+        self._stream.flush()
+
+    def close(self) -> None:
+        if self._shown >= 0:
+            self._stream.write("\r" + " " * (self._WIDTH + 20) + "\r")
+            self._stream.flush()
+
+
+REPLAY = Command(
+    name="replay",
+    summary="replay a recorded trace and report where the guard would stop each run",
+    description="""\
+Feed a recorded trace through the detector under the current configuration (files,
+.loop-guard.json, LOOP_GUARD_* variables, then --set values) and report, per run, whether
+and where the guard would stop it (event, tool call, trace line), which signal and why, the
+warnings before that, and a summary. The mode is evaluated as "on" whatever the
+configuration says: this is how you calibrate thresholds in observe mode before switching
+to on. A nudging integration's first detections would only refuse the call; the replay
+reports the first detection.
+
+TRACE is a trace a guard recorded with record_to= (tool names, digests and timings; each run
+also says whether the replay stops where the live run did), or a LangSmith runs export (a
+JSON array or JSON Lines of runs), whose content is digested as it is read and not kept.
+A malformed trace is reported as TRACE:LINE: problem, with exit status 2.""",
+    add_arguments=_replay_arguments,
+    run=_run_replay,
+)
+
+COMMANDS: tuple[Command, ...] = (DEMO, CONFIG, REPLAY)
 """The subcommands, in ``--help`` order."""
 
 

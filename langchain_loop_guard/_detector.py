@@ -32,7 +32,10 @@ __all__ = [
     "Action",
     "CallInfo",
     "Clock",
+    "DetectorEvent",
     "DetectorSnapshot",
+    "EventKind",
+    "EventListener",
     "LoopDetector",
     "OutcomeKind",
     "Signal",
@@ -103,6 +106,41 @@ class Verdict:
 
 ALLOW = Verdict()
 """The verdict of an event that changes nothing."""
+
+EventKind = Literal[
+    "turn_start", "tool_call", "tool_result", "assistant_message", "tick", "reset", "release"
+]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DetectorEvent:
+    """One event as the detector saw it, digested: what a trace records and a replay feeds.
+
+    Attributes:
+        kind: the event (the name of the :class:`LoopDetector` method that received it).
+        tool: the tool of a call or result.
+        digest: the call's signature, the result's outcome digest or error key, or the
+            assistant key (``None`` for an empty response); never content.
+        call_id: the tool-call id the host gave, if any.
+        error: whether a result is an error.
+        calls: how many tool calls an assistant message made.
+        elapsed: the run's elapsed time when the event was decided, in seconds (the clock
+            reading the decision used, so a replay driven by it decides the same).
+        verdict: what the detector decided.
+    """
+
+    kind: EventKind
+    tool: str | None = None
+    digest: str | None = None
+    call_id: str | None = None
+    error: bool = False
+    calls: int = 0
+    elapsed: float = 0.0
+    verdict: Verdict = ALLOW
+
+
+EventListener = Callable[[DetectorEvent], None]
+"""Called with every event a detector decides (see ``LoopDetector(listener=...)``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,14 +245,26 @@ class LoopDetector:
     Args:
         config: thresholds and mode; the defaults when ``None``.
         clock: returns seconds, like :func:`time.monotonic` (the default).
+        listener: called after every event (mode ``"off"`` has none) with a
+            :class:`DetectorEvent`: digests, never content. :meth:`replay` feeds such events
+            back and reaches the same verdicts. Calls and results of ignored tools are digested
+            too when there is a listener, so that a replay can stop ignoring them. Without a
+            listener, nothing is digested that the signals do not need.
     """
 
-    def __init__(self, config: LoopGuardConfig | None = None, *, clock: Clock | None = None):
+    def __init__(
+        self,
+        config: LoopGuardConfig | None = None,
+        *,
+        clock: Clock | None = None,
+        listener: EventListener | None = None,
+    ):
         self._config = config if config is not None else LoopGuardConfig()
         self._clock: Clock = clock if clock is not None else time.monotonic
+        self._listener = listener
         self._calls: deque[_Call] = deque()
         self._apply(self._config)
-        self.reset()
+        self._clear()
 
     # --- configuration ---------------------------------------------------------------------
 
@@ -274,6 +324,13 @@ class LoopDetector:
 
     def reset(self) -> Verdict:
         """Clear the run's counters, history, warnings and tripped flag."""
+        self._clear()
+        if self._listener is not None and self._config.mode != "off":
+            self._listener(DetectorEvent(kind="reset", elapsed=0.0))
+        return ALLOW
+
+    def _clear(self) -> None:
+        self._elapsed: float | None = None  # the clock reading of the event being decided
         self._calls.clear()
         self._calls_seen = 0
         self._turns = 0
@@ -285,11 +342,14 @@ class LoopDetector:
         self._error_streak = 0
         self._assistant_key: str | None = None
         self._assistant_streak = 0
-        return ALLOW
 
     def release(self) -> None:
         """Lift the trip and keep the history: the same repeat is detected again at once."""
+        if self._tripped is None:
+            return
         self._tripped = None
+        if self._listener is not None:
+            self._emit("release", ALLOW)
 
     def snapshot(self, recent: int = 10) -> DetectorSnapshot:
         """Counters and the last ``recent`` calls (tool name, short digest, outcome kind)."""
@@ -325,7 +385,7 @@ class LoopDetector:
         any state in ``"off"`` mode starts the run afresh instead: losing a loop's beginning is
         better than failing the agent. Nothing is half restored.
         """
-        self.reset()
+        self._clear()
         if self._config.mode == "off" or not isinstance(state, Mapping):
             return False
         try:
@@ -360,32 +420,21 @@ class LoopDetector:
         """A model call begins. A tripped run is aborted before the call is paid for."""
         if self._config.mode == "off":
             return ALLOW
-        if self._tripped is not None:
-            return self._still_tripped(self._tripped, "abort")
-        self._turns += 1
-        return self._soft()
+        verdict = self._turn_start()
+        if self._listener is not None:
+            self._emit("turn_start", verdict)
+        return verdict
 
     def tool_call(self, name: str, args: object = None, call_id: str | None = None) -> Verdict:
         """A tool call is about to run; ``"block"`` means it must not."""
         if self._config.mode == "off":
             return ALLOW
-        ignored = name in self._ignore
-        if self._tripped is not None:
-            if not ignored:
-                call = _Call(name, call_signature(name, args), call_id)
-                call.kind = "blocked"
-                self._append(call)
-            return self._still_tripped(self._tripped, "block", tool=name)
-        if ignored:
-            return self._soft()
-        call = _Call(name, call_signature(name, args), call_id)
-        found = self._check_call(call)
-        self._append(call)
-        if found is None:
-            return self._soft()
-        verdict = self._report(found, "block")
-        if verdict.action == "block":
-            call.kind = "blocked"
+        listener = self._listener
+        # an ignored call is not kept: its signature is only needed for a listener
+        sig = "" if listener is None and name in self._ignore else call_signature(name, args)
+        verdict = self._tool_call(name, sig, call_id)
+        if listener is not None:
+            self._emit("tool_call", verdict, tool=name, digest=sig, call_id=call_id)
         return verdict
 
     def tool_result(
@@ -404,6 +453,130 @@ class LoopDetector:
         """
         if self._config.mode == "off":
             return ALLOW
+        listener = self._listener
+        if listener is None and name in self._ignore:
+            return self._soft()
+        failed = error is not None
+        outcome = error_key(name, error) if failed else outcome_digest(output)
+        verdict = self._tool_result(name, outcome, failed, call_id)
+        if listener is not None:
+            self._emit(
+                "tool_result", verdict, tool=name, digest=outcome, call_id=call_id, error=failed
+            )
+        return verdict
+
+    def assistant_message(
+        self, text: str, tool_calls: Iterable[tuple[str, object]] = ()
+    ) -> Verdict:
+        """The model answered with ``text`` (and asked for ``tool_calls``).
+
+        Empty text is skipped. With progress awareness a message that calls tools is left to
+        the tool-call signals: it neither counts nor breaks the streak.
+        """
+        if self._config.mode == "off":
+            return ALLOW
+        if self._listener is None:
+            if self._aware and _any(tool_calls):
+                return self._soft()  # left to the tool-call signals: no key needed
+            return self._assistant_message(assistant_key(text), has_calls=False)
+        count = sum(1 for _ in tool_calls)
+        key = assistant_key(text)
+        verdict = self._assistant_message(key, has_calls=count > 0)
+        self._emit("assistant_message", verdict, digest=key, calls=count)
+        return verdict
+
+    def tick(self) -> Verdict:
+        """A clock tick: only the elapsed-time warning can fire."""
+        if self._config.mode == "off":
+            return ALLOW
+        verdict = self._soft()
+        if self._listener is not None:
+            self._emit("tick", verdict)
+        return verdict
+
+    def replay(self, event: DetectorEvent) -> Verdict:
+        """Feed an event as a listener received it: digests instead of content.
+
+        The event's ``elapsed`` and ``verdict`` are not used (drive the clock with
+        ``elapsed`` to replay elapsed-time warnings). Under the configuration the events were
+        recorded with, every verdict is the one the listener saw; under another, the
+        verdicts that configuration gives. A listener of this detector receives the events.
+
+        Raises:
+            ValueError: a tool call or result without its tool or digest.
+        """
+        if self._config.mode == "off":
+            return ALLOW
+        kind = event.kind
+        if kind == "reset":
+            return self.reset()
+        if kind == "release":
+            self.release()
+            return ALLOW
+        tool, value = event.tool, event.digest
+        if kind in ("tool_call", "tool_result") and (tool is None or value is None):
+            msg = f"a {kind} event needs its tool and digest"
+            raise ValueError(msg)
+        if kind == "turn_start":
+            verdict = self._turn_start()
+        elif kind == "tool_call":
+            verdict = self._tool_call(tool or "", value or "", event.call_id)
+        elif kind == "tool_result":
+            verdict = self._tool_result(tool or "", value or "", event.error, event.call_id)
+        elif kind == "assistant_message":
+            verdict = self._assistant_message(value, has_calls=event.calls > 0)
+        else:
+            verdict = self._soft()
+        if self._listener is not None:
+            self._emit(
+                kind,
+                verdict,
+                tool=tool,
+                digest=value,
+                call_id=event.call_id,
+                error=event.error,
+                calls=event.calls,
+            )
+        return verdict
+
+    def _emit(self, kind: EventKind, verdict: Verdict, **fields: Any) -> None:
+        """Tell the listener about an event, with the clock reading its decision used."""
+        assert self._listener is not None  # callers check, to keep the hot path lean
+        elapsed = self._elapsed
+        if elapsed is None:  # the decision did not read the clock
+            elapsed = self._clock() - self._started
+        self._elapsed = None
+        self._listener(DetectorEvent(kind=kind, elapsed=elapsed, verdict=verdict, **fields))
+
+    # --- event decisions (digests in) -------------------------------------------------------
+
+    def _turn_start(self) -> Verdict:
+        if self._tripped is not None:
+            return self._still_tripped(self._tripped, "abort")
+        self._turns += 1
+        return self._soft()
+
+    def _tool_call(self, name: str, sig: str, call_id: str | None) -> Verdict:
+        ignored = name in self._ignore
+        if self._tripped is not None:
+            if not ignored:
+                call = _Call(name, sig, call_id)
+                call.kind = "blocked"
+                self._append(call)
+            return self._still_tripped(self._tripped, "block", tool=name)
+        if ignored:
+            return self._soft()
+        call = _Call(name, sig, call_id)
+        found = self._check_call(call)
+        self._append(call)
+        if found is None:
+            return self._soft()
+        verdict = self._report(found, "block")
+        if verdict.action == "block":
+            call.kind = "blocked"
+        return verdict
+
+    def _tool_result(self, name: str, outcome: str, failed: bool, call_id: str | None) -> Verdict:
         if name in self._ignore:
             return self._soft()
         call = self._latest_with_id(call_id) if call_id is not None else None
@@ -411,11 +584,7 @@ class LoopDetector:
             return self._soft()
         if call is None:
             call = self._oldest_pending(name, anonymous_only=call_id is not None)
-        kind: OutcomeKind
-        if error is not None:
-            outcome, kind = error_key(name, error), "error"
-        else:
-            outcome, kind = outcome_digest(output), "ok"
+        kind: OutcomeKind = "error" if failed else "ok"
         if call is not None:
             call.outcome, call.kind = outcome, kind
         if kind == "ok":
@@ -433,20 +602,8 @@ class LoopDetector:
             return self._report(found, "abort")
         return self._soft()
 
-    def assistant_message(
-        self, text: str, tool_calls: Iterable[tuple[str, object]] = ()
-    ) -> Verdict:
-        """The model answered with ``text`` (and asked for ``tool_calls``).
-
-        Empty text is skipped. With progress awareness a message that calls tools is left to
-        the tool-call signals: it neither counts nor breaks the streak.
-        """
-        if self._config.mode == "off":
-            return ALLOW
-        if self._aware and _any(tool_calls):
-            return self._soft()
-        key = assistant_key(text)
-        if key is None:
+    def _assistant_message(self, key: str | None, *, has_calls: bool) -> Verdict:
+        if key is None or (self._aware and has_calls):
             return self._soft()
         if key == self._assistant_key:
             self._assistant_streak += 1
@@ -458,12 +615,6 @@ class LoopDetector:
                 Signal.REPEATED_ASSISTANT_RESPONSE, None, (), self._assistant_streak, threshold, key
             )
             return self._report(found, "abort")
-        return self._soft()
-
-    def tick(self) -> Verdict:
-        """A clock tick: only the elapsed-time warning can fire."""
-        if self._config.mode == "off":
-            return ALLOW
         return self._soft()
 
     # --- history -------------------------------------------------------------------------------
@@ -639,7 +790,7 @@ class LoopDetector:
             self._warned.add(Signal.TURN_COUNT)
             found = _Detection(Signal.TURN_COUNT, None, (), self._turns, config.max_turns, None)
             return self._verdict("warn", found)
-        elapsed = self._clock() - self._started
+        elapsed = self._elapsed = self._clock() - self._started
         if elapsed * 1000 > config.turn_timeout_ms and Signal.ELAPSED_TIME not in self._warned:
             self._warned.add(Signal.ELAPSED_TIME)
             found = _Detection(

@@ -27,11 +27,12 @@ the same saved state and must reach the same decision, which is what makes
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal, NotRequired, cast, get_args
+from typing import TYPE_CHECKING, Annotated, Any, Literal, NotRequired, cast, get_args
 
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, ToolMessage
 from langgraph.config import get_config
@@ -45,6 +46,9 @@ from langchain_loop_guard._errors import LoopGuardConfigError
 from langchain_loop_guard._interrupt import LoopDetected
 from langchain_loop_guard._messages import HINT_MARKER, not_executed, nudge, translator
 from langchain_loop_guard._runtime import ConfigInput, GuardRuntime, RunInspection, logger
+
+if TYPE_CHECKING:
+    from langchain_loop_guard._detector import DetectorEvent
 
 __all__ = [
     "MESSAGE_NAME",
@@ -202,6 +206,7 @@ class GraphGuard(GuardRuntime):
         nudges: int | None = None,
         on_stop: OnStop = "raise",
         clock: Callable[[], float] | None = None,
+        record_to: str | os.PathLike[str] | None = None,
         state_key: str = STATE_KEY,
     ) -> None:
         if nudges is not None and (type(nudges) is not int or nudges < 0):
@@ -230,7 +235,7 @@ class GraphGuard(GuardRuntime):
                 allowed="Callable[[], float] | None",
             )
         check_name("state_key", state_key)
-        super().__init__(config, clock=clock)
+        super().__init__(config, clock=clock, record_to=record_to)
         self._nudges = nudges
         self._on_stop: OnStop = on_stop
         self._state_key = state_key
@@ -323,16 +328,22 @@ class GraphGuard(GuardRuntime):
             return None
         thread = _thread_id()
         fresh = False
+        # The pass's events are recorded once it is committed: a pass that fails open, or
+        # that an interrupt will execute again on resume, records nothing.
+        events: list[DetectorEvent] = []
         while True:
             decided: _Pass | None = None
             with self.failing_open(f"{type(self).__name__}.{position}"):
-                decided = self._decide(messages, stored, position, thread, fresh=fresh)
+                decided = self._decide(
+                    messages, stored, position, thread, fresh=fresh, events=events
+                )
             if decided is None:
                 return None
             stop = decided.stop
             if stop is None:
                 break
             if self._on_stop == "raise":
+                self._record(thread, events)
                 raise LoopDetected.from_verdict(stop, run_id=thread)
             if self._on_stop == "interrupt":
                 answer = interrupt(_payload(stop), response_schema=_RESUME_SCHEMA)
@@ -346,6 +357,7 @@ class GraphGuard(GuardRuntime):
         if thread is not None:
             with self._lock:
                 _put(self._threads, thread, decided.data)
+        self._record(thread, events)
         return Update(data=decided.data, messages=tuple(decided.messages), jump=decided.jump)
 
     def _decide(
@@ -356,9 +368,13 @@ class GraphGuard(GuardRuntime):
         thread: str | None,
         *,
         fresh: bool,
+        events: list[DetectorEvent],
     ) -> _Pass | None:
-        """Restore the detector, feed what is new, and decide; ``None`` if nothing is new."""
-        work = self._restore(None if fresh else stored, thread)
+        """Restore the detector, feed what is new, and decide; ``None`` if nothing is new.
+
+        With a recorder, the detector's events are appended to ``events``.
+        """
+        work = self._restore(None if fresh else stored, thread, events, fresh=fresh)
         target: AIMessage | None = None
         end = len(messages)
         if position == "after_model":
@@ -381,15 +397,19 @@ class GraphGuard(GuardRuntime):
         work.data["at"] = work.now
         return work
 
-    def _restore(self, stored: object, thread: str | None) -> _Pass:
+    def _restore(
+        self, stored: object, thread: str | None, events: list[DetectorEvent], *, fresh: bool
+    ) -> _Pass:
         """The pass's working state: the stored guard state and a detector restored from it."""
         now = self._wall()
         config = self.config  # one configuration for the whole pass
         data = _load(stored)
         if thread is not None and self._reset_due(thread, data):
-            data = _load(None)
-        detector = self.new_detector()
+            data, fresh = _load(None), True
+        detector = self.new_detector(listener=events.append if self.recorder else None)
         detector.configure(config)
+        if fresh:
+            detector.reset()  # the counters start afresh here: a replay must know
         exported = data.get("detector")
         if exported:
             # Count the time spent between two passes (model and tool calls) as elapsed.
@@ -538,6 +558,12 @@ class GraphGuard(GuardRuntime):
             if call_id not in done
         ]
         work.ending.append(AIMessage(content=verdict.message, name=MESSAGE_NAME))
+
+    def _record(self, thread: str | None, events: list[DetectorEvent]) -> None:
+        """Record a committed pass's events under its thread (``"-"`` without one)."""
+        if self.recorder is not None and events:
+            self.recorder.write(thread or "-", events)
+            events.clear()
 
     def _reset_due(self, thread: str, data: GuardData) -> bool:
         with self._lock:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, cast
@@ -135,6 +136,8 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
         config: a :class:`~langchain_loop_guard.LoopGuardConfig`, a mapping of values (over
             files and environment), or ``None`` to load files and environment.
         clock: returns seconds, like :func:`time.monotonic` (the default).
+        record_to: append every run's events to this file, digests only, for
+            ``loop-guard replay`` (off by default; failing open).
 
     Attributes:
         max_runs: runs (or threads) tracked at once; the least recently active one is
@@ -149,9 +152,13 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
     max_open_runs: ClassVar[int] = 65_536
 
     def __init__(
-        self, config: ConfigInput = None, *, clock: Callable[[], float] | None = None
+        self,
+        config: ConfigInput = None,
+        *,
+        clock: Callable[[], float] | None = None,
+        record_to: str | os.PathLike[str] | None = None,
     ) -> None:
-        super().__init__(config, clock=clock)
+        super().__init__(config, clock=clock, record_to=record_to)
         self._runs: dict[str, _Run] = {}
         self._roots: dict[UUID, _Root] = {}  # top-level runs in flight
         self._open: dict[UUID, _Root] = {}  # runs in flight, nested ones included
@@ -520,7 +527,7 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
 
     def _new_run(self, key: str, *, per_thread: bool) -> _Run:
         self._stopped.pop(key, None)
-        run = _Run(key, self.new_detector(), per_thread)
+        run = _Run(key, self.new_detector(key), per_thread)
         self._runs[key] = run
         while len(self._runs) > self.max_runs:
             self._forget(next(iter(self._runs)))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, NotRequired
 
@@ -81,6 +82,9 @@ class LoopGuardMiddleware(GraphGuard, AgentMiddleware[LoopGuardAgentState, Any, 
             with ``pydantic.ValidationError`` and the interrupt stays open).
         clock: returns seconds (:func:`time.time` by default for time between steps, the
             detector's :func:`time.monotonic` within one).
+        record_to: append every run's events to this file, digests only, for
+            ``loop-guard replay`` (off by default; failing open). A thread's events are
+            recorded under its ``thread_id``.
 
     Raises:
         LoopGuardConfigError: a bad ``config``, ``nudges``, ``on_stop`` or ``clock``, naming
@@ -96,8 +100,9 @@ class LoopGuardMiddleware(GraphGuard, AgentMiddleware[LoopGuardAgentState, Any, 
         nudges: int | None = None,
         on_stop: OnStop = "raise",
         clock: Callable[[], float] | None = None,
+        record_to: str | os.PathLike[str] | None = None,
     ) -> None:
-        super().__init__(config, nudges=nudges, on_stop=on_stop, clock=clock)
+        super().__init__(config, nudges=nudges, on_stop=on_stop, clock=clock, record_to=record_to)
 
     @property
     def name(self) -> str:

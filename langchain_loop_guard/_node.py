@@ -31,6 +31,7 @@ guard still works, but sees tool results one model call later.)
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -64,6 +65,8 @@ class LoopGuardNode(GraphGuard):
         on_stop: ``"raise"``, ``"end"`` or ``"interrupt"`` (resume values ``"continue"`` or
             ``"end"``, or ``{"action": ...}``).
         clock: returns seconds (:func:`time.time` by default).
+        record_to: append every run's events to this file, digests only, for
+            ``loop-guard replay`` (off by default; failing open).
         model: the name of the model node (where :meth:`route` goes back to).
         tools: the name of the ``ToolNode`` (any node that accepts a list of tool calls).
         messages_key: the state key of the message list.
@@ -80,6 +83,7 @@ class LoopGuardNode(GraphGuard):
         nudges: int | None = None,
         on_stop: OnStop = "raise",
         clock: Callable[[], float] | None = None,
+        record_to: str | os.PathLike[str] | None = None,
         model: str = "agent",
         tools: str = "tools",
         messages_key: str = "messages",
@@ -87,7 +91,14 @@ class LoopGuardNode(GraphGuard):
     ) -> None:
         for key, value in (("model", model), ("tools", tools), ("messages_key", messages_key)):
             check_name(key, value)
-        super().__init__(config, nudges=nudges, on_stop=on_stop, clock=clock, state_key=state_key)
+        super().__init__(
+            config,
+            nudges=nudges,
+            on_stop=on_stop,
+            clock=clock,
+            record_to=record_to,
+            state_key=state_key,
+        )
         self._model = model
         self._tools = tools
         self._messages_key = messages_key

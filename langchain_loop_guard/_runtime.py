@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import html
 import logging
+import os
 import threading
 import time
 import traceback
@@ -20,12 +21,16 @@ import weakref
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from langchain_loop_guard._config import LoopGuardConfig, Mode
 from langchain_loop_guard._detector import ALLOW, CallInfo, LoopDetector, Signal, Verdict
 from langchain_loop_guard._errors import LoopGuardConfigError, LoopGuardError
 from langchain_loop_guard._messages import translator
+
+if TYPE_CHECKING:
+    from langchain_loop_guard._detector import EventListener
+    from langchain_loop_guard._trace import TraceRecorder
 
 __all__ = [
     "ConfigInput",
@@ -321,11 +326,30 @@ class GuardRuntime:
 
     Thread-safe: one guard serves many concurrent runs, and LangChain calls tool callbacks on
     worker threads.
+
+    Args:
+        config: a :class:`LoopGuardConfig`, a mapping of values (over files and environment),
+            or ``None`` to load files and environment.
+        clock: returns seconds, like :func:`time.monotonic` (the default).
+        record_to: append every event of every run to this JSON Lines file (tool names,
+            digests, outcome kinds and timings, never content) for ``loop-guard replay``.
+            Off by default; an unwritable file is logged once and never breaks the agent.
     """
 
-    def __init__(self, config: ConfigInput = None, *, clock: Callable[[], float] | None = None):
+    def __init__(
+        self,
+        config: ConfigInput = None,
+        *,
+        clock: Callable[[], float] | None = None,
+        record_to: str | os.PathLike[str] | None = None,
+    ):
         self._config = resolve_config(config)
         self._clock = clock
+        self._recorder: TraceRecorder | None = None
+        if record_to is not None:
+            from langchain_loop_guard._trace import TraceRecorder  # noqa: PLC0415 - opt-in
+
+            self._recorder = TraceRecorder(record_to, on_error=self.internal_error)
         self._lock = threading.RLock()
         self._stops = 0
         self._warnings = 0
@@ -385,9 +409,28 @@ class GuardRuntime:
 
     # --- detectors and verdicts -----------------------------------------------------------------
 
-    def new_detector(self) -> LoopDetector:
-        """A detector for a new run, under the configuration in force."""
-        return LoopDetector(self._config, clock=self._clock or time.monotonic)
+    @property
+    def recorder(self) -> TraceRecorder | None:
+        """The trace recorder (``record_to=``), or ``None`` when nothing is recorded."""
+        return self._recorder
+
+    def new_detector(
+        self, run_id: str | None = None, *, listener: EventListener | None = None
+    ) -> LoopDetector:
+        """A detector for a new run, under the configuration in force.
+
+        Args:
+            run_id: the run the detector serves. With ``record_to=``, its events are recorded
+                under this id (a detector without one, for a view, records nothing).
+            listener: receives the detector's events instead of the recorder (an adapter that
+                records only the events it commits passes its own).
+        """
+        clock = self._clock or time.monotonic
+        if listener is None and run_id is not None and self._recorder is not None:
+            listener = self._recorder.listener(run_id)
+        if listener is None:
+            return LoopDetector(self._config, clock=clock)
+        return LoopDetector(self._config, clock=clock, listener=listener)
 
     def inspection(self, run_id: str, detector: LoopDetector) -> RunInspection:
         """The ``inspect`` view of ``detector``'s run."""

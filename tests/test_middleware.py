@@ -359,9 +359,9 @@ def test_constructor_options_are_keyword_only() -> None:
     parameters = inspect.signature(LoopGuardMiddleware).parameters
     assert [p.kind for p in parameters.values()] == [
         inspect.Parameter.POSITIONAL_OR_KEYWORD,
-        *[inspect.Parameter.KEYWORD_ONLY] * 3,
+        *[inspect.Parameter.KEYWORD_ONLY] * 4,
     ]
-    assert list(parameters) == ["config", "nudges", "on_stop", "clock"]
+    assert list(parameters) == ["config", "nudges", "on_stop", "clock", "record_to"]
 
 
 def test_on_stop_is_a_documented_literal() -> None:

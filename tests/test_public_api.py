@@ -19,9 +19,12 @@ EXPECTED = [
     "LoopGuardNode",
     "LoopGuardState",
     "OnStop",
+    "ReplayReport",
     "Signal",
+    "TraceFormatError",
     "Verdict",
     "load_ipython_extension",
+    "replay",
     "unload_ipython_extension",
     "with_loop_hint",
 ]
@@ -48,9 +51,15 @@ def test_unknown_name_is_an_attribute_error() -> None:
 
 def test_exceptions_form_one_hierarchy() -> None:
     """Both exceptions are LoopGuardErrors; the config error is also a ValueError."""
-    from langchain_loop_guard import LoopDetected, LoopGuardConfigError, LoopGuardError
+    from langchain_loop_guard import (
+        LoopDetected,
+        LoopGuardConfigError,
+        LoopGuardError,
+        TraceFormatError,
+    )
 
     assert issubclass(LoopDetected, LoopGuardError)
+    assert issubclass(TraceFormatError, LoopGuardError)
     assert issubclass(LoopGuardConfigError, LoopGuardError)
     assert issubclass(LoopGuardConfigError, ValueError)
 

@@ -1,0 +1,372 @@
+"""Digest-only traces: the JSON Lines format a guard records with ``record_to=``, and its reader.
+
+One line per detector event, for example::
+
+    {"v":1,"run":"3f2a…","t":0.0021,"e":"tool_call","tool":"search","d":"9c1e…","id":"51b0…"}
+    {"v":1,"run":"3f2a…","t":0.31,"e":"tool_result","tool":"search","d":"07aa…","outcome":"ok"}
+    {"v":1,"run":"3f2a…","t":0.35,"e":"tool_call","tool":"search","d":"9c1e…","id":"a4c2…",
+     "verdict":{"action":"block","signal":"repeated_tool_call","tool":"search","count":3,
+     "threshold":3}}
+
+(each object on one line). ``t`` is the run's elapsed time in seconds as the detector counts
+it; ``d`` the call signature, outcome digest or error key, or assistant key; ``id`` a digest of
+the tool-call id. Tool names, digests, outcome kinds and timings: never arguments, output,
+errors or message text (SPEC §8). Recording fails open: a file that cannot be written is
+logged once and the agent goes on.
+
+:func:`read_trace` turns such a file back into
+:class:`~langchain_loop_guard._detector.DetectorEvent` values for ``LoopDetector.replay``.
+Bad input raises :class:`TraceFormatError` naming the line: nothing is skipped silently.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import threading
+import weakref
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any, Final, cast, get_args
+
+from langchain_loop_guard._detector import (
+    Action,
+    DetectorEvent,
+    EventKind,
+    Signal,
+    Verdict,
+)
+from langchain_loop_guard._errors import LoopGuardError
+from langchain_loop_guard._signature import digest
+
+__all__ = [
+    "TRACE_VERSION",
+    "TraceFormatError",
+    "TraceItem",
+    "TraceRecorder",
+    "decode_event",
+    "encode_event",
+    "parse_json_line",
+    "read_trace",
+]
+
+TRACE_VERSION: Final = 1
+"""The ``"v"`` of every line this version writes and reads."""
+
+_KINDS: Final = frozenset(get_args(EventKind))
+_ACTIONS: Final = frozenset(get_args(Action))
+_SIGNALS: Final = frozenset(Signal)
+_OUTCOMES: Final = ("ok", "error")
+_COMMON: Final = frozenset({"v", "run", "t", "e", "verdict"})
+_FIELDS: Final[Mapping[str, frozenset[str]]] = {
+    "turn_start": frozenset(),
+    "tick": frozenset(),
+    "reset": frozenset(),
+    "release": frozenset(),
+    "tool_call": frozenset({"tool", "d", "id"}),
+    "tool_result": frozenset({"tool", "d", "id", "outcome"}),
+    "assistant_message": frozenset({"d", "calls"}),
+}
+_REQUIRED: Final[Mapping[str, frozenset[str]]] = {
+    **{kind: frozenset() for kind in ("turn_start", "tick", "reset", "release")},
+    "tool_call": frozenset({"tool", "d"}),
+    "tool_result": frozenset({"tool", "d", "outcome"}),
+    "assistant_message": frozenset({"d", "calls"}),
+}
+_VERDICT_FIELDS: Final = frozenset({"action", "signal", "tool", "count", "threshold", "tripped"})
+
+
+class TraceFormatError(LoopGuardError, ValueError):
+    """A trace file that cannot be replayed: the file's fault, never the agent's.
+
+    Attributes:
+        path: the trace file.
+        line: the 1-based line the problem is on (``0`` for a problem with the whole file).
+        problem: what is wrong, on one line.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], line: int, problem: str) -> None:
+        self.path = os.fspath(path)
+        self.line = line
+        self.problem = problem
+        where = f"{self.path}:{line}" if line else self.path
+        super().__init__(f"{where}: {problem}")
+
+
+@dataclass(frozen=True, slots=True)
+class TraceItem:
+    """One event of a trace, ready to replay.
+
+    Attributes:
+        run: the run (or thread) the event belongs to.
+        line: the 1-based line of the trace file it comes from.
+        event: the event, digests only; its ``elapsed`` drives the replay's clock. Its
+            ``verdict`` is what the live guard decided (``ALLOW`` when the trace cannot tell).
+        recorded: whether ``event.verdict`` is the live guard's decision.
+    """
+
+    run: str
+    line: int
+    event: DetectorEvent
+    recorded: bool = True
+
+
+# --- writing ---------------------------------------------------------------------------------
+
+
+def _call_id(call_id: str | None) -> str | None:
+    # Call ids are opaque but could be anything a host chose: only their digest is written.
+    return None if call_id is None else digest("call", call_id)
+
+
+def encode_event(run: str, event: DetectorEvent) -> dict[str, Any]:
+    """The JSON object of one trace line: tool names, digests, outcome kinds and timings."""
+    line: dict[str, Any] = {"v": TRACE_VERSION, "run": run, "t": event.elapsed, "e": event.kind}
+    if event.kind in ("tool_call", "tool_result"):
+        line["tool"] = event.tool
+        line["d"] = event.digest
+        if event.call_id is not None:
+            line["id"] = _call_id(event.call_id)
+        if event.kind == "tool_result":
+            line["outcome"] = "error" if event.error else "ok"
+    elif event.kind == "assistant_message":
+        line["d"] = event.digest
+        line["calls"] = event.calls
+    verdict = event.verdict
+    if verdict.signal is not None:
+        encoded: dict[str, Any] = {
+            "action": verdict.action,
+            "signal": verdict.signal.value,
+            "tool": verdict.tool,
+            "count": verdict.count,
+            "threshold": verdict.threshold,
+        }
+        if verdict.tripped:
+            encoded["tripped"] = True
+        line["verdict"] = encoded
+    return line
+
+
+class TraceRecorder:
+    """Appends detector events to a JSON Lines file; thread-safe, line-flushed, failing open.
+
+    The file is opened (for appending, created if missing) at the first event. When it cannot
+    be opened or written, ``on_error`` is called with the exception once and recording stops:
+    a trace is never worth breaking an agent for.
+
+    Args:
+        path: the file to append to.
+        on_error: told about the first failure (a guard passes its ``internal_error``).
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        on_error: Callable[[str, BaseException], None] | None = None,
+    ) -> None:
+        self._path = Path(path)
+        self._on_error = on_error
+        self._lock = threading.Lock()
+        self._file: IO[str] | None = None
+        self._finalizer: Callable[[], Any] | None = None  # closes the file
+        self._failed = False
+
+    @property
+    def path(self) -> Path:
+        """The trace file."""
+        return self._path
+
+    def listener(self, run: str) -> Callable[[DetectorEvent], None]:
+        """A detector listener that records the events of ``run``."""
+
+        def record(event: DetectorEvent) -> None:
+            self.write(run, (event,))
+
+        return record
+
+    def write(self, run: str, events: Iterable[DetectorEvent]) -> None:
+        """Append ``events`` of ``run``, one line each, then flush; never raises."""
+        text = "".join(
+            json.dumps(encode_event(run, event), ensure_ascii=False, separators=(",", ":")) + "\n"
+            for event in events
+        )
+        if not text:
+            return
+        with self._lock:
+            if self._failed:
+                return
+            try:
+                if self._file is None:
+                    self._file = self._path.open("a", encoding="utf-8")
+                    # closed when the recorder goes (with its guard), if not before
+                    self._finalizer = weakref.finalize(self, _close_file, self._file)
+                self._file.write(text)
+                self._file.flush()
+            except (OSError, ValueError) as exc:  # ValueError: a closed file
+                self._failed = True
+                self._close()
+                failed = exc
+            else:
+                return
+        if self._on_error is not None:
+            self._on_error("trace recording", failed)
+
+    def close(self) -> None:
+        """Close the file (a later event opens it again)."""
+        with self._lock:
+            self._close()
+
+    def _close(self) -> None:
+        self._file = None
+        if self._finalizer is not None:
+            finalizer, self._finalizer = self._finalizer, None
+            with contextlib.suppress(OSError):
+                finalizer()
+
+
+def _close_file(file: IO[str]) -> None:
+    file.close()
+
+
+# --- reading ---------------------------------------------------------------------------------
+
+
+def parse_json_line(path: str | os.PathLike[str], number: int, text: str) -> dict[str, Any]:
+    """The JSON object on line ``number``, or :class:`TraceFormatError`."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        msg = f"not valid JSON ({exc.msg} at column {exc.colno})"
+        raise TraceFormatError(path, number, msg) from None
+    if not isinstance(value, dict):
+        msg = f"expected a JSON object, found {_json_type(value)}"
+        raise TraceFormatError(path, number, msg)
+    return value
+
+
+def _json_type(value: object) -> str:
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, bool):
+        return "a boolean"
+    if value is None:
+        return "null"
+    return "a number"
+
+
+def read_trace(path: str | os.PathLike[str], lines: Iterable[str]) -> Iterator[TraceItem]:
+    """The events of a loop-guard trace, in file order.
+
+    Args:
+        path: the file's name, for error messages.
+        lines: its lines (an open text file will do).
+
+    Raises:
+        TraceFormatError: a line that is not a valid event of this version (blank lines are
+            allowed).
+    """
+    for number, text in enumerate(lines, start=1):
+        if not text.strip():
+            continue
+        yield decode_event(path, number, parse_json_line(path, number, text))
+
+
+def decode_event(path: str | os.PathLike[str], number: int, line: Mapping[str, Any]) -> TraceItem:
+    """One trace line's event; :class:`TraceFormatError` names what is wrong with it."""
+
+    def fail(problem: str) -> TraceFormatError:
+        return TraceFormatError(path, number, problem)
+
+    version = line.get("v")
+    if version != TRACE_VERSION or type(version) is not int:
+        shown = json.dumps(version) if "v" in line else "missing"
+        msg = f'trace version "v" is {shown}; this version of loop-guard reads {TRACE_VERSION}'
+        raise fail(msg)
+    kind = line.get("e")
+    if not isinstance(kind, str) or kind not in _KINDS:
+        shown = json.dumps(kind) if "e" in line else "missing"
+        msg = f'unknown event kind "e": {shown} (expected one of {", ".join(sorted(_KINDS))})'
+        raise fail(msg)
+    allowed = _COMMON | _FIELDS[kind]
+    unknown = sorted(set(line) - allowed)
+    if unknown:
+        raise fail(f"unknown field(s) {', '.join(map(repr, unknown))} in a {kind} event")
+    missing = sorted(({"run", "t"} | _REQUIRED[kind]) - set(line))
+    if missing:
+        raise fail(f"missing field(s) {', '.join(map(repr, missing))} in a {kind} event")
+    run, elapsed = line["run"], line["t"]
+    if not isinstance(run, str) or not run:
+        raise fail(f'"run" must be a non-empty string, not {json.dumps(run)}')
+    if type(elapsed) not in (int, float) or not 0 <= elapsed < math.inf:
+        raise fail(f'"t" must be a number of seconds (at least 0), not {json.dumps(elapsed)}')
+    tool = _optional_str(line, "tool", fail)
+    if kind in ("tool_call", "tool_result") and not tool:
+        raise fail(f'"tool" must be a non-empty string in a {kind} event')
+    value = _optional_str(line, "d", fail)
+    if kind in ("tool_call", "tool_result") and not value:
+        raise fail(f'"d" must be a digest string in a {kind} event')
+    calls = line.get("calls", 0)
+    if type(calls) is not int or calls < 0:
+        raise fail(f'"calls" must be a whole number of at least 0, not {json.dumps(calls)}')
+    outcome = line.get("outcome")
+    if kind == "tool_result" and outcome not in _OUTCOMES:
+        raise fail(f'"outcome" must be "ok" or "error", not {json.dumps(outcome)}')
+    event = DetectorEvent(
+        kind=cast("EventKind", kind),
+        tool=tool,
+        digest=value,
+        call_id=_optional_str(line, "id", fail),
+        error=outcome == "error",
+        calls=calls,
+        elapsed=float(elapsed),
+        verdict=_decode_verdict(line.get("verdict"), fail),
+    )
+    return TraceItem(run=run, line=number, event=event)
+
+
+def _optional_str(
+    line: Mapping[str, Any], key: str, fail: Callable[[str], TraceFormatError]
+) -> str | None:
+    value = line.get(key)
+    if value is not None and not isinstance(value, str):
+        raise fail(f'"{key}" must be a string or null, not {json.dumps(value)}')
+    return value
+
+
+def _decode_verdict(value: object, fail: Callable[[str], TraceFormatError]) -> Verdict:
+    if value is None:
+        return Verdict()
+    if not isinstance(value, dict):
+        raise fail(f'"verdict" must be an object, not {_json_type(value)}')
+    unknown = sorted(set(value) - _VERDICT_FIELDS)
+    if unknown:
+        raise fail(f"unknown verdict field(s) {', '.join(map(repr, unknown))}")
+    action, signal = value.get("action"), value.get("signal")
+    if action not in _ACTIONS or action == "allow":
+        raise fail(f'verdict "action" must be one of warn, observe, block, abort, not {action!r}')
+    if signal not in _SIGNALS:
+        raise fail(f'unknown verdict "signal": {json.dumps(signal)}')
+    tool = value.get("tool")
+    count, threshold = value.get("count", 0), value.get("threshold", 0)
+    tripped = value.get("tripped", False)
+    if tool is not None and not isinstance(tool, str):
+        raise fail(f'verdict "tool" must be a string or null, not {json.dumps(tool)}')
+    for key, number in (("count", count), ("threshold", threshold)):
+        if type(number) is not int or number < 0:
+            raise fail(f'verdict "{key}" must be a whole number, not {json.dumps(number)}')
+    if type(tripped) is not bool:
+        raise fail(f'verdict "tripped" must be true or false, not {json.dumps(tripped)}')
+    return Verdict(
+        action=cast("Action", action),
+        signal=Signal(signal),
+        tool=tool,
+        count=count,
+        threshold=threshold,
+        tripped=tripped,
+    )
