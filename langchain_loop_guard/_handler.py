@@ -44,7 +44,7 @@ _MAX_ANNOUNCED = 64  # tool calls a model named that no tool has started yet, pe
 _MAX_TOOLS = 256  # tool runs in flight, per run
 _MAX_FINISHED = 32  # inspections of ended runs kept for ``inspect``
 _MAX_STOPPED = 32  # detectors of ended, stopped runs kept for their late events
-_MAX_CLOSED = 4096  # ended runs remembered, so that late events find their run
+_MAX_CLOSED = 2048  # ended runs remembered (late events arrive within moments of the end)
 
 _Callback = TypeVar("_Callback", bound=Callable[..., None])
 

@@ -355,7 +355,7 @@ class GuardRuntime:
         self._warnings = 0
         self._observed = 0
         self._recent: deque[StopRecord] = deque(maxlen=_RECENT_STOPS)
-        self._failed: set[str] = set()
+        self._failed: set[tuple[type[BaseException], str]] = set()
         self._listeners: tuple[VerdictListener, ...] = ()
         _register(self)
 
@@ -555,17 +555,18 @@ class GuardRuntime:
         return remove
 
     def internal_error(self, where: str, exc: BaseException) -> None:
-        """Log the guard's own failure: once per place with a traceback, then quietly.
+        """Log the guard's own failure: once per origin with its location, then quietly.
 
-        The exception's message is not logged (it could quote a tool's arguments); its type and
-        traceback are.
+        A failure's origin is its type and the line that raised it, so one bug reached from
+        several hooks warns once. The exception's message is not logged (it could quote a
+        tool's arguments); its type and location are.
         """
+        frames = traceback.extract_tb(exc.__traceback__)
+        origin = f"{frames[-1].filename}:{frames[-1].lineno}" if frames else "?"
         with self._lock:
-            first = where not in self._failed
-            self._failed.add(where)
+            first = (type(exc), origin) not in self._failed
+            self._failed.add((type(exc), origin))
         if first:
-            frames = traceback.extract_tb(exc.__traceback__)
-            origin = f"{frames[-1].filename}:{frames[-1].lineno}" if frames else "?"
             logger.warning(
                 "loop-guard internal error in %s (%s at %s); failing open, the run continues",
                 where,

@@ -1,0 +1,247 @@
+"""End to end: a 200-step ``create_agent`` run with the guard against the same run without it.
+
+The scripted model makes 200 productive tool calls (a new file each time, a different result
+each time) and then answers; nothing loops, so the guard does all its work and never stops the
+run. A fresh model and agent are built for every run (untimed); only ``invoke``/``ainvoke`` is
+timed.
+
+* ``LoopGuardCallbackHandler`` is compared with a no-op synchronous handler that has the same
+  flags (``raise_error``, ``run_inline`` and every ``ignore_*``), so it receives the same
+  callbacks: the difference is the guard's work, not LangChain's dispatch.
+* ``LoopGuardMiddleware`` is compared with LangChain's ``ToolCallLimitMiddleware`` with limits
+  it never reaches: the difference is the guard's work beyond that of a typical middleware.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+from _harness import Row, compare, ratio_row, timed
+from langchain.agents import create_agent
+from langchain.agents.middleware import AgentMiddleware, ToolCallLimitMiddleware
+from langchain.agents.middleware.types import hook_config
+from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.messages import HumanMessage
+
+from langchain_loop_guard import LoopGuardConfig
+from langchain_loop_guard._handler import LoopGuardCallbackHandler
+from langchain_loop_guard._middleware import LoopGuardMiddleware
+from langchain_loop_guard.testing import ScriptedChatModel, call, scripted_tool
+
+STEPS = 200
+CONFIG = LoopGuardConfig(max_turns=1_000_000)  # defaults, minus the turn-count warning
+FLAGS = (
+    "raise_error",
+    "run_inline",
+    "ignore_llm",
+    "ignore_chain",
+    "ignore_agent",
+    "ignore_retriever",
+    "ignore_chat_model",
+    "ignore_retry",
+    "ignore_custom_event",
+)
+
+
+class NoOpHandler(BaseCallbackHandler):
+    """A synchronous handler that does nothing.
+
+    It implements ``on_chat_model_start``: without it LangChain falls back to ``on_llm_start``
+    and renders every model input as one string, which is not nothing.
+    """
+
+    def on_chat_model_start(self, *args: Any, **kwargs: Any) -> None:
+        """Nothing."""
+
+
+def no_op_like(handler: BaseCallbackHandler) -> BaseCallbackHandler:
+    """A handler that does nothing, with ``handler``'s flags, so it gets the same callbacks."""
+    flags = {name: getattr(handler, name) for name in FLAGS}
+    return type("NoOpHandler", (NoOpHandler,), flags)()
+
+
+class SameHooksMiddleware(AgentMiddleware[Any, Any, Any]):
+    """A middleware that does nothing in the hooks ``LoopGuardMiddleware`` has.
+
+    Against ``ToolCallLimitMiddleware`` (one hook) it measures what the guard's extra graph
+    node and model wrapper cost LangGraph; against the guard, what the guard's work costs.
+    """
+
+    @hook_config(can_jump_to=["end"])
+    def before_model(self, state: Any, runtime: Any) -> None:
+        """Nothing."""
+
+    @hook_config(can_jump_to=["end"])
+    async def abefore_model(self, state: Any, runtime: Any) -> None:
+        """Nothing."""
+
+    @hook_config(can_jump_to=["end", "model"])
+    def after_model(self, state: Any, runtime: Any) -> None:
+        """Nothing."""
+
+    @hook_config(can_jump_to=["end", "model"])
+    async def aafter_model(self, state: Any, runtime: Any) -> None:
+        """Nothing."""
+
+    def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        """Call the model."""
+        return handler(request)
+
+    async def awrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        """Call the model."""
+        return await handler(request)
+
+
+def _agent(middleware: list[AgentMiddleware[Any, Any, Any]]) -> Any:
+    script = [
+        call("read_file", {"path": f"src/app/module_{i}.py", "encoding": "utf-8"})
+        for i in range(STEPS)
+    ]
+    model = ScriptedChatModel(script=[*script, "All files read."])
+    read_file = scripted_tool("read_file", lambda args: f"# {args['path']}\nimport os\n")
+    return create_agent(model, [read_file], middleware=middleware)
+
+
+INPUT = {"messages": [HumanMessage("Read every module.")]}
+
+
+def _check(result: dict[str, Any]) -> None:
+    last = result["messages"][-1]
+    assert last.content == "All files read.", "the run must complete"
+
+
+def _sync_run(
+    middleware: Callable[[], list[Any]], callbacks: Callable[[], list[Any]]
+) -> Callable[[int], float]:
+    def run(_: int) -> float:
+        agent = _agent(middleware())
+        config = {"callbacks": callbacks(), "recursion_limit": 10 * STEPS}
+        result: dict[str, Any] = {}
+
+        def invoke() -> None:
+            result.update(agent.invoke(INPUT, config))
+
+        elapsed = timed(invoke, collect=True)
+        _check(result)
+        return elapsed
+
+    return run
+
+
+def _async_run(
+    loop: asyncio.AbstractEventLoop,
+    middleware: Callable[[], list[Any]],
+    callbacks: Callable[[], list[Any]],
+) -> Callable[[int], float]:
+    def run(_: int) -> float:
+        agent = _agent(middleware())
+        config = {"callbacks": callbacks(), "recursion_limit": 10 * STEPS}
+        result: dict[str, Any] = {}
+
+        def invoke() -> None:
+            result.update(loop.run_until_complete(agent.ainvoke(INPUT, config)))
+
+        elapsed = timed(invoke, collect=True)
+        _check(result)
+        return elapsed
+
+    return run
+
+
+def end_to_end(rounds: int, *, breakdown: int = 0) -> list[Row]:
+    """Handler and middleware, sync and async, each against its baseline.
+
+    With ``breakdown`` rounds, the middleware's ratio is also split into what its hooks cost
+    LangGraph and what its work costs (rows for information).
+    """
+    guard = LoopGuardCallbackHandler(CONFIG)
+    no_op = no_op_like(guard)
+
+    def none() -> list[Any]:
+        return []
+
+    def guard_middleware() -> list[Any]:
+        return [LoopGuardMiddleware(CONFIG)]
+
+    def limit_middleware() -> list[Any]:
+        return [ToolCallLimitMiddleware(run_limit=1_000_000)]
+
+    def same_hooks() -> list[Any]:
+        return [SameHooksMiddleware()]
+
+    rows = []
+    loop = asyncio.new_event_loop()
+    try:
+        for label, make in (
+            ("sync", _sync_run),
+            ("async", partial(_async_run, loop)),
+        ):
+            handler = compare(
+                make(none, lambda: [no_op]), make(none, lambda: [guard]), rounds=rounds, warmup=1
+            )
+            rows.append(
+                ratio_row(
+                    f"{STEPS}-step agent, {label}: handler vs no-op handler",
+                    handler,
+                    1.10,
+                    unit="ms",
+                )
+            )
+            middleware = compare(
+                make(limit_middleware, none), make(guard_middleware, none), rounds=rounds, warmup=1
+            )
+            rows.append(
+                ratio_row(
+                    f"{STEPS}-step agent, {label}: middleware vs ToolCallLimitMiddleware",
+                    middleware,
+                    1.10,
+                    unit="ms",
+                )
+            )
+            if not breakdown:
+                continue
+            structure = compare(
+                make(limit_middleware, none), make(same_hooks, none), rounds=breakdown, warmup=0
+            )
+            rows.append(
+                ratio_row(
+                    f"  {label}: no-op middleware with the same hooks vs ToolCallLimitMiddleware",
+                    structure,
+                    None,
+                    unit="ms",
+                    note="LangGraph's cost of the extra node",
+                )
+            )
+            work = compare(
+                make(same_hooks, none), make(guard_middleware, none), rounds=breakdown, warmup=0
+            )
+            rows.append(
+                ratio_row(
+                    f"  {label}: middleware vs no-op middleware with the same hooks",
+                    work,
+                    None,
+                    unit="ms",
+                    note="the guard's own work",
+                )
+            )
+    finally:
+        loop.close()
+    assert guard.status().stops == 0, "the benchmark run must not loop"
+    return rows
+
+
+def main() -> None:
+    """Run this file's benchmarks alone."""
+    from _harness import format_table
+
+    start = time.perf_counter()
+    print(format_table(end_to_end(rounds=7, breakdown=5)))
+    print(f"{time.perf_counter() - start:.1f} s")
+
+
+if __name__ == "__main__":
+    main()

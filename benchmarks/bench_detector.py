@@ -1,0 +1,238 @@
+"""The detector's hot path against its floor: serializing and digesting what it must look at.
+
+The floor of a tool call is ``json.dumps(args, sort_keys=True)`` plus one BLAKE2b digest
+(``digest_size=8``, the hash the package uses) of it; the floor of a result or an assistant
+message is one such digest of its text. Subject and floor process the very same objects in the
+same run. Every stream is non-looping (each call has new arguments), so the detector does its
+full work on every event and never short-circuits on a tripped run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+from _harness import Row, compare, ratio_row, timed
+
+from langchain_loop_guard import LoopDetector, LoopGuardConfig
+
+CONFIG = LoopGuardConfig(max_turns=1_000_000)  # defaults, minus the turn-count warning
+
+
+def _clock() -> float:
+    return 0.0
+
+
+def floor_call(args: object) -> str:
+    """The least any guard must do with a tool call: serialize and digest it."""
+    return hashlib.blake2b(json.dumps(args, sort_keys=True).encode(), digest_size=8).hexdigest()
+
+
+def floor_text(text: str) -> str:
+    """The least any guard must do with a result or a message: digest its text."""
+    return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
+
+
+def typical_args(i: int) -> dict[str, object]:
+    """A path and a few options."""
+    return {
+        "path": f"src/app/services/module_{i}.py",
+        "encoding": "utf-8",
+        "max_lines": 200,
+        "follow_symlinks": False,
+    }
+
+
+def typical_output(i: int) -> str:
+    """A test run's summary: a few lines with paths, counts and a duration."""
+    return (
+        f"============================= test session starts ==============================\n"
+        f"collected {i % 50 + 3} items\n\n"
+        f"tests/test_module_{i}.py ....F.                                     [100%]\n"
+        f"FAILED tests/test_module_{i}.py::test_parse - AssertionError: 'a' != 'b'\n"
+        f"==================== 1 failed, 5 passed in 0.{i % 90 + 10}s ===================="
+    )
+
+
+def typical_text(i: int) -> str:
+    """An assistant message that narrates its next tool call."""
+    return f"Let me read src/app/services/module_{i}.py to see how the parser handles input {i}."
+
+
+class RoundInputs:
+    """Inputs per round, built once and shared by both sides of the round (then dropped)."""
+
+    def __init__(self, build: Callable[[int], list[Any]]) -> None:
+        self._build = build
+        self._round: int | None = None
+        self._inputs: list[Any] = []
+
+    def __call__(self, round_index: int) -> list[Any]:
+        if round_index != self._round:
+            self._round, self._inputs = round_index, self._build(round_index)
+        return self._inputs
+
+
+def hot_path(rounds: int) -> list[Row]:
+    """Tool call, tool result and assistant message, each against its floor."""
+    detector = LoopDetector(CONFIG, clock=_clock)
+    batch = 200
+    pending = 16  # results answer calls made just before, as in a real step (history is 19)
+
+    def unique(round_index: int, count: int) -> range:
+        first = (round_index + 10) * 1_000  # warm-up rounds are negative
+        return range(first, first + count)
+
+    call_args = RoundInputs(lambda r: [typical_args(i) for i in unique(r, batch)])
+    outputs = RoundInputs(lambda r: [typical_output(i) for i in unique(r, pending)])
+    texts = RoundInputs(lambda r: [typical_text(i) for i in unique(r, batch)])
+
+    def call_floor(r: int) -> float:
+        work = call_args(r)
+        return timed(lambda: [floor_call(a) for a in work]) / batch
+
+    def call_subject(r: int) -> float:
+        work, tool_call = call_args(r), detector.tool_call
+        return timed(lambda: [tool_call("read_file", a) for a in work]) / batch
+
+    def result_floor(r: int) -> float:
+        work = outputs(r)
+        return timed(lambda: [floor_text(t) for t in work]) / pending
+
+    def result_subject(r: int) -> float:
+        work, tool_result = outputs(r), detector.tool_result
+        call_ids = [f"call_{i}" for i in unique(r, pending)]
+        for i, call_id in zip(unique(r, pending), call_ids, strict=True):
+            detector.tool_call("run_tests", {"k": i}, call_id)
+        pairs = list(zip(work, call_ids, strict=True))
+        return timed(lambda: [tool_result("run_tests", t, call_id=c) for t, c in pairs]) / pending
+
+    def message_floor(r: int) -> float:
+        work = texts(r)
+        return timed(lambda: [floor_text(t) for t in work]) / batch
+
+    def message_subject(r: int) -> float:
+        # without tool calls: a message that calls tools is left to the tool-call signals
+        work, message = texts(r), detector.assistant_message
+        return timed(lambda: [message(t) for t in work]) / batch
+
+    calls = compare(call_floor, call_subject, rounds=rounds)
+    results = compare(result_floor, result_subject, rounds=rounds)
+    messages = compare(message_floor, message_subject, rounds=rounds)
+    assert detector.tripped is None, "the benchmark stream must not loop"
+    return [
+        ratio_row("tool call, typical arguments", calls, 2.5),
+        ratio_row("tool result, typical text (~400 chars)", results, 2.5),
+        ratio_row("assistant message, no tool calls", messages, 2.5),
+    ]
+
+
+def _step(detector: LoopDetector, i: int) -> list[Callable[[], object]]:
+    """One agent step, four events: a turn, the narrated call, the call, its result."""
+    args = typical_args(i)
+    return [
+        detector.turn_start,
+        partial(detector.assistant_message, typical_text(i), [("read_file", args)]),
+        partial(detector.tool_call, "read_file", args, f"call_{i}"),
+        partial(detector.tool_result, "read_file", typical_output(i), call_id=f"call_{i}"),
+    ]
+
+
+def _events(detector: LoopDetector, first: int, steps: int) -> list[Callable[[], object]]:
+    return [event for i in range(first, first + steps) for event in _step(detector, i)]
+
+
+def _run(events: list[Callable[[], object]]) -> None:
+    for event in events:
+        event()
+
+
+def run_length(rounds: int) -> list[Row]:
+    """The cost of events 9-20 of a run against events after 10,000 of another."""
+    old = LoopDetector(CONFIG, clock=_clock)
+    _run(_events(old, 0, 2_500))  # 10,000 events
+    steps = 3  # 12 events per batch
+
+    def young_batch(r: int) -> float:
+        young = LoopDetector(CONFIG, clock=_clock)
+        first = 1_000_000 + (r + 10) * 10
+        _run(_events(young, first, 2))  # events 1-8
+        events = _events(young, first + 2, steps)
+        return timed(lambda: _run(events)) / len(events)
+
+    def old_batch(r: int) -> float:
+        events = _events(old, 10_000 + (r + 10) * 10, steps)
+        return timed(lambda: _run(events)) / len(events)
+
+    comparison = compare(young_batch, old_batch, rounds=rounds)
+    assert old.tripped is None, "the benchmark stream must not loop"
+    events = old.snapshot().calls * 4
+    return [
+        ratio_row(
+            "per-event cost at event 10,000 vs event 10",
+            comparison,
+            1.2,
+            note=f"old run ends at {events:,} events",
+        )
+    ]
+
+
+def large_arguments(rounds: int) -> list[Row]:
+    """A tool call with a 1 MB argument against its floor; a 1 MB result for information."""
+    line = "INFO 2024-05-01 worker[17] processed batch in 0.53s: 1024 rows, 0 errors\n"
+    body = line * (1_000_000 // len(line))
+    payloads = [
+        {"path": f"logs/run_{i}.log", "content": f"{i}\n{body}", "append": False} for i in range(16)
+    ]
+    texts = [f"{i}\n{body}" for i in range(16)]
+    detector = LoopDetector(CONFIG, clock=_clock)
+
+    def call_floor(r: int) -> float:
+        args = payloads[r % len(payloads)]
+        return timed(lambda: floor_call(args))
+
+    def call_subject(r: int) -> float:
+        args = payloads[r % len(payloads)]
+        return timed(lambda: detector.tool_call("write_file", args))
+
+    calls = compare(call_floor, call_subject, rounds=rounds)
+
+    def result_floor(r: int) -> float:
+        text = texts[r % len(texts)]
+        return timed(lambda: floor_text(text))
+
+    def result_subject(r: int) -> float:
+        text = texts[r % len(texts)]
+        detector.tool_call("read_log", {"round": r}, f"log_{r}")
+        return timed(lambda: detector.tool_result("read_log", text, call_id=f"log_{r}"))
+
+    results = compare(result_floor, result_subject, rounds=max(5, rounds // 3))
+    assert detector.tripped is None, "the benchmark stream must not loop"
+    return [
+        ratio_row("tool call, 1 MB argument", calls, 1.5, unit="ms"),
+        ratio_row(
+            "tool result, 1 MB text",
+            results,
+            None,
+            unit="ms",
+            note="no target; outcome normalization",
+        ),
+    ]
+
+
+def main() -> None:
+    """Run this file's benchmarks alone."""
+    from _harness import format_table
+
+    start = time.perf_counter()
+    rows = hot_path(rounds=41) + run_length(rounds=301) + large_arguments(rounds=21)
+    print(format_table(rows))
+    print(f"{time.perf_counter() - start:.1f} s")
+
+
+if __name__ == "__main__":
+    main()
