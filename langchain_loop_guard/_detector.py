@@ -48,7 +48,7 @@ OutcomeKind = Literal["pending", "ok", "error", "blocked"]
 Clock = Callable[[], float]
 
 _STATE_VERSION = 1
-_MAX_REPORTED = 256  # distinct loops remembered per run for observe-mode de-duplication
+_MAX_REPORTED = 32  # distinct loops remembered per run for observe-mode de-duplication
 
 
 class Signal(StrEnum):

@@ -15,7 +15,7 @@ import hashlib
 import json
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from pydantic import BaseModel
 
@@ -40,9 +40,37 @@ _SHORT_INT_BITS = 2_000
 
 _DIGEST_SIZE = 8  # 64 bits: collisions are irrelevant at a window of a few dozen calls
 
-_dumps = json.JSONEncoder(
-    sort_keys=True, ensure_ascii=False, separators=(",", ":"), allow_nan=False
-).encode
+
+def _compact_json() -> Callable[[object], str]:
+    """``json.dumps`` with sorted keys, no spaces, no NaN, for values known to be acyclic.
+
+    ``JSONEncoder.encode`` builds a new C encoder on every call, which costs as much as
+    encoding a small tool call's arguments; this builds it once. The values it is given are
+    plain JSON data (see :func:`_is_plain`) or :func:`_normalize` output, never cyclic, so the
+    encoder keeps no markers to detect cycles. Where the C encoder is missing or has another
+    signature (it is private to :mod:`json`), ``encode`` is used as it is.
+    """
+    encoder = json.JSONEncoder(
+        sort_keys=True, ensure_ascii=False, separators=(",", ":"), allow_nan=False
+    )
+    try:
+        encode = json.encoder.c_make_encoder(  # type: ignore[attr-defined]
+            None,
+            encoder.default,
+            json.encoder.encode_basestring,
+            None,
+            ":",
+            ",",
+            True,
+            False,
+            False,
+        )
+    except TypeError:  # pragma: no cover - None or another signature: not CPython 3.11-3.13
+        return encoder.encode
+    return lambda value: "".join(encode(value, 0))
+
+
+_dumps = _compact_json()
 
 
 def digest(*parts: str | bytes) -> str:
@@ -53,6 +81,15 @@ def digest(*parts: str | bytes) -> str:
         hasher.update(len(data).to_bytes(8, "little"))
         hasher.update(data)
     return hasher.hexdigest()
+
+
+def _tagged(tag: bytes, text: str) -> str:
+    """The digest of ``text`` in the domain ``tag``: one BLAKE2b call, personalized by the tag.
+
+    A personalization is another hash function, so these never collide with :func:`digest`'s.
+    """
+    data = text.encode("utf-8", "surrogatepass")
+    return hashlib.blake2b(data, digest_size=_DIGEST_SIZE, person=tag).hexdigest()
 
 
 # --- canonical serialization -------------------------------------------------------------------
@@ -235,6 +272,8 @@ def _mask(text: str) -> str:
 
 def _collapse(text: str) -> str:
     """Whitespace runs as one space, trimmed (``str.split`` is what ``\\s+`` means, faster)."""
+    if text.isprintable() and "  " not in text and text[:1] != " " and text[-1:] != " ":
+        return text  # its only whitespace is single inner spaces: nothing to collapse
     return " ".join(text.split())
 
 
@@ -262,7 +301,7 @@ def normalize_outcome(output: object) -> str:
 
 def outcome_digest(output: object) -> str:
     """Digest of a successful result's normalized text."""
-    return digest("ok", normalize_outcome(output))
+    return _tagged(b"ok", normalize_outcome(output))
 
 
 def error_text(error: object) -> str:
@@ -293,4 +332,4 @@ def assistant_key(text: object) -> str | None:
     content blocks, a message) is taken as :func:`normalize_outcome` takes outputs.
     """
     collapsed = _collapse(_text_of(text))
-    return digest("assistant", collapsed) if collapsed else None
+    return _tagged(b"assistant", collapsed) if collapsed else None

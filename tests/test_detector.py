@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from langchain_loop_guard import LoopDetector, LoopGuardConfig, Signal, Verdict
-from langchain_loop_guard._detector import ALLOW, reason
+from langchain_loop_guard._detector import _MAX_REPORTED, ALLOW, DetectorEvent, EventKind, reason
 
 if TYPE_CHECKING:
     from conftest import FakeClock
@@ -829,7 +829,7 @@ def test_observe_mode_remembers_a_bounded_number_of_reported_loops() -> None:
     d = detector(mode="observe")
     for n in range(300):
         run(d, [Call("read", {"n": n})] * 3)
-    assert len(d.export_state()["reported"]) == 256
+    assert len(d.export_state()["reported"]) == _MAX_REPORTED
 
 
 def test_restored_state_keeps_the_reported_loops_bounded() -> None:
@@ -838,7 +838,33 @@ def test_restored_state_keeps_the_reported_loops_bounded() -> None:
     state["reported"] = [["repeated_tool_call", f"{n:016x}"] for n in range(1_000)]
     d = detector(mode="observe")
     assert d.restore_state(state) is True
-    assert d.export_state()["reported"] == state["reported"][-256:]
+    assert d.export_state()["reported"] == state["reported"][-_MAX_REPORTED:]
+
+
+def test_off_mode_replays_nothing() -> None:
+    """Recorded events fed to a detector that is off decide nothing and are not heard."""
+    heard: list[DetectorEvent] = []
+    d = LoopDetector(LoopGuardConfig(mode="off"), listener=heard.append)
+    event = DetectorEvent(kind="tool_call", tool="read", digest="0" * 16)
+    assert [d.replay(event) for _ in range(3)] == [ALLOW] * 3
+    assert heard == []
+
+
+def test_replay_decides_recorded_digests_like_the_live_run() -> None:
+    """Three identical calls heard live, replayed without their arguments: still a repeat."""
+    heard: list[DetectorEvent] = []
+    live = LoopDetector(listener=heard.append)
+    verdicts = run(live, [same("read")] * 3)
+    replayed = LoopDetector()
+    assert [v for v in map(replayed.replay, heard) if v.action != "allow"] == verdicts[-1:]
+    assert replayed.tripped == live.tripped
+
+
+@pytest.mark.parametrize("kind", ["tool_call", "tool_result"])
+def test_replaying_a_tool_event_without_its_digest_is_refused(kind: EventKind) -> None:
+    """A recorded tool event that lost its digest cannot be decided: it is an error."""
+    with pytest.raises(ValueError, match="needs its tool and digest"):
+        LoopDetector().replay(DetectorEvent(kind=kind, tool="read"))
 
 
 def test_off_mode_tracks_nothing() -> None:

@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from langchain_loop_guard import LoopDetector, LoopGuardConfig, Signal, Verdict
+from langchain_loop_guard._detector import _MAX_REPORTED, DetectorEvent
 from langchain_loop_guard._signature import (
     assistant_key,
     call_signature,
@@ -121,6 +122,15 @@ def test_signature_ignores_dict_key_order(value: Any, rnd: random.Random) -> Non
 def test_integral_floats_sign_like_ints(value: Any) -> None:
     """Turning ints into equal floats keeps the signature."""
     assert call_signature("tool", as_floats(value)) == call_signature("tool", value)
+
+
+@PROPERTY
+@given(st.text() | st.text(alphabet=" \t\n\r\x0b\x0c\x1c\x85\xa0\u2028\u3000ab"))
+def test_assistant_key_is_the_key_of_the_whitespace_collapsed_text(text: str) -> None:
+    """An assistant key ignores leading, trailing and repeated Unicode whitespace, nothing else."""
+    collapsed = " ".join(text.split())
+    assert assistant_key(text) == (assistant_key(collapsed) if collapsed else None)
+    assert assistant_key(text) != assistant_key(collapsed + ".")
 
 
 @PROPERTY
@@ -259,9 +269,11 @@ class Clock:
 class Driver:
     """Feeds generated events to a detector; each verdict comes back with its event kind."""
 
-    def __init__(self, config: LoopGuardConfig) -> None:
+    def __init__(self, config: LoopGuardConfig, *, listen: bool = False) -> None:
         self.clock = Clock()
-        self.detector = LoopDetector(config, clock=self.clock)
+        self.heard: list[DetectorEvent] = []
+        listener = self.heard.append if listen else None
+        self.detector = LoopDetector(config, clock=self.clock, listener=listener)
         self.replayable: list[tuple[Any, ...]] = []  # steps and messages, for loops to replay
         self.fresh = 0
 
@@ -363,7 +375,7 @@ def test_detector_never_raises_and_keeps_its_invariants(
             latched = latched or verdict.stops
         assert d._calls.maxlen is not None
         assert len(d._calls) <= d._calls.maxlen
-        assert len(d._reported) <= 256
+        assert len(d._reported) <= _MAX_REPORTED
 
 
 @PROPERTY
@@ -388,6 +400,46 @@ def test_observe_mode_detects_what_on_mode_stops(
                 return
             assert observed.action in ("allow", "warn")
             assert observed.signal is stopped.signal
+
+
+run_events = st.one_of(
+    hard_events,
+    hard_events,
+    st.tuples(st.just("tick"), st.floats(0, 30)),
+    st.tuples(st.just("reset")),
+    st.tuples(st.just("release")),
+)
+"""Events of a run, with the clock moving, resets and releases; no configuration changes."""
+
+
+@PROPERTY
+@given(configs(), st.lists(run_events, max_size=40))
+@with_looping_examples
+@example(
+    LoopGuardConfig(),
+    [
+        *LOOPING[Signal.REPEATED_TOOL_CALL],
+        ("release",),
+        ("tick", 200.0),
+        ("reset",),
+        ("assistant_message", "Done.", [("read", {})]),
+    ],
+)
+def test_replaying_what_a_listener_heard_gives_the_live_verdicts(
+    config: LoopGuardConfig, stream: list[tuple[Any, ...]]
+) -> None:
+    """What a listener heard, replayed on its recorded clock, is decided and heard the same."""
+    live = Driver(config, listen=True)
+    verdicts = [verdict for event in stream for _, verdict in live.apply(event)]
+    heard = [event.verdict for event in live.heard if event.kind != "release"]
+    assert heard == ([] if config.mode == "off" else verdicts)  # off tracks nothing
+    assert all(SECRET not in str(event.digest) for event in live.heard)
+    clock, reheard = Clock(), list[DetectorEvent]()
+    again = LoopDetector(config, clock=clock, listener=reheard.append)
+    for event in live.heard:
+        clock.now = event.elapsed
+        assert again.replay(event) == event.verdict
+    assert reheard == live.heard
 
 
 def first_stop(config: LoopGuardConfig, stream: list[tuple[Any, ...]]) -> Signal | None:
