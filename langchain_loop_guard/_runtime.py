@@ -246,6 +246,9 @@ class GuardStatus:
         return _render_html(self._sections())
 
     def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        # Defined on each class, not in a shared base: IPython takes the first of
+        # ``_repr_pretty_`` or ``__repr__`` along the MRO, and the dataclass ``__repr__`` of the
+        # class itself would win over a base's ``_repr_pretty_``.
         printer.text(str(self))
 
 
@@ -306,6 +309,9 @@ class RunInspection:
         return _render_html(self._sections())
 
     def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        # Defined on each class, not in a shared base: IPython takes the first of
+        # ``_repr_pretty_`` or ``__repr__`` along the MRO, and the dataclass ``__repr__`` of the
+        # class itself would win over a base's ``_repr_pretty_``.
         printer.text(str(self))
 
 
