@@ -9,8 +9,10 @@ kept.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import math
 import time
+from array import array
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -47,8 +49,9 @@ Action = Literal["allow", "warn", "observe", "block", "abort"]
 OutcomeKind = Literal["pending", "ok", "error", "blocked"]
 Clock = Callable[[], float]
 
-_STATE_VERSION = 1
+_STATE_VERSION = 2
 _MAX_REPORTED = 32  # distinct loops remembered per run for observe-mode de-duplication
+_REPORT_BITS = 64  # a reported loop is remembered as a 64-bit digest of its signal and key
 
 
 class Signal(StrEnum):
@@ -336,7 +339,7 @@ class LoopDetector:
         self._turns = 0
         self._started = self._clock()
         self._warned: set[Signal] = set()
-        self._reported: dict[tuple[Signal, str | None], None] = {}
+        self._reported = array("Q")  # digests of the loops reported in observe mode, oldest first
         self._tripped: Verdict | None = None
         self._error_key: str | None = None
         self._error_streak = 0
@@ -371,8 +374,8 @@ class LoopDetector:
             "seen": self._calls_seen,
             "turns": self._turns,
             "elapsed": max(0.0, self._clock() - self._started),
-            "warned": sorted(self._warned),
-            "reported": [[s, k] for s, k in self._reported],
+            "warned": sorted(signal.value for signal in self._warned),
+            "reported": self._reported.tolist(),
             "tripped": _verdict_state(self._tripped),
             "error": [self._error_key, self._error_streak],
             "assistant": [self._assistant_key, self._assistant_streak],
@@ -397,9 +400,8 @@ class LoopDetector:
             if type(elapsed) not in (int, float) or not 0 <= elapsed < math.inf:
                 raise ValueError(elapsed)
             warned = {Signal(s) for s in _items(state["warned"])}
-            reported = dict.fromkeys(
-                _reported_from_state(item) for item in _items(state["reported"])[-_MAX_REPORTED:]
-            )
+            reported = array("Q", map(_report_from_state, _items(state["reported"])))
+            del reported[:-_MAX_REPORTED]
             tripped = _verdict_from_state(state["tripped"])
             error_key, error_streak = _streak_from_state(state["error"])
             assistant_key, assistant_streak = _streak_from_state(state["assistant"])
@@ -750,12 +752,12 @@ class LoopDetector:
         """The mode's verdict on a hard detection: a stop, or an observation reported once."""
         tr = translator(self._config.locale)
         if self._config.mode == "observe":
-            seen = (found.signal, found.key)
+            seen = _report_digest(found.signal, found.key)
             if seen in self._reported:
                 return self._soft()
             if len(self._reported) >= _MAX_REPORTED:
-                del self._reported[next(iter(self._reported))]
-            self._reported[seen] = None
+                del self._reported[0]
+            self._reported.append(seen)
             frame = tr.gettext("Loop detected (observe mode, the run goes on): {reason}")
             return self._verdict("observe", found, frame)
         self._tripped = self._verdict(
@@ -902,17 +904,32 @@ def _optional_text(value: object) -> str | None:
 
 
 def _call_from_state(item: object) -> _Call:
+    # checks inline, not by a helper per field: a graph guard restores a history every step
     name, sig, outcome, kind, call_id = _items(item)
-    if kind not in _KINDS:
-        raise ValueError(kind)
-    call = _Call(_text(name), _text(sig), _optional_text(call_id))
-    call.outcome, call.kind = _optional_text(outcome), kind
+    if (
+        kind not in _KINDS
+        or not isinstance(name, str)
+        or not isinstance(sig, str)
+        or not (outcome is None or isinstance(outcome, str))
+        or not (call_id is None or isinstance(call_id, str))
+    ):
+        raise TypeError(item)
+    call = _Call(name, sig, call_id)
+    call.outcome, call.kind = outcome, kind
     return call
 
 
-def _reported_from_state(item: object) -> tuple[Signal, str | None]:
-    signal, key = _items(item)
-    return Signal(signal), _optional_text(key)
+def _report_digest(signal: Signal, key: str | None) -> int:
+    """A loop as observe mode remembers it: 64 bits, the same in every process."""
+    text = f"{signal.value}\0{key}" if key is not None else signal.value
+    data = hashlib.blake2b(text.encode(), digest_size=_REPORT_BITS // 8, person=b"reported")
+    return int.from_bytes(data.digest(), "little")
+
+
+def _report_from_state(item: object) -> int:
+    if type(item) is not int or not 0 <= item < 1 << _REPORT_BITS:
+        raise ValueError(item)
+    return item
 
 
 def _streak_from_state(item: object) -> tuple[str | None, int]:
@@ -925,7 +942,7 @@ def _verdict_state(verdict: Verdict | None) -> list[Any] | None:
         return None
     return [
         verdict.action,
-        verdict.signal,
+        verdict.signal.value if verdict.signal is not None else None,
         verdict.tool,
         list(verdict.tools),
         verdict.count,

@@ -835,7 +835,7 @@ def test_observe_mode_remembers_a_bounded_number_of_reported_loops() -> None:
 def test_restored_state_keeps_the_reported_loops_bounded() -> None:
     """A state listing more reported loops than a run keeps is cut to the newest."""
     state = detector(mode="observe").export_state()
-    state["reported"] = [["repeated_tool_call", f"{n:016x}"] for n in range(1_000)]
+    state["reported"] = list(range(1_000))
     d = detector(mode="observe")
     assert d.restore_state(state) is True
     assert d.export_state()["reported"] == state["reported"][-_MAX_REPORTED:]
@@ -1293,12 +1293,18 @@ BAD_STATES: list[tuple[str, Callable[[dict[str, Any]], Any]]] = [
     ("call-too-short", lambda s: {**s, "calls": [["read", "sig"]]}),
     ("call-bad-kind", lambda s: {**s, "calls": [["read", "sig", None, "weird", None]]}),
     ("call-name-not-text", lambda s: {**s, "calls": [[1, "sig", None, "ok", None]]}),
+    ("call-digest-not-text", lambda s: {**s, "calls": [["read", 2, None, "ok", None]]}),
+    ("call-outcome-not-text", lambda s: {**s, "calls": [["read", "sig", 3, "ok", None]]}),
+    ("call-id-not-text", lambda s: {**s, "calls": [["read", "sig", None, "ok", 4]]}),
     ("negative-count", lambda s: {**s, "seen": -1}),
     ("count-is-bool", lambda s: {**s, "turns": True}),
     ("elapsed-text", lambda s: {**s, "elapsed": "1"}),
     ("elapsed-infinite", lambda s: {**s, "elapsed": float("inf")}),
     ("unknown-signal", lambda s: {**s, "warned": ["bogus"]}),
-    ("reported-bad-key", lambda s: {**s, "reported": [["tool_cycle", 3]]}),
+    ("reported-not-a-digest", lambda s: {**s, "reported": [["tool_cycle", "3"]]}),
+    ("reported-too-wide", lambda s: {**s, "reported": [1 << 64]}),
+    ("reported-negative", lambda s: {**s, "reported": [-1]}),
+    ("reported-bool", lambda s: {**s, "reported": [True]}),
     ("tripped-bad-action", lambda s: {**s, "tripped": ["explode", *s["tripped"][1:]]}),
     (
         "tripped-bad-tools",
