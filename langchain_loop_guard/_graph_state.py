@@ -26,13 +26,12 @@ the same saved state and must reach the same decision, which is what makes
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Annotated, Any, Literal, NotRequired, cast, get_args
+from typing import TYPE_CHECKING, Annotated, Any, Literal, NotRequired, TypeVar, cast, get_args
 
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, ToolMessage
 from langgraph.config import get_config
@@ -91,6 +90,9 @@ ResumeAction = Literal["continue", "end"]
 
 RESUME_VALUES = ('"continue"', '"end"', '{"action": "continue"}', '{"action": "end"}')
 """The resume values a loop-guard interrupt accepts, as they are written."""
+
+_K = TypeVar("_K")
+_V = TypeVar("_V")
 
 _MAX_PENDING = 256  # tool calls awaiting their result, per thread
 _MAX_THREADS = 256  # threads remembered for ``inspect``/``status`` and reset requests
@@ -242,6 +244,9 @@ class GraphGuard(GuardRuntime):
         self._wall: Callable[[], float] = clock if clock is not None else time.time
         self._threads: OrderedDict[str, GuardData] = OrderedDict()
         self._resets: OrderedDict[str, float] = OrderedDict()
+        # The detector of each recent pass, keyed by the id of the state it exported (see
+        # ``_take_live``): the next pass that reads that very state object continues it.
+        self._live: OrderedDict[int, tuple[object, LoopDetector]] = OrderedDict()
 
     # --- settings -------------------------------------------------------------------------------
 
@@ -313,6 +318,7 @@ class GraphGuard(GuardRuntime):
     def _config_changed(self, config: LoopGuardConfig) -> None:
         if config.mode == "off":
             self._threads.clear()
+            self._live.clear()
 
     # --- the pass -------------------------------------------------------------------------------
 
@@ -384,6 +390,8 @@ class GraphGuard(GuardRuntime):
             target = cast(AIMessage, messages[end])
             if target.id is not None and target.id == work.data.get("ai"):
                 return None  # this answer was processed already
+            if target.name == MESSAGE_NAME:
+                return None  # the guard's own final message, in the model's place
         tail = _tail(messages, work.data.get("ai"), end)
         if any(_is_human_input(m) for m in tail):
             self._new_run(work)
@@ -393,8 +401,11 @@ class GraphGuard(GuardRuntime):
         else:
             self._after_model(work, messages, end, hard)
         work.data["v"] = _STATE_VERSION
-        work.data["detector"] = _plain(work.detector.export_state())
+        exported = work.data["detector"] = work.detector.export_state()
         work.data["at"] = work.now
+        if self.recorder is None:
+            with self._lock:
+                _put(self._live, id(exported), (exported, work.detector))
         return work
 
     def _restore(
@@ -406,11 +417,22 @@ class GraphGuard(GuardRuntime):
         data = _load(stored)
         if thread is not None and self._reset_due(thread, data):
             data, fresh = _load(None), True
-        detector = self.new_detector(listener=events.append if self.recorder else None)
-        detector.configure(config)
+        exported = data.get("detector")
+        live = None if fresh or not exported else self._take_live(exported, config)
+        if live is not None:
+            return _Pass(
+                data=data,
+                detector=live,
+                config=config,
+                nudges=self._nudges if self._nudges is not None else config.nudges,
+                run_id=thread or "-",
+                now=now,
+            )
+        detector = self.new_detector(
+            config=config, listener=events.append if self.recorder else None
+        )
         if fresh:
             detector.reset()  # the counters start afresh here: a replay must know
-        exported = data.get("detector")
         if exported:
             # Count the time spent between two passes (model and tool calls) as elapsed.
             elapsed = exported.get("elapsed")
@@ -426,6 +448,56 @@ class GraphGuard(GuardRuntime):
             run_id=thread or "-",
             now=now,
         )
+
+    def _quiet_turn(self, messages: Sequence[AnyMessage], stored: object) -> bool:
+        """Whether the pass before a model call can be left to the pass after it.
+
+        That pass would only feed successful tool results and count the turn: nothing in it
+        can stop the run or warn before the model is called (no error result, no trip, no
+        turn-count or elapsed-time warning due). The pass after the model call then feeds the
+        same events in the same order, so the detector decides the same. Anything unusual,
+        or unreadable, answers ``False``: the full pass decides.
+        """
+        if not isinstance(stored, Mapping):
+            return stored is None  # a thread's first turn: nothing to feed yet
+        exported = stored.get("detector")
+        if not isinstance(exported, Mapping):
+            return exported is None
+        if exported.get("tripped") is not None:
+            return False
+        config = self.config
+        turns, elapsed, at = exported.get("turns"), exported.get("elapsed"), stored.get("at")
+        warned = exported.get("warned") or ()
+        if type(turns) is not int or type(elapsed) is not float or type(at) is not float:
+            return False
+        if turns + 1 > config.max_turns and Signal.TURN_COUNT.value not in warned:
+            return False
+        gap = max(0.0, self._wall() - at)
+        if (elapsed + gap) * 1000 > config.turn_timeout_ms and (
+            Signal.ELAPSED_TIME.value not in warned
+        ):
+            return False
+        for message in reversed(messages):
+            if isinstance(message, AIMessage):
+                return True
+            if isinstance(message, ToolMessage) and message.status == "error":
+                return False
+        return True
+
+    def _take_live(self, exported: object, config: LoopGuardConfig) -> LoopDetector | None:
+        """The detector that exported ``exported`` in an earlier pass, if it can go on.
+
+        Restoring a detector from the graph state is half of a pass's work, and in a running
+        graph the next pass reads the very object the last one wrote. The detector is taken
+        (a second reader of the same object restores its own copy), and only when it was
+        built under ``config`` and nothing is recorded (a recorder's listener belongs to one
+        pass). A state from a checkpoint, another process or an older pass is restored.
+        """
+        with self._lock:
+            entry = self._live.pop(id(exported), None)
+        if entry is None or entry[0] is not exported or entry[1].config is not config:
+            return None
+        return entry[1]
 
     def _new_run(self, work: _Pass) -> None:
         """A human message arrived: a new run (``scope="run"``) or a released thread."""
@@ -592,7 +664,7 @@ def check_name(key: str, value: object) -> None:
         )
 
 
-def _put(bounded: OrderedDict[str, Any], key: str, value: Any) -> None:
+def _put(bounded: OrderedDict[_K, _V], key: _K, value: _V) -> None:
     bounded[key] = value
     bounded.move_to_end(key)
     while len(bounded) > _MAX_THREADS:
@@ -659,16 +731,6 @@ def _calls_of(message: AIMessage) -> list[_CallInfo]:
         call_id = bad.get("id") or f"#invalid{index}"
         calls.append((call_id, bad.get("name") or _UNKNOWN_TOOL, bad.get("args"), True))
     return calls
-
-
-def _plain(exported: dict[str, Any]) -> dict[str, Any]:
-    """``exported`` as plain JSON types (enum members as their values), as checkpointers expect.
-
-    A checkpointer's serializer would otherwise store the detector's ``Signal`` members as
-    Python objects, which LangGraph refuses to load in strict mode.
-    """
-    plain: dict[str, Any] = json.loads(json.dumps(exported))
-    return plain
 
 
 def _open_calls(

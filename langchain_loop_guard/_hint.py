@@ -21,7 +21,7 @@ from pydantic import Field
 from langchain_loop_guard._messages import HINT_MARKER, hint
 from langchain_loop_guard._runtime import ConfigInput, GuardRuntime, resolve_config
 
-__all__ = ["with_loop_hint"]
+__all__ = ["hinted_system", "with_loop_hint"]
 
 _Out = TypeVar("_Out")
 
@@ -74,7 +74,7 @@ def _append(text: str, hint_text: str) -> str:
     return f"{text}\n\n{hint_text}" if text.strip() else hint_text
 
 
-def _hinted_system(message: SystemMessage, hint_text: str) -> SystemMessage:
+def hinted_system(message: SystemMessage, hint_text: str) -> SystemMessage:
     """A copy of ``message`` with the hint appended (``message`` itself if it has it)."""
     if HINT_MARKER in message.text:
         return message
@@ -88,7 +88,7 @@ def _hinted_system(message: SystemMessage, hint_text: str) -> SystemMessage:
 def _with_hint(messages: Sequence[BaseMessage], hint_text: str) -> list[BaseMessage]:
     for index, message in enumerate(messages):
         if isinstance(message, SystemMessage):
-            return [*messages[:index], _hinted_system(message, hint_text), *messages[index + 1 :]]
+            return [*messages[:index], hinted_system(message, hint_text), *messages[index + 1 :]]
     return [SystemMessage(content=hint_text), *messages]
 
 
@@ -212,7 +212,7 @@ def with_loop_hint(
     if isinstance(target, str):
         return target if text is None else _append(target, text)
     if isinstance(target, SystemMessage):
-        return target if text is None else _hinted_system(target, text)
+        return target if text is None else hinted_system(target, text)
     if not isinstance(target, Runnable):
         msg = (
             "with_loop_hint takes a system prompt (str or SystemMessage), a ChatPromptTemplate "

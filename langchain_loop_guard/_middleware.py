@@ -4,27 +4,27 @@ from __future__ import annotations
 
 import os
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Any, NotRequired
+from typing import Annotated, Any, NotRequired, cast
 
 from langchain.agents.middleware.types import (
     AgentMiddleware,
     AgentState,
+    ExtendedModelResponse,
     ModelRequest,
     ModelResponse,
     PrivateStateAttr,
     hook_config,
 )
-from langchain_core.messages import AIMessage, SystemMessage
+from langchain_core.messages import SystemMessage
 from langgraph.runtime import Runtime
+from langgraph.types import Command
 
 from langchain_loop_guard._graph_state import STATE_KEY, GraphGuard, GuardData, OnStop, Update
-from langchain_loop_guard._hint import _hinted_system
+from langchain_loop_guard._hint import hinted_system
 from langchain_loop_guard._messages import hint
 from langchain_loop_guard._runtime import ConfigInput
 
 __all__ = ["LoopGuardAgentState", "LoopGuardMiddleware"]
-
-ModelCallResult = ModelResponse[Any] | AIMessage
 
 
 class LoopGuardAgentState(AgentState[Any]):
@@ -52,9 +52,11 @@ class LoopGuardMiddleware(GraphGuard, AgentMiddleware[LoopGuardAgentState, Any, 
     the agent's tool step never sends it to a tool (this is how LangChain's own
     ``ToolCallLimitMiddleware`` refuses calls; deciding in one node also gives parallel calls a
     well-defined order). Tool results, error ``ToolMessage`` s included, are fed in
-    ``before_model``, together with the start of the next turn; a repeated error stops the run
-    there before the next model call is paid for. ``wrap_model_call`` appends the anti-loop
-    hint to the system message (once; also when the agent has no system prompt).
+    ``wrap_model_call`` before the model is called, together with the start of the turn: a
+    repeated error, or a model call of a stopped run, stops there before the model call is
+    paid for. ``wrap_model_call`` also appends the anti-loop hint to the system message (once;
+    also when the agent has no system prompt). So the guard adds no graph node of its own to a
+    step: like ``ToolCallLimitMiddleware``, it has one ``after_model`` hook.
 
     The guard does not decide in ``wrap_tool_call``: there each call of an answer is its own
     parallel task, so the decisions could not be ordered among parallel calls nor written to
@@ -103,6 +105,7 @@ class LoopGuardMiddleware(GraphGuard, AgentMiddleware[LoopGuardAgentState, Any, 
         record_to: str | os.PathLike[str] | None = None,
     ) -> None:
         super().__init__(config, nudges=nudges, on_stop=on_stop, clock=clock, record_to=record_to)
+        self._hint_cache: tuple[SystemMessage | None, str, SystemMessage] | None = None
 
     @property
     def name(self) -> str:
@@ -110,22 +113,6 @@ class LoopGuardMiddleware(GraphGuard, AgentMiddleware[LoopGuardAgentState, Any, 
         return type(self).__name__
 
     # --- hooks ----------------------------------------------------------------------------------
-
-    @hook_config(can_jump_to=["end"])
-    def before_model(
-        self, state: LoopGuardAgentState, runtime: Runtime[Any]
-    ) -> dict[str, Any] | None:
-        """Feed the tool results since the last model call and the start of a turn."""
-        return _as_state_update(
-            self._guard_pass(state["messages"], state.get(STATE_KEY), "before_model")
-        )
-
-    @hook_config(can_jump_to=["end"])
-    async def abefore_model(
-        self, state: LoopGuardAgentState, runtime: Runtime[Any]
-    ) -> dict[str, Any] | None:
-        """:meth:`before_model`, for async runs."""
-        return self.before_model(state, runtime)
 
     @hook_config(can_jump_to=["end", "model"])
     def after_model(
@@ -151,31 +138,87 @@ class LoopGuardMiddleware(GraphGuard, AgentMiddleware[LoopGuardAgentState, Any, 
         self,
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
-    ) -> ModelCallResult:
-        """Call the model with the anti-loop hint appended to the system message."""
-        return handler(self._with_hint(request))
+    ) -> ModelResponse[Any] | ExtendedModelResponse[Any]:
+        """Feed the tool results and the turn's start, then call the model with the hint.
+
+        A stop raises (or interrupts) before the model is called; with ``on_stop="end"`` the
+        run's final message takes the model's place.
+        """
+        update = self._pass_before_model(request)
+        if update is not None and update.jump == "end":
+            return _with_state(ModelResponse(result=list(update.messages)), update)
+        response = handler(self._model_request(request, update))
+        return _with_state(response, update)
 
     async def awrap_model_call(
         self,
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
-    ) -> ModelCallResult:
+    ) -> ModelResponse[Any] | ExtendedModelResponse[Any]:
         """:meth:`wrap_model_call`, for async runs."""
-        return await handler(self._with_hint(request))
+        update = self._pass_before_model(request)
+        if update is not None and update.jump == "end":
+            return _with_state(ModelResponse(result=list(update.messages)), update)
+        response = await handler(self._model_request(request, update))
+        return _with_state(response, update)
+
+    def _pass_before_model(self, request: ModelRequest[Any]) -> Update | None:
+        state = request.state
+        if not state:  # a request built outside an agent run
+            return None
+        messages, stored = state["messages"], state.get(STATE_KEY)
+        try:
+            quiet = self._quiet_turn(messages, stored)
+        except Exception:  # noqa: BLE001 - the full pass decides, and fails open itself
+            quiet = False
+        if quiet:
+            return None  # the pass after the model call feeds this step's results
+        return self._guard_pass(messages, stored, "before_model")
+
+    def _model_request(
+        self, request: ModelRequest[Any], update: Update | None
+    ) -> ModelRequest[Any]:
+        """The request with the hint and, after a nudge, the nudge as the latest message."""
+        request = self._with_hint(request)
+        if update is not None and update.messages:
+            request = request.override(messages=[*request.messages, *cast(Any, update.messages)])
+        return request
 
     def _with_hint(self, request: ModelRequest[Any]) -> ModelRequest[Any]:
         config = self.config
         if config.mode == "off":
             return request
         with self.failing_open("LoopGuardMiddleware.wrap_model_call"):
-            text = hint(config.locale)
-            current = request.system_message
-            if current is None:
-                return request.override(system_message=SystemMessage(content=text))
-            hinted = _hinted_system(current, text)
-            if hinted is not current:
-                return request.override(system_message=hinted)
+            system = self._hinted(request.system_message, hint(config.locale))
+            if system is not request.system_message:
+                return request.override(system_message=system)
         return request
+
+    def _hinted(self, current: SystemMessage | None, text: str) -> SystemMessage:
+        """``current`` with the hint; the agent's system message is one object, so the hinted
+        copy is made once and reused while the message and the hint stay the same."""
+        cached = self._hint_cache
+        if cached is not None and cached[0] is current and cached[1] == text:
+            return cached[2]
+        hinted = SystemMessage(content=text) if current is None else hinted_system(current, text)
+        self._hint_cache = (current, text, hinted)
+        return hinted
+
+
+def _with_state(
+    response: ModelResponse[Any], update: Update | None
+) -> ModelResponse[Any] | ExtendedModelResponse[Any]:
+    """The model node's result: the guard's messages before the model's, and its state."""
+    if update is None:
+        return response
+    if update.messages and update.jump != "end":
+        response = ModelResponse(
+            result=[*update.messages, *response.result],
+            structured_response=response.structured_response,
+        )
+    return ExtendedModelResponse(
+        model_response=response, command=Command(update={STATE_KEY: update.data})
+    )
 
 
 def _as_state_update(update: Update | None) -> dict[str, Any] | None:

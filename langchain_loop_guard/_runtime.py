@@ -421,22 +421,29 @@ class GuardRuntime:
         return self._recorder
 
     def new_detector(
-        self, run_id: str | None = None, *, listener: EventListener | None = None
+        self,
+        run_id: str | None = None,
+        *,
+        config: LoopGuardConfig | None = None,
+        listener: EventListener | None = None,
     ) -> LoopDetector:
         """A detector for a new run, under the configuration in force.
 
         Args:
             run_id: the run the detector serves. With ``record_to=``, its events are recorded
                 under this id (a detector without one, for a view, records nothing).
+            config: the configuration to use, read once by the caller (the one in force when
+                ``None``).
             listener: receives the detector's events instead of the recorder (an adapter that
                 records only the events it commits passes its own).
         """
         clock = self._clock or time.monotonic
+        config = config if config is not None else self._config
         if listener is None and run_id is not None and self._recorder is not None:
             listener = self._recorder.listener(run_id)
         if listener is None:
-            return LoopDetector(self._config, clock=clock)
-        return LoopDetector(self._config, clock=clock, listener=listener)
+            return LoopDetector(config, clock=clock)
+        return LoopDetector(config, clock=clock, listener=listener)
 
     def inspection(self, run_id: str, detector: LoopDetector) -> RunInspection:
         """The ``inspect`` view of ``detector``'s run."""

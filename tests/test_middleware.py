@@ -22,6 +22,7 @@ from guard_scenarios import (
 )
 from langchain.agents.middleware.types import (
     AgentMiddleware,
+    ExtendedModelResponse,
     ModelRequest,
     ModelResponse,
     OmitFromSchema,
@@ -36,7 +37,7 @@ from langchain_core.messages import (
 from langgraph.types import Command
 from pydantic import ValidationError
 
-from langchain_loop_guard import LoopGuardConfig, LoopGuardConfigError, Signal
+from langchain_loop_guard import LoopDetector, LoopGuardConfig, LoopGuardConfigError, Signal
 from langchain_loop_guard._interrupt import LoopDetected
 from langchain_loop_guard._messages import HINT_MARKER, hint, not_executed, nudge, translator
 from langchain_loop_guard._middleware import LoopGuardAgentState, LoopGuardMiddleware
@@ -50,12 +51,50 @@ def _guard(**options: Any) -> LoopGuardMiddleware:
     return LoopGuardMiddleware(LoopGuardConfig(**config), **options)
 
 
+def _model_node(
+    guard: LoopGuardMiddleware, state: dict[str, Any], answer: AIMessage | None = None
+) -> tuple[dict[str, Any] | None, bool]:
+    """Run the agent's model node: ``wrap_model_call`` around a model that gives ``answer``.
+
+    Returns the node's state update (``None`` if it changes nothing) and whether the model
+    was called.
+    """
+    called: list[ModelRequest[Any]] = []
+
+    def model(request: ModelRequest[Any]) -> ModelResponse[Any]:
+        called.append(request)
+        return ModelResponse(result=[] if answer is None else [answer])
+
+    request = ModelRequest(
+        model=ScriptedChatModel(script=["unused"]),
+        messages=list(state["messages"]),
+        state=state,  # type: ignore[arg-type]
+    )
+    return _node_update(guard.wrap_model_call(request, model)), bool(called)
+
+
+def _node_update(result: ModelResponse[Any] | ExtendedModelResponse[Any]) -> dict[str, Any] | None:
+    """The state update a model node makes of a ``wrap_model_call`` result."""
+    update: dict[str, Any] = {}
+    if isinstance(result, ExtendedModelResponse):
+        assert result.command is not None
+        update.update(result.command.update)  # type: ignore[arg-type]
+        result = result.model_response
+    if result.result:
+        update["messages"] = list(result.result)
+    return update or None
+
+
 def _step(guard: LoopGuardMiddleware, state: dict[str, Any], answer: AIMessage) -> Any:
-    """Run ``before_model``, the model (``answer``) and ``after_model`` on ``state``."""
-    _apply(state, guard.before_model(state, None))  # type: ignore[arg-type]
-    if state.get("jump_to") == "end":
+    """Run the model node (the model answers ``answer``), then ``after_model``, on ``state``.
+
+    Returns ``after_model``'s update, or ``None`` when the guard ended the run before the
+    model was called.
+    """
+    update, called = _model_node(guard, state, answer)
+    _apply(state, update)
+    if not called:
         return None
-    state["messages"].append(answer)
     update = guard.after_model(state, None)  # type: ignore[arg-type]
     _apply(state, update)
     return update
@@ -157,10 +196,11 @@ def test_after_model_counts_malformed_arguments_as_failed_calls() -> None:
     ],
     ids=["two errors", "three errors", "a success between", "three after a success"],
 )
-def test_before_model_stops_repeated_errors_before_the_next_model_call(
+def test_repeated_errors_stop_the_run_before_the_next_model_call(
     statuses: list[str], stops: bool
 ) -> None:
-    """Error ToolMessages are error outcomes; three identical ones in a row end the run."""
+    """Error ToolMessages are error outcomes; three identical ones in a row end the run, and
+    the run's final message takes the place of the model's answer."""
     guard = _guard(on_stop="end")
     state: dict[str, Any] = {"messages": [HumanMessage("go")]}
     for index, status in enumerate(statuses):
@@ -168,11 +208,14 @@ def test_before_model_stops_repeated_errors_before_the_next_model_call(
         state["messages"].append(
             ToolMessage("disk full", tool_call_id=f"c{index}", name="deploy", status=status)
         )
-    update = guard.before_model(state, None)  # type: ignore[arg-type]
+    update, called = _model_node(guard, state, AIMessage("I will try again."))
     assert update is not None
-    assert (update.get("jump_to") == "end") is stops
+    assert called is not stops
     if stops:
         assert stop_message(update["messages"]).content.startswith("Loop guard stopped the run")
+        _apply(state, update)
+        assert guard.after_model(state, None) is None  # type: ignore[arg-type]
+        assert_valid_history(state["messages"])
 
 
 def test_nudge_refuses_only_the_repeating_call_and_lifts_the_trip() -> None:
@@ -231,8 +274,7 @@ def test_after_model_leaves_calls_answered_by_other_middleware_alone() -> None:
     for index in range(2):
         _step(guard, state, _answer("read", {"p": 1}, f"c{index}"))
         _tool_results(state)
-    guard.before_model(state, None)  # type: ignore[arg-type]
-    state["messages"].append(_answer("read", {"p": 1}, "c2"))
+    _apply(state, _model_node(guard, state, _answer("read", {"p": 1}, "c2"))[0])
     state["messages"].append(
         ToolMessage("limit reached", tool_call_id="c2", name="read", status="error")
     )
@@ -305,25 +347,28 @@ def test_wrap_model_call_adds_no_hint_when_off() -> None:
 
 
 def test_async_hooks_decide_as_the_sync_ones() -> None:
-    """abefore_model, aafter_model and awrap_model_call behave like their sync twins."""
+    """aafter_model and awrap_model_call behave like their sync twins."""
     guard = _guard(on_stop="end")
     state: dict[str, Any] = {"messages": [HumanMessage("go")]}
 
     async def run() -> dict[str, Any] | None:
         update: dict[str, Any] | None = None
         for index in range(3):
-            _apply(state, await guard.abefore_model(state, None))  # type: ignore[arg-type]
-            state["messages"].append(_answer("read", {"p": 1}, f"c{index}"))
+            answer = _answer("read", {"p": 1}, f"c{index}")
+
+            async def model(req: ModelRequest[Any], answer: AIMessage = answer) -> Any:
+                assert req.system_prompt == hint("en")
+                return ModelResponse(result=[answer])
+
+            request = ModelRequest(
+                model=ScriptedChatModel(script=["unused"]),
+                messages=list(state["messages"]),
+                state=state,  # type: ignore[arg-type]
+            )
+            _apply(state, _node_update(await guard.awrap_model_call(request, model)))
             update = await guard.aafter_model(state, None)  # type: ignore[arg-type]
             _apply(state, update)
             _tool_results(state)
-        request = ModelRequest(model=ScriptedChatModel(script=["ok"]), messages=[])
-
-        async def handler(req: ModelRequest[Any]) -> ModelResponse[Any]:
-            assert req.system_prompt == hint("en")
-            return ModelResponse(result=[])
-
-        await guard.awrap_model_call(request, handler)
         return update
 
     update = asyncio.run(run())
@@ -376,11 +421,14 @@ def test_middleware_follows_langchain_etiquette() -> None:
     assert guard.name == "LoopGuardMiddleware"
     key = get_type_hints(LoopGuardAgentState, include_extras=True)["loop_guard"]
     assert OmitFromSchema(input=True, output=True) in key.__args__[0].__metadata__
-    assert LoopGuardMiddleware.before_model.__can_jump_to__ == ["end"]  # type: ignore[attr-defined]
     assert "end" in LoopGuardMiddleware.after_model.__can_jump_to__  # type: ignore[attr-defined]
-    for hook in ("before_model", "after_model", "wrap_model_call"):
+    for hook in ("after_model", "wrap_model_call"):
         for name in (hook, f"a{hook}"):
             assert getattr(LoopGuardMiddleware, name) is not getattr(AgentMiddleware, name)
+    # like ToolCallLimitMiddleware, one graph node per step: no before_model node
+    for hook in ("before_model", "before_agent", "after_agent"):
+        for name in (hook, f"a{hook}"):
+            assert getattr(LoopGuardMiddleware, name) is getattr(AgentMiddleware, name)
 
 
 def test_middleware_has_the_runtime_commands() -> None:
@@ -405,6 +453,113 @@ def test_switching_off_forgets_the_threads() -> None:
     agent.guard.set_mode("off")
     assert agent.guard.status().active_runs == 0
     assert agent.guard.inspect(agent.thread) is None
+
+
+def test_a_quiet_step_is_fed_after_the_model_call_only() -> None:
+    """Successful results and the turn's start cannot stop a run before the model call, so
+    the model node writes nothing and after_model feeds them, in the same order."""
+    guard = _guard()
+    state: dict[str, Any] = {"messages": [HumanMessage("go")]}
+    for index in range(4):
+        update, called = _model_node(guard, state, _answer("read", {"p": index}, f"c{index}"))
+        assert called
+        assert update is not None
+        assert "loop_guard" not in update
+        _apply(state, update)
+        _apply(state, guard.after_model(state, None))  # type: ignore[arg-type]
+        _tool_results(state)
+    inspection = guard.inspect(state)
+    assert inspection is not None
+    assert (inspection.turns, inspection.calls) == (4, 4)
+    assert [call.outcome for call in inspection.recent] == ["ok", "ok", "ok", "pending"]
+
+
+@pytest.mark.parametrize(
+    ("config", "before"),
+    [
+        pytest.param({"max_turns": 2}, [False, False, True], id="turn-count-warning-due"),
+        pytest.param({"turn_timeout_ms": 1_500}, [False, True, False], id="elapsed-warning-due"),
+    ],
+)
+def test_the_pass_before_the_model_runs_when_a_warning_is_due(
+    config: dict[str, Any], before: list[bool]
+) -> None:
+    """A warning due at a turn's start is given before the model is called (and once)."""
+    now = [0.0]
+    guard = _guard(config=config, clock=lambda: now[0])
+    state: dict[str, Any] = {"messages": [HumanMessage("go")]}
+    written = []
+    for index in range(3):
+        now[0] = 2.0 * index  # two seconds between steps
+        update, _ = _model_node(guard, state, _answer("read", {"p": index}, f"c{index}"))
+        written.append("loop_guard" in (update or {}))
+        _apply(state, update)
+        _apply(state, guard.after_model(state, None))  # type: ignore[arg-type]
+        _tool_results(state)
+    assert written == before
+    assert guard.status().warnings == 1
+
+
+def test_two_passes_reading_one_state_do_not_share_a_detector() -> None:
+    """Each pass goes on with the detector that wrote the state it reads, unless another pass
+    took it: both branches below decide as a guard that restores the state would."""
+    guard = _guard(on_stop="end")
+    state: dict[str, Any] = {"messages": [HumanMessage("go")]}
+    for index in range(2):
+        _step(guard, state, _answer("read", {"p": 1}, f"c{index}"))
+        _tool_results(state)
+    branches = [{**state, "messages": list(state["messages"])} for _ in range(2)]
+    repeat, other = (
+        _step(guard, branches[0], _answer("read", {"p": 1}, "c2")),
+        _step(guard, branches[1], _answer("grep", {"q": 1}, "g2")),
+    )
+    fresh = _guard(on_stop="end")  # no detector of its own: it restores the state
+    expected = (
+        _step(
+            fresh, {**state, "messages": list(state["messages"])}, _answer("read", {"p": 1}, "c2")
+        ),
+        _step(
+            fresh, {**state, "messages": list(state["messages"])}, _answer("grep", {"q": 1}, "g2")
+        ),
+    )
+    assert repeat["jump_to"] == "end"
+    assert "jump_to" not in other
+    for got, want in zip((repeat, other), expected, strict=True):
+        assert got["loop_guard"]["detector"]["calls"] == want["loop_guard"]["detector"]["calls"]
+
+
+def test_a_running_agent_goes_on_with_its_detector_and_a_new_run_restores_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Within a run nothing is restored from the graph state; from a checkpoint, it is."""
+    restored: list[bool] = []
+    original = LoopDetector.restore_state
+
+    def counting(self: LoopDetector, state: Any) -> bool:
+        restored.append(original(self, state))
+        return restored[-1]
+
+    monkeypatch.setattr(LoopDetector, "restore_state", counting)
+    script: list[Any] = [call("read", {"p": n}) for n in range(5)]
+    model = ScriptedChatModel(script=[*script, "done", *script, "done"])
+    agent = harness("middleware", model, [scripted_tool("read", "contents")])
+    agent.invoke()
+    assert restored == []
+    agent.invoke(text="Once more.")
+    assert restored == [True]
+
+
+def test_a_mode_change_applies_to_the_next_pass() -> None:
+    """A detector kept from an earlier pass is not reused under another configuration."""
+    guard = _guard(on_stop="end")
+    state: dict[str, Any] = {"messages": [HumanMessage("go")]}
+    for index in range(2):
+        _step(guard, state, _answer("read", {"p": 1}, f"c{index}"))
+        _tool_results(state)
+    guard.set_mode("observe")
+    update = _step(guard, state, _answer("read", {"p": 1}, "c2"))
+    assert "jump_to" not in update
+    assert guard.status().observed == 1
 
 
 # --- second tier: real create_agent runs --------------------------------------------------------

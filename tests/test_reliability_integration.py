@@ -74,11 +74,12 @@ SPEC_OUTCOMES = {
 
 
 def _plan_step(messages: Sequence[BaseMessage]) -> AIMessage | str:
-    """The next turn of the run whose user message is ``"<plan> <run>"``."""
-    first = next(m for m in messages if isinstance(m, HumanMessage))
-    plan, run = str(first.content).split()
+    """The next turn of the run whose user message is ``"<plan> <run>"`` (the latest one, on
+    a thread)."""
+    start = max(i for i, m in enumerate(messages) if isinstance(m, HumanMessage))
+    plan, run = str(messages[start].content).split()
     steps = PLANS[plan](int(run))
-    turn = sum(isinstance(m, AIMessage) for m in messages)
+    turn = sum(isinstance(m, AIMessage) for m in messages[start + 1 :])
     if turn >= len(steps):
         return f"done {run}"
     name, args = steps[turn]
@@ -101,6 +102,7 @@ class Fleet:
     guard: LoopGuardCallbackHandler | LoopGuardMiddleware
     tools: list[BaseTool]
     agent: Any
+    thread: str | None = None
 
     def bodies(self, run: int) -> int:
         """Tool bodies that ran for ``run``."""
@@ -112,6 +114,8 @@ class Fleet:
 
     def _inputs(self, plan: str, run: int) -> tuple[dict[str, Any], dict[str, Any]]:
         config: dict[str, Any] = {"recursion_limit": 100}
+        if self.thread is not None:
+            config["configurable"] = {"thread_id": self.thread}
         if self.integration == "handler":
             config["callbacks"] = [self.guard]
         return {"messages": [HumanMessage(f"{plan} {run}")]}, config
@@ -137,20 +141,22 @@ class Fleet:
         return Outcome(None, self.bodies(run))
 
 
-def fleet(integration: Integration, **config: Any) -> Fleet:
-    """A fresh agent with a fresh guard of ``integration``."""
+def fleet(integration: Integration, *, thread: str | None = None, **config: Any) -> Fleet:
+    """A fresh agent with a fresh guard of ``integration``; with ``thread``, its runs are on
+    that thread of an in-memory checkpointer."""
     loop_config = LoopGuardConfig(max_turns=1_000, **config)
     model = ScriptedChatModel(script=[_plan_step], then="repeat")
     tools = _tools()
+    saver = InMemorySaver() if thread is not None else None
     if integration == "handler":
         guard: LoopGuardCallbackHandler | LoopGuardMiddleware = LoopGuardCallbackHandler(
             loop_config
         )
-        agent = create_agent(model, tools)
+        agent = create_agent(model, tools, checkpointer=saver)
     else:
         guard = LoopGuardMiddleware(loop_config)
-        agent = create_agent(model, tools, middleware=[guard])
-    return Fleet(integration, guard, tools, agent)
+        agent = create_agent(model, tools, middleware=[guard], checkpointer=saver)
+    return Fleet(integration, guard, tools, agent, thread)
 
 
 RUNS = 200
@@ -237,9 +243,15 @@ def test_middleware_state_failure_lets_the_run_complete_with_one_warning(
     monkeypatch: pytest.MonkeyPatch,
     warnings_logged: pytest.LogCaptureFixture,
 ) -> None:
-    """Failing to save or load the guard's graph state never breaks the run."""
+    """Failing to save or load the guard's graph state never breaks the run.
+
+    Within a run each step goes on with the detector of the step before; the state is loaded
+    from the checkpoint when the thread's next run starts.
+    """
     monkeypatch.setattr(LoopDetector, method, _broken)
-    assert fleet("middleware").run("productive", 1) == SPEC_OUTCOMES["productive"]
+    agent = fleet("middleware", thread="t")
+    assert agent.run("productive", 1) == SPEC_OUTCOMES["productive"]
+    assert agent.run("productive", 2) == SPEC_OUTCOMES["productive"]
     assert [r.name for r in warnings_logged.records] == ["langchain_loop_guard"]
 
 
