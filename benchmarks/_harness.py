@@ -6,6 +6,9 @@ and one batch of the subject (alternating which goes first, so that neither alwa
 warmer cache), and the result is the median of the per-round ratios. Garbage collection is
 paused during each timed batch (and, before a whole agent run, done first), so a collection
 triggered by one side's garbage is not billed to the other.
+
+Runs that take seconds (whole agents) are compared in pairs (:func:`compare_pairs`): both
+runs advance one step at a time, in turns, so that a slow second of the machine falls on both.
 """
 
 from __future__ import annotations
@@ -66,6 +69,28 @@ def compare(baseline: Batch, subject: Batch, *, rounds: int, warmup: int = 2) ->
         else:
             base.append(baseline(index))
             subj.append(subject(index))
+    return _comparison(base, subj)
+
+
+Pair = Callable[[int], tuple[float, float]]
+"""Runs round ``n`` of a baseline and a subject *together* (their steps interleaved) and
+returns the nanoseconds each took."""
+
+
+def compare_pairs(pair: Pair, *, rounds: int, warmup: int = 1) -> Comparison:
+    """``rounds`` rounds of ``pair`` (after ``warmup`` untimed ones), compared."""
+    for index in range(-warmup, 0):
+        pair(index)
+    base: list[float] = []
+    subj: list[float] = []
+    for index in range(rounds):
+        b, s = pair(index)
+        base.append(b)
+        subj.append(s)
+    return _comparison(base, subj)
+
+
+def _comparison(base: list[float], subj: list[float]) -> Comparison:
     ratios = sorted(s / b for s, b in zip(subj, base, strict=True))
     quartiles = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else [ratios[0]] * 3
     return Comparison(
@@ -73,7 +98,7 @@ def compare(baseline: Batch, subject: Batch, *, rounds: int, warmup: int = 2) ->
         subject_ns=statistics.median(subj),
         ratio=statistics.median(ratios),
         spread=quartiles[2] - quartiles[0],
-        rounds=rounds,
+        rounds=len(ratios),
     )
 
 

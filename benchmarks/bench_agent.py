@@ -2,8 +2,11 @@
 
 The scripted model makes 200 productive tool calls (a new file each time, a different result
 each time) and then answers; nothing loops, so the guard does all its work and never stops the
-run. A fresh model and agent are built for every run (untimed); only ``invoke``/``ainvoke`` is
-timed.
+run. A fresh model and agent are built for every run (untimed). The two runs of a round are
+streamed side by side (``stream``/``astream``, which ``invoke``/``ainvoke`` consume the same
+way), one step of each in turn, and each side goes first every other step: on a shared
+machine whose speed drifts by tens of percent within seconds, both sides then see the same
+machine. Each side's time is the sum of its steps.
 
 * ``LoopGuardCallbackHandler`` is compared with a no-op synchronous handler that has the same
   flags (``raise_error``, ``run_inline`` and every ``ignore_*``), so it receives the same
@@ -15,12 +18,12 @@ timed.
 from __future__ import annotations
 
 import asyncio
+import gc
 import time
 from collections.abc import Callable
-from functools import partial
-from typing import Any
+from typing import Any, cast
 
-from _harness import Row, compare, ratio_row, timed
+from _harness import Pair, Row, compare_pairs, ratio_row
 from langchain.agents import create_agent
 from langchain.agents.middleware import AgentMiddleware, ToolCallLimitMiddleware
 from langchain.agents.middleware.types import hook_config
@@ -67,17 +70,10 @@ def no_op_like(handler: BaseCallbackHandler) -> BaseCallbackHandler:
 class SameHooksMiddleware(AgentMiddleware[Any, Any, Any]):
     """A middleware that does nothing in the hooks ``LoopGuardMiddleware`` has.
 
-    Against ``ToolCallLimitMiddleware`` (one hook) it measures what the guard's extra graph
-    node and model wrapper cost LangGraph; against the guard, what the guard's work costs.
+    Against ``ToolCallLimitMiddleware`` (an ``after_model`` hook only) it measures what
+    LangChain charges for a ``wrap_model_call`` hook, which the guard needs for the prompt
+    hint; against the guard, what the guard's own work costs.
     """
-
-    @hook_config(can_jump_to=["end"])
-    def before_model(self, state: Any, runtime: Any) -> None:
-        """Nothing."""
-
-    @hook_config(can_jump_to=["end"])
-    async def abefore_model(self, state: Any, runtime: Any) -> None:
-        """Nothing."""
 
     @hook_config(can_jump_to=["end", "model"])
     def after_model(self, state: Any, runtime: Any) -> None:
@@ -114,49 +110,61 @@ def _check(result: dict[str, Any]) -> None:
     assert last.content == "All files read.", "the run must complete"
 
 
-def _sync_run(
-    middleware: Callable[[], list[Any]], callbacks: Callable[[], list[Any]]
-) -> Callable[[int], float]:
-    def run(_: int) -> float:
-        agent = _agent(middleware())
-        config = {"callbacks": callbacks(), "recursion_limit": 10 * STEPS}
-        result: dict[str, Any] = {}
-
-        def invoke() -> None:
-            result.update(agent.invoke(INPUT, config))
-
-        elapsed = timed(invoke, collect=True)
-        _check(result)
-        return elapsed
-
-    return run
+Side = tuple[Callable[[], list[Any]], Callable[[], list[Any]]]
+"""A run's middleware and callbacks, each made afresh for every run."""
 
 
-def _async_run(
-    loop: asyncio.AbstractEventLoop,
-    middleware: Callable[[], list[Any]],
-    callbacks: Callable[[], list[Any]],
-) -> Callable[[int], float]:
-    def run(_: int) -> float:
-        agent = _agent(middleware())
-        config = {"callbacks": callbacks(), "recursion_limit": 10 * STEPS}
-        result: dict[str, Any] = {}
+def _stream(side: Side, *, use_async: bool) -> Any:
+    middleware, callbacks = side
+    agent = _agent(middleware())
+    config = {"callbacks": callbacks(), "recursion_limit": 10 * STEPS}
+    if use_async:
+        return agent.astream(INPUT, config, stream_mode="values")
+    return agent.stream(INPUT, config, stream_mode="values")
 
-        def invoke() -> None:
-            result.update(loop.run_until_complete(agent.ainvoke(INPUT, config)))
 
-        elapsed = timed(invoke, collect=True)
-        _check(result)
-        return elapsed
+def paired(baseline: Side, subject: Side, loop: asyncio.AbstractEventLoop | None = None) -> Pair:
+    """Rounds of a baseline run and a subject run, streamed side by side (async with a loop)."""
 
-    return run
+    def step(stream: Any) -> Any:
+        if loop is None:
+            return next(stream)
+        return loop.run_until_complete(stream.__anext__())
+
+    done = (StopIteration, StopAsyncIteration)
+
+    def pair(_: int) -> tuple[float, float]:
+        streams = [_stream(side, use_async=loop is not None) for side in (baseline, subject)]
+        totals, last = [0, 0], [None, None]
+        running, order = [True, True], [1, 0]
+        gc.collect()
+        gc.disable()
+        try:
+            while any(running):
+                order.reverse()  # each side goes first every other step
+                for side in order:
+                    if not running[side]:
+                        continue
+                    start = time.perf_counter_ns()
+                    try:
+                        last[side] = step(streams[side])
+                    except done:
+                        running[side] = False
+                    totals[side] += time.perf_counter_ns() - start
+        finally:
+            gc.enable()
+        for state in last:
+            _check(cast(dict[str, Any], state))
+        return float(totals[0]), float(totals[1])
+
+    return pair
 
 
 def end_to_end(rounds: int, *, breakdown: int = 0) -> list[Row]:
     """Handler and middleware, sync and async, each against its baseline.
 
     With ``breakdown`` rounds, the middleware's ratio is also split into what its hooks cost
-    LangGraph and what its work costs (rows for information).
+    in LangChain and what its work costs (rows for information).
     """
     guard = LoopGuardCallbackHandler(CONFIG)
     no_op = no_op_like(guard)
@@ -176,13 +184,13 @@ def end_to_end(rounds: int, *, breakdown: int = 0) -> list[Row]:
     rows = []
     loop = asyncio.new_event_loop()
     try:
-        for label, make in (
-            ("sync", _sync_run),
-            ("async", partial(_async_run, loop)),
-        ):
-            handler = compare(
-                make(none, lambda: [no_op]), make(none, lambda: [guard]), rounds=rounds, warmup=1
-            )
+        for label, event_loop in (("sync", None), ("async", loop)):
+
+            def rounds_of(baseline: Side, subject: Side, count: int) -> Any:
+                pair = paired(baseline, subject, event_loop)  # noqa: B023 - used at once
+                return compare_pairs(pair, rounds=count)
+
+            handler = rounds_of((none, lambda: [no_op]), (none, lambda: [guard]), rounds)
             rows.append(
                 ratio_row(
                     f"{STEPS}-step agent, {label}: handler vs no-op handler",
@@ -191,9 +199,7 @@ def end_to_end(rounds: int, *, breakdown: int = 0) -> list[Row]:
                     unit="ms",
                 )
             )
-            middleware = compare(
-                make(limit_middleware, none), make(guard_middleware, none), rounds=rounds, warmup=1
-            )
+            middleware = rounds_of((limit_middleware, none), (guard_middleware, none), rounds)
             rows.append(
                 ratio_row(
                     f"{STEPS}-step agent, {label}: middleware vs ToolCallLimitMiddleware",
@@ -204,28 +210,24 @@ def end_to_end(rounds: int, *, breakdown: int = 0) -> list[Row]:
             )
             if not breakdown:
                 continue
-            structure = compare(
-                make(limit_middleware, none), make(same_hooks, none), rounds=breakdown, warmup=0
-            )
+            structure = rounds_of((limit_middleware, none), (same_hooks, none), breakdown)
             rows.append(
                 ratio_row(
                     f"  {label}: no-op middleware with the same hooks vs ToolCallLimitMiddleware",
                     structure,
                     None,
                     unit="ms",
-                    note="LangGraph's cost of the extra node",
+                    note="LangChain's cost of a wrap_model_call hook",
                 )
             )
-            work = compare(
-                make(same_hooks, none), make(guard_middleware, none), rounds=breakdown, warmup=0
-            )
+            work = rounds_of((same_hooks, none), (guard_middleware, none), breakdown)
             rows.append(
                 ratio_row(
                     f"  {label}: middleware vs no-op middleware with the same hooks",
                     work,
                     None,
                     unit="ms",
-                    note="the guard's own work",
+                    note="the guard's own work and prompt hint",
                 )
             )
     finally:

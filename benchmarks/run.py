@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
         rows += bench_detector.large_arguments(rounds=5 if quick else 15)
         print("detector done", flush=True)
     if "agent" in sections:
-        rows += bench_agent.end_to_end(rounds=3 if quick else 7, breakdown=0 if quick else 5)
+        rows += bench_agent.end_to_end(rounds=3 if quick else 9, breakdown=0 if quick else 5)
         print("agent done", flush=True)
     if "memory" in sections:
         rows += bench_memory.detector_state()

@@ -3,14 +3,17 @@
 Both integrations see an agent the same way, as the message history in LangGraph state, at
 two points of each turn:
 
-* **before the model** (``LoopGuardMiddleware.before_model``; the node guard on the edge back
-  from the tools): the tool results that arrived since the last model call are fed to the
-  detector, then the start of a turn;
+* **before the model** (``LoopGuardMiddleware.wrap_model_call``, before it calls the model;
+  the node guard on the edge back from the tools): the tool results that arrived since the
+  last model call are fed to the detector, then the start of a turn. When none of that could
+  stop or warn, the middleware leaves it to the pass after the model, which feeds the same
+  events in the same order (:meth:`GraphGuard._quiet_turn`);
 * **after the model** (``LoopGuardMiddleware.after_model``; the node guard on the edge from
   the model): the model's answer and each tool call it asks for. A call the guard refuses is
   answered with an error ``ToolMessage`` there, before any tool runs, so it never runs.
 
-Each pass restores a :class:`~langchain_loop_guard._detector.LoopDetector` from the graph state,
+Each pass restores a :class:`~langchain_loop_guard._detector.LoopDetector` from the graph state
+(or goes on with the one that wrote that very state, see :meth:`GraphGuard._take_live`),
 feeds it, and writes its state back under one key (``"loop_guard"``): tool names, digests,
 counters and tool-call ids, never arguments, outputs or text. Whatever checkpointer the graph
 runs therefore saves it, so detection survives ``interrupt()``/resume and process restarts.

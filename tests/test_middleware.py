@@ -425,6 +425,9 @@ def test_middleware_follows_langchain_etiquette() -> None:
     for hook in ("after_model", "wrap_model_call"):
         for name in (hook, f"a{hook}"):
             assert getattr(LoopGuardMiddleware, name) is not getattr(AgentMiddleware, name)
+    # a plain method returning a coroutine, so that LangSmith's traceable, which create_agent
+    # puts around it, takes its synchronous path (no thread hops per model call)
+    assert not inspect.iscoroutinefunction(LoopGuardMiddleware.awrap_model_call)
     # like ToolCallLimitMiddleware, one graph node per step: no before_model node
     for hook in ("before_model", "before_agent", "after_agent"):
         for name in (hook, f"a{hook}"):
