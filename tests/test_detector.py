@@ -1311,6 +1311,7 @@ BAD_STATES: list[tuple[str, Callable[[dict[str, Any]], Any]]] = [
         lambda s: {**s, "tripped": [*s["tripped"][:3], "read", *s["tripped"][4:]]},
     ),
     ("error-streak-text", lambda s: {**s, "error": [None, "3"]}),
+    ("error-key-not-text", lambda s: {**s, "error": [5, 1]}),
 ]
 
 
