@@ -80,15 +80,18 @@ def detector_state() -> list[Row]:
             )
         )
 
+    observe = LoopGuardConfig(mode="observe", max_turns=1_000_000)  # shared, as CONFIG is
+
     def observed() -> LoopDetector:
         # every call is repeated three times, so every call is a new loop to report
-        detector = LoopDetector(LoopGuardConfig(mode="observe", max_turns=1_000_000))
+        detector = LoopDetector(observe)
         for i in range(10_000):
             args = typical_args(i // 3)
             detector.tool_call("read_file", args)
             detector.tool_result("read_file", "same")
         return detector
 
+    observed()  # warm the caches of observe mode's reports (message catalogs, reasons)
     size, _ = retained(observed)
     rows.append(
         Row(
