@@ -68,7 +68,8 @@ def no_op_like(handler: BaseCallbackHandler) -> BaseCallbackHandler:
 
 
 class SameHooksMiddleware(AgentMiddleware[Any, Any, Any]):
-    """A middleware that does nothing in the hooks ``LoopGuardMiddleware`` has.
+    """A middleware that does nothing in the hooks ``LoopGuardMiddleware`` has, made the same
+    way (``awrap_model_call`` a plain method returning a coroutine).
 
     Against ``ToolCallLimitMiddleware`` (an ``after_model`` hook only) it measures what
     LangChain charges for a ``wrap_model_call`` hook, which the guard needs for the prompt
@@ -87,7 +88,20 @@ class SameHooksMiddleware(AgentMiddleware[Any, Any, Any]):
         """Call the model."""
         return handler(request)
 
-    async def awrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+    def awrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        """Call the model (the coroutine of it)."""
+        return self._call(request, handler)
+
+    async def _call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        return await handler(request)
+
+
+class CoroutineHookMiddleware(SameHooksMiddleware):
+    """:class:`SameHooksMiddleware` with ``awrap_model_call`` written the usual way, as a
+    coroutine function: LangSmith's ``traceable``, which ``create_agent`` puts around it, then
+    takes its asynchronous path."""
+
+    async def awrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:  # type: ignore[override]
         """Call the model."""
         return await handler(request)
 
@@ -181,6 +195,9 @@ def end_to_end(rounds: int, *, breakdown: int = 0) -> list[Row]:
     def same_hooks() -> list[Any]:
         return [SameHooksMiddleware()]
 
+    def coroutine_hook() -> list[Any]:
+        return [CoroutineHookMiddleware()]
+
     rows = []
     loop = asyncio.new_event_loop()
     try:
@@ -230,6 +247,17 @@ def end_to_end(rounds: int, *, breakdown: int = 0) -> list[Row]:
                     note="the guard's own work and prompt hint",
                 )
             )
+            if event_loop is not None:
+                hops = rounds_of((same_hooks, none), (coroutine_hook, none), breakdown)
+                rows.append(
+                    ratio_row(
+                        f"  {label}: no-op middleware, awrap_model_call as a coroutine function",
+                        hops,
+                        None,
+                        unit="ms",
+                        note="LangSmith traceable's async path, avoided by the guard",
+                    )
+                )
     finally:
         loop.close()
     assert guard.status().stops == 0, "the benchmark run must not loop"
