@@ -414,35 +414,28 @@ class GraphGuard(GuardRuntime):
     def _restore(
         self, stored: object, thread: str | None, events: list[DetectorEvent], *, fresh: bool
     ) -> _Pass:
-        """The pass's working state: the stored guard state and a detector restored from it."""
+        """The pass's working state: the stored guard state and a detector restored from it
+        (or the live one that wrote it)."""
         now = self._wall()
         config = self.config  # one configuration for the whole pass
         data = _load(stored)
         if thread is not None and self._reset_due(thread, data):
             data, fresh = _load(None), True
         exported = data.get("detector")
-        live = None if fresh or not exported else self._take_live(exported, config)
-        if live is not None:
-            return _Pass(
-                data=data,
-                detector=live,
-                config=config,
-                nudges=self._nudges if self._nudges is not None else config.nudges,
-                run_id=thread or "-",
-                now=now,
+        detector = None if fresh or not exported else self._take_live(exported, config)
+        if detector is None:
+            detector = self.new_detector(
+                config=config, listener=events.append if self.recorder else None
             )
-        detector = self.new_detector(
-            config=config, listener=events.append if self.recorder else None
-        )
-        if fresh:
-            detector.reset()  # the counters start afresh here: a replay must know
-        if exported:
-            # Count the time spent between two passes (model and tool calls) as elapsed.
-            elapsed = exported.get("elapsed")
-            if isinstance(elapsed, int | float):
-                gap = max(0.0, now - data.get("at", now))
-                exported = {**exported, "elapsed": elapsed + gap}
-            detector.restore_state(exported)
+            if fresh:
+                detector.reset()  # the counters start afresh here: a replay must know
+            if exported:
+                # Count the time spent between two passes (model and tool calls) as elapsed.
+                elapsed = exported.get("elapsed")
+                if isinstance(elapsed, int | float):
+                    gap = max(0.0, now - data.get("at", now))
+                    exported = {**exported, "elapsed": elapsed + gap}
+                detector.restore_state(exported)
         return _Pass(
             data=data,
             detector=detector,
