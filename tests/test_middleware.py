@@ -124,6 +124,20 @@ def _answer(name: str, args: dict[str, Any], call_id: str) -> AIMessage:
     return call(name, args, id=call_id).model_copy(update={"id": f"answer-{call_id}"})
 
 
+def _two_reads(guard: LoopGuardMiddleware) -> dict[str, Any]:
+    """A run of ``guard`` that read the same file twice: a third identical read repeats it."""
+    state: dict[str, Any] = {"messages": [HumanMessage("go")]}
+    for index in range(2):
+        _step(guard, state, _answer("read", {"p": 1}, f"c{index}"))
+        _tool_results(state)
+    return state
+
+
+def _branch(state: dict[str, Any]) -> dict[str, Any]:
+    """A copy of ``state`` that shares its values (the guard's state object included)."""
+    return {**state, "messages": list(state["messages"])}
+
+
 def test_after_model_refuses_the_third_identical_call_with_an_error_tool_message() -> None:
     """The call that completes a repeat is answered by the guard, so no tool runs it."""
     guard = _guard(on_stop="end")
@@ -146,10 +160,7 @@ def test_after_model_refuses_the_third_identical_call_with_an_error_tool_message
 def test_after_model_answers_every_pending_call_when_it_ends_the_run() -> None:
     """Parallel calls of the stopping answer all get an error tool message."""
     guard = _guard(on_stop="end")
-    state: dict[str, Any] = {"messages": [HumanMessage("go")]}
-    for index in range(2):
-        _step(guard, state, _answer("read", {"p": 1}, f"c{index}"))
-        _tool_results(state)
+    state = _two_reads(guard)
     parallel = calls(("read", {"p": 1}, "c2"), ("search", {"q": 1}, "s1"), ("list", {}, "l1"))
     update = _step(guard, state, parallel)
     answered = [m.tool_call_id for m in update["messages"] if isinstance(m, ToolMessage)]
@@ -221,10 +232,7 @@ def test_repeated_errors_stop_the_run_before_the_next_model_call(
 def test_nudge_refuses_only_the_repeating_call_and_lifts_the_trip() -> None:
     """With a nudge left, the call is answered with the nudge and the run goes on."""
     guard = _guard(nudges=1)
-    state: dict[str, Any] = {"messages": [HumanMessage("go")]}
-    for index in range(2):
-        _step(guard, state, _answer("read", {"p": 1}, f"c{index}"))
-        _tool_results(state)
+    state = _two_reads(guard)
     update = _step(guard, state, _answer("read", {"p": 1}, "c2"))
     assert "jump_to" not in update
     (refused,) = update["messages"]
@@ -270,10 +278,7 @@ def test_hooks_do_nothing_when_the_mode_is_off() -> None:
 def test_after_model_leaves_calls_answered_by_other_middleware_alone() -> None:
     """A call another middleware already answered is counted but never answered twice."""
     guard = _guard(on_stop="end")
-    state: dict[str, Any] = {"messages": [HumanMessage("go")]}
-    for index in range(2):
-        _step(guard, state, _answer("read", {"p": 1}, f"c{index}"))
-        _tool_results(state)
+    state = _two_reads(guard)
     _apply(state, _model_node(guard, state, _answer("read", {"p": 1}, "c2"))[0])
     state["messages"].append(
         ToolMessage("limit reached", tool_call_id="c2", name="read", status="error")
@@ -507,24 +512,11 @@ def test_two_passes_reading_one_state_do_not_share_a_detector() -> None:
     """Each pass goes on with the detector that wrote the state it reads, unless another pass
     took it: both branches below decide as a guard that restores the state would."""
     guard = _guard(on_stop="end")
-    state: dict[str, Any] = {"messages": [HumanMessage("go")]}
-    for index in range(2):
-        _step(guard, state, _answer("read", {"p": 1}, f"c{index}"))
-        _tool_results(state)
-    branches = [{**state, "messages": list(state["messages"])} for _ in range(2)]
-    repeat, other = (
-        _step(guard, branches[0], _answer("read", {"p": 1}, "c2")),
-        _step(guard, branches[1], _answer("grep", {"q": 1}, "g2")),
-    )
+    state = _two_reads(guard)
+    answers = (_answer("read", {"p": 1}, "c2"), _answer("grep", {"q": 1}, "g2"))
+    repeat, other = (_step(guard, _branch(state), answer) for answer in answers)
     fresh = _guard(on_stop="end")  # no detector of its own: it restores the state
-    expected = (
-        _step(
-            fresh, {**state, "messages": list(state["messages"])}, _answer("read", {"p": 1}, "c2")
-        ),
-        _step(
-            fresh, {**state, "messages": list(state["messages"])}, _answer("grep", {"q": 1}, "g2")
-        ),
-    )
+    expected = [_step(fresh, _branch(state), answer) for answer in answers]
     assert repeat["jump_to"] == "end"
     assert "jump_to" not in other
     for got, want in zip((repeat, other), expected, strict=True):
@@ -555,10 +547,7 @@ def test_a_running_agent_goes_on_with_its_detector_and_a_new_run_restores_it(
 def test_a_mode_change_applies_to_the_next_pass() -> None:
     """A detector kept from an earlier pass is not reused under another configuration."""
     guard = _guard(on_stop="end")
-    state: dict[str, Any] = {"messages": [HumanMessage("go")]}
-    for index in range(2):
-        _step(guard, state, _answer("read", {"p": 1}, f"c{index}"))
-        _tool_results(state)
+    state = _two_reads(guard)
     guard.set_mode("observe")
     update = _step(guard, state, _answer("read", {"p": 1}, "c2"))
     assert "jump_to" not in update
