@@ -308,7 +308,7 @@ def _masked(text: str, *, digits: bool) -> bytes:
     Durations, timestamps, UUIDs, hex pointers and numbers of six or more digits are masked.
     With ``digits`` false, every other digit run becomes ``#`` too.
     """
-    data = " ".join(text.split()).encode("utf-8", "surrogatepass")
+    data = _collapse(text).encode("utf-8", "surrogatepass")
     if data.count(b"-") >= 4:
         uuids = [(found.start() - 8, found.end()) for found in _UUID_TAIL.finditer(data)]
         if uuids:
@@ -360,8 +360,7 @@ def normalize_outcome(output: object) -> str:
 
 def outcome_digest(output: object) -> str:
     """Digest of a successful result's normalized text."""
-    text = output if type(output) is str else _text_of(output)
-    return _tagged(_OUTCOME_HASH, _masked(text, digits=True))
+    return _tagged(_OUTCOME_HASH, _masked(_text_of(output), digits=True))
 
 
 def error_text(error: object) -> str:
