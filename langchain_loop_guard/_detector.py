@@ -9,7 +9,6 @@ kept.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import math
 import time
 from array import array
@@ -51,7 +50,7 @@ Clock = Callable[[], float]
 
 _STATE_VERSION = 2
 _MAX_REPORTED = 32  # distinct loops remembered per run for observe-mode de-duplication
-_REPORT_BITS = 64  # a reported loop is remembered as a 64-bit digest of its signal and key
+_REPORT_BITS = 64  # a reported loop is remembered as its 64-bit digest (see _report_digest)
 
 
 class Signal(StrEnum):
@@ -904,26 +903,18 @@ def _optional_text(value: object) -> str | None:
 
 
 def _call_from_state(item: object) -> _Call:
-    # checks inline, not by a helper per field: a graph guard restores a history every step
     name, sig, outcome, kind, call_id = _items(item)
-    if (
-        kind not in _KINDS
-        or not isinstance(name, str)
-        or not isinstance(sig, str)
-        or not (outcome is None or isinstance(outcome, str))
-        or not (call_id is None or isinstance(call_id, str))
-    ):
-        raise TypeError(item)
-    call = _Call(name, sig, call_id)
-    call.outcome, call.kind = outcome, kind
+    if kind not in _KINDS:
+        raise ValueError(kind)
+    call = _Call(_text(name), _text(sig), _optional_text(call_id))
+    call.outcome, call.kind = _optional_text(outcome), kind
     return call
 
 
 def _report_digest(signal: Signal, key: str | None) -> int:
     """A loop as observe mode remembers it: 64 bits, the same in every process."""
-    text = f"{signal.value}\0{key}" if key is not None else signal.value
-    data = hashlib.blake2b(text.encode(), digest_size=_REPORT_BITS // 8, person=b"reported")
-    return int.from_bytes(data.digest(), "little")
+    parts = (signal.value,) if key is None else (signal.value, key)
+    return int(digest("reported", *parts), 16)
 
 
 def _report_from_state(item: object) -> int:
