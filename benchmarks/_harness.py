@@ -37,14 +37,8 @@ class Comparison:
     rounds: int
 
 
-def timed(operation: Callable[[], object], repeat: int = 1, *, collect: bool = False) -> float:
-    """Nanoseconds per call of ``operation`` over ``repeat`` calls, with GC paused.
-
-    With ``collect``, garbage is collected first (worth it before long operations only: a full
-    collection with LangChain loaded takes tens of milliseconds).
-    """
-    if collect:
-        gc.collect()
+def timed(operation: Callable[[], object], repeat: int = 1) -> float:
+    """Nanoseconds per call of ``operation`` over ``repeat`` calls, with GC paused."""
     gc.disable()
     try:
         start = time.perf_counter_ns()
