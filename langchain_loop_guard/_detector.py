@@ -110,7 +110,14 @@ ALLOW = Verdict()
 """The verdict of an event that changes nothing."""
 
 EventKind = Literal[
-    "turn_start", "tool_call", "tool_result", "assistant_message", "tick", "reset", "release"
+    "turn_start",
+    "tool_call",
+    "tool_result",
+    "assistant_message",
+    "user_message",
+    "tick",
+    "reset",
+    "release",
 ]
 
 
@@ -486,6 +493,21 @@ class LoopDetector:
         self._emit("assistant_message", verdict, digest=key, calls=count)
         return verdict
 
+    def user_message(self) -> Verdict:
+        """A new human message in the same run (``scope="thread"``): the user moved it on.
+
+        It lifts a trip (the user saw the stop and answered), and the successful calls before
+        it no longer count as repeats of the calls after it (asking for the same thing in a
+        new turn is no loop, SPEC §11 N3). Failures still do: the same failing call after
+        every new message is a loop (R7), and so are the error and response streaks.
+        """
+        if self._config.mode == "off":
+            return ALLOW
+        verdict = self._user_message()
+        if self._listener is not None:
+            self._emit("user_message", verdict)
+        return verdict
+
     def tick(self) -> Verdict:
         """A clock tick: only the elapsed-time warning can fire."""
         if self._config.mode == "off":
@@ -514,6 +536,8 @@ class LoopDetector:
         if kind == "release":
             self.release()
             return ALLOW
+        if kind == "user_message":
+            return self.user_message()
         tool, value = event.tool, event.digest
         if kind in ("tool_call", "tool_result") and (tool is None or value is None):
             msg = f"a {kind} event needs its tool and digest"
@@ -555,6 +579,13 @@ class LoopDetector:
         if self._tripped is not None:
             return self._still_tripped(self._tripped, "abort")
         self._turns += 1
+        return self._soft()
+
+    def _user_message(self) -> Verdict:
+        self._tripped = None
+        for call in self._calls:
+            if call.kind == "ok":
+                call.sig = ""  # a signature no call has: it can no longer be repeated
         return self._soft()
 
     def _tool_call(self, name: str, sig: str, call_id: str | None) -> Verdict:

@@ -464,7 +464,13 @@ class GuardRuntime:
         run_id: str,
         detector: LoopDetector,
         event: Literal[
-            "turn_start", "tool_call", "tool_result", "assistant_message", "tick", "reset"
+            "turn_start",
+            "tool_call",
+            "tool_result",
+            "assistant_message",
+            "user_message",
+            "tick",
+            "reset",
         ],
         *args: Any,
         **kwargs: Any,
@@ -483,7 +489,13 @@ class GuardRuntime:
         self,
         detector: LoopDetector,
         event: Literal[
-            "turn_start", "tool_call", "tool_result", "assistant_message", "tick", "reset"
+            "turn_start",
+            "tool_call",
+            "tool_result",
+            "assistant_message",
+            "user_message",
+            "tick",
+            "reset",
         ],
         *args: Any,
         **kwargs: Any,

@@ -66,12 +66,13 @@ _FIELDS: Final[Mapping[str, frozenset[str]]] = {
     "tick": frozenset(),
     "reset": frozenset(),
     "release": frozenset(),
+    "user_message": frozenset(),
     "tool_call": frozenset({"tool", "d", "id"}),
     "tool_result": frozenset({"tool", "d", "id", "outcome"}),
     "assistant_message": frozenset({"d", "calls"}),
 }
 _REQUIRED: Final[Mapping[str, frozenset[str]]] = {
-    **{kind: frozenset() for kind in ("turn_start", "tick", "reset", "release")},
+    **{kind: frozenset() for kind in ("turn_start", "tick", "reset", "release", "user_message")},
     "tool_call": frozenset({"tool", "d"}),
     "tool_result": frozenset({"tool", "d", "outcome"}),
     "assistant_message": frozenset({"d", "calls"}),

@@ -222,3 +222,41 @@ def test_replay_of_heard_events_gives_the_live_verdicts(name: str, seed: int) ->
     for event in heard:
         now[0] = event.elapsed
         assert replayed.replay(event) == event.verdict
+
+
+def test_user_message_lifts_a_trip_and_ends_repeats_of_successful_calls() -> None:
+    """A new human message: the same successful call in each turn is no loop (SPEC §11 N3)."""
+    detector = LoopDetector()
+    for _ in range(5):
+        detector.user_message()
+        assert detector.tool_call("get_profile", {}).action == "allow"
+        detector.tool_result("get_profile", "Ada")
+    for _ in range(3):
+        verdict = detector.tool_call("get_profile", {})
+        detector.tool_result("get_profile", "Ada")
+    assert verdict.stops
+    assert detector.user_message().action == "allow"
+    assert detector.tripped is None
+
+
+def test_user_message_keeps_the_same_failure_counting() -> None:
+    """The same failing call after every new human message is still a loop (SPEC §11 R7)."""
+    detector = LoopDetector()
+    stops = []
+    for _ in range(3):
+        detector.user_message()
+        call = detector.tool_call("update", {"x": 1})
+        result = detector.tool_result("update", error="ValueError: locked")
+        stops.append(call.stops or result.stops)
+    assert stops == [False, False, True]
+
+
+def test_user_message_is_recorded_and_replayed() -> None:
+    """A listener sees the event, and replaying it decides the same."""
+    seen: list[DetectorEvent] = []
+    detector = LoopDetector(listener=seen.append)
+    detector.user_message()
+    assert [e.kind for e in seen] == ["user_message"]
+    replayed = LoopDetector()
+    assert replayed.replay(seen[0]).action == "allow"
+    assert LoopDetector(LoopGuardConfig(mode="off")).user_message().action == "allow"
