@@ -133,6 +133,7 @@ class DetectorEvent:
         call_id: the tool-call id the host gave, if any.
         error: whether a result is an error.
         calls: how many tool calls an assistant message made.
+        in_context: whether the model's input held the run's previous response.
         elapsed: the run's elapsed time when the event was decided, in seconds (the clock
             reading the decision used, so a replay driven by it decides the same).
         verdict: what the detector decided.
@@ -144,6 +145,7 @@ class DetectorEvent:
     call_id: str | None = None
     error: bool = False
     calls: int = 0
+    in_context: bool = True
     elapsed: float = 0.0
     verdict: Verdict = ALLOW
 
@@ -474,23 +476,34 @@ class LoopDetector:
         return verdict
 
     def assistant_message(
-        self, text: str, tool_calls: Iterable[tuple[str, object]] = ()
+        self,
+        text: str,
+        tool_calls: Iterable[tuple[str, object]] = (),
+        *,
+        in_context: bool = True,
     ) -> Verdict:
         """The model answered with ``text`` (and asked for ``tool_calls``).
 
         Empty text is skipped. With progress awareness a message that calls tools is left to
         the tool-call signals: it neither counts nor breaks the streak.
+
+        ``in_context`` says whether the model's input held the run's previous response (an
+        agent reading its own history). A helper model (a grader, a router) that answers the
+        same to new inputs passes ``False``: its answer starts a new streak instead of
+        repeating the last one (SPEC §11 N2).
         """
         if self._config.mode == "off":
             return ALLOW
         if self._listener is None:
             if self._aware and _any(tool_calls):
                 return self._soft()  # left to the tool-call signals: no key needed
-            return self._assistant_message(assistant_key(text), has_calls=False)
+            return self._assistant_message(
+                assistant_key(text), has_calls=False, in_context=in_context
+            )
         count = sum(1 for _ in tool_calls)
         key = assistant_key(text)
-        verdict = self._assistant_message(key, has_calls=count > 0)
-        self._emit("assistant_message", verdict, digest=key, calls=count)
+        verdict = self._assistant_message(key, has_calls=count > 0, in_context=in_context)
+        self._emit("assistant_message", verdict, digest=key, calls=count, in_context=in_context)
         return verdict
 
     def user_message(self) -> Verdict:
@@ -549,7 +562,9 @@ class LoopDetector:
         elif kind == "tool_result":
             verdict = self._tool_result(tool or "", value or "", event.error, event.call_id)
         elif kind == "assistant_message":
-            verdict = self._assistant_message(value, has_calls=event.calls > 0)
+            verdict = self._assistant_message(
+                value, has_calls=event.calls > 0, in_context=event.in_context
+            )
         else:
             verdict = self._soft()
         if self._listener is not None:
@@ -561,6 +576,7 @@ class LoopDetector:
                 call_id=event.call_id,
                 error=event.error,
                 calls=event.calls,
+                in_context=event.in_context,
             )
         return verdict
 
@@ -634,10 +650,10 @@ class LoopDetector:
             return self._report(found, "abort")
         return self._soft()
 
-    def _assistant_message(self, key: str | None, *, has_calls: bool) -> Verdict:
+    def _assistant_message(self, key: str | None, *, has_calls: bool, in_context: bool) -> Verdict:
         if key is None or (self._aware and has_calls):
             return self._soft()
-        if key == self._assistant_key:
+        if key == self._assistant_key and in_context:
             self._assistant_streak += 1
         else:
             self._assistant_key, self._assistant_streak = key, 1

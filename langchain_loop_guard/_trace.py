@@ -69,7 +69,7 @@ _FIELDS: Final[Mapping[str, frozenset[str]]] = {
     "user_message": frozenset(),
     "tool_call": frozenset({"tool", "d", "id"}),
     "tool_result": frozenset({"tool", "d", "id", "outcome"}),
-    "assistant_message": frozenset({"d", "calls"}),
+    "assistant_message": frozenset({"d", "calls", "ctx"}),
 }
 _REQUIRED: Final[Mapping[str, frozenset[str]]] = {
     **{kind: frozenset() for kind in ("turn_start", "tick", "reset", "release", "user_message")},
@@ -136,6 +136,8 @@ def encode_event(run: str, event: DetectorEvent) -> dict[str, Any]:
     elif event.kind == "assistant_message":
         line["d"] = event.digest
         line["calls"] = event.calls
+        if not event.in_context:
+            line["ctx"] = False
     verdict = event.verdict
     if verdict.signal is not None:
         encoded: dict[str, Any] = {
@@ -315,6 +317,9 @@ def decode_event(path: str | os.PathLike[str], number: int, line: Mapping[str, A
     calls = line.get("calls", 0)
     if type(calls) is not int or calls < 0:
         raise fail(f'"calls" must be a whole number of at least 0, not {json.dumps(calls)}')
+    in_context = line.get("ctx", True)
+    if type(in_context) is not bool:
+        raise fail(f'"ctx" must be true or false, not {json.dumps(in_context)}')
     outcome = line.get("outcome")
     if kind == "tool_result" and outcome not in _OUTCOMES:
         raise fail(f'"outcome" must be "ok" or "error", not {json.dumps(outcome)}')
@@ -325,6 +330,7 @@ def decode_event(path: str | os.PathLike[str], number: int, line: Mapping[str, A
         call_id=_optional_str(line, "id", fail),
         error=outcome == "error",
         calls=calls,
+        in_context=in_context,
         elapsed=float(elapsed),
         verdict=_decode_verdict(line.get("verdict"), fail),
     )

@@ -260,3 +260,26 @@ def test_user_message_is_recorded_and_replayed() -> None:
     replayed = LoopDetector()
     assert replayed.replay(seen[0]).action == "allow"
     assert LoopDetector(LoopGuardConfig(mode="off")).user_message().action == "allow"
+
+
+def test_a_helper_model_answering_the_same_to_new_inputs_is_no_loop() -> None:
+    """A grader's `yes` for five documents: never a repeated response (SPEC §11 N2)."""
+    detector = LoopDetector()
+    for _ in range(5):
+        detector.turn_start()
+        assert detector.assistant_message("yes", in_context=False).action == "allow"
+    detector.turn_start()
+    assert detector.assistant_message("yes").action == "allow"  # two in a row, in context
+    detector.turn_start()
+    assert detector.assistant_message("yes").stops
+
+
+def test_in_context_is_recorded_and_replayed() -> None:
+    """A trace keeps whether the response's input held the previous one."""
+    seen: list[DetectorEvent] = []
+    detector = LoopDetector(listener=seen.append)
+    for _ in range(3):
+        detector.assistant_message("yes", in_context=False)
+    assert [e.in_context for e in seen] == [False] * 3
+    replayed = LoopDetector()
+    assert not any(replayed.replay(event).stops for event in seen)

@@ -477,3 +477,18 @@ def test_cli_format_choices_are_the_trace_formats() -> None:
     replay_parser = sub.choices["replay"]  # type: ignore[index]
     option = next(a for a in replay_parser._actions if a.dest == "format")
     assert tuple(option.choices or ()) == ("auto", *TRACE_FORMATS)
+
+
+def test_a_trace_keeps_helper_model_answers_apart(tmp_path: Path) -> None:
+    """`ctx: false` round-trips through a recorded trace (SPEC §11 N2)."""
+    from langchain_loop_guard._trace import decode_event, encode_event
+
+    seen: list[DetectorEvent] = []
+    detector = LoopDetector(listener=seen.append)
+    detector.assistant_message("yes", in_context=False)
+    detector.assistant_message("yes")
+    lines = [encode_event("r", event) for event in seen]
+    assert "ctx" in lines[0]
+    assert "ctx" not in lines[1]
+    decoded = [decode_event(tmp_path / "t.jsonl", 1, line).event for line in lines]
+    assert [e.in_context for e in decoded] == [False, True]
