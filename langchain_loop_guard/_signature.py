@@ -374,13 +374,22 @@ def error_text(error: object) -> str:
     return _text_of(error)
 
 
+_ECHOED_INPUT = re.compile(r"input_(?:value|type)=(?:'[^'\n]*'|\"[^\"\n]*\"|[^,\]\n]*)")
+"""What a pydantic validation error echoes of the invalid input (SPEC §11)."""
+
+
 def error_key(tool: str, error: object) -> str:
     """The key of an error: tool name plus its text, variable parts masked (SPEC §2).
 
     What :func:`normalize_outcome` masks is masked and the other digit runs collapsed, so
-    ``line 12`` and ``line 14`` share a key.
+    ``line 12`` and ``line 14`` share a key. What a validation error echoes of the invalid
+    input (``input_value=…``, ``input_type=…``) is left out: a model that sends new invalid
+    values every time repeats one error (SPEC §11).
     """
-    return digest("error", tool, _masked(error_text(error), digits=False))
+    text = error_text(error)
+    if "input_" in text:
+        text = _ECHOED_INPUT.sub("input_…", text)
+    return digest("error", tool, _masked(text, digits=False))
 
 
 def assistant_key(text: object) -> str | None:

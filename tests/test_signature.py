@@ -649,3 +649,21 @@ def test_digests_are_short_hex_and_never_contain_the_input(make: Callable[[], st
     value = make()
     assert HEX16.fullmatch(value)
     assert SECRET not in value
+
+
+def test_a_validation_error_is_keyed_without_the_input_it_echoes() -> None:
+    """New invalid values each time are still one error (SPEC §11)."""
+
+    def validation_error(value: str) -> str:
+        return (
+            "1 validation error for add\ncount\n  Input should be a valid integer, unable to "
+            f"parse string as an integer [type=int_parsing, input_value='{value}', "
+            "input_type=str]"
+        )
+
+    assert error_key("add", validation_error("abc")) == error_key("add", validation_error("xyz"))
+    assert error_key("add", validation_error("abc")) != error_key(
+        "add", validation_error("abc").replace("integer", "float")
+    )
+    echoed = 'bad input_value="a, b" input_type=dict'
+    assert error_key("t", echoed) == error_key("t", 'bad input_value="c" input_type=list')
