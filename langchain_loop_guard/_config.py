@@ -67,6 +67,14 @@ def _zero_or_at_least_two(value: int) -> int:
     return value
 
 
+def _zero_or_at_least_four(value: int) -> int:
+    """Reject 1-3 for ``max_sequence_length``: shorter blocks are ``max_cycle_length``'s."""
+    if 0 < value < 4:
+        msg = "must be 0 (off) or at least 4"
+        raise ValueError(msg)
+    return value
+
+
 @final
 class _FrozenMapping(Mapping[str, int]):
     """A read-only, hashable ``{tool: threshold}`` mapping, ordered by tool name."""
@@ -94,6 +102,9 @@ class _FrozenMapping(Mapping[str, int]):
 
 _Threshold = Annotated[int, Field(strict=True, ge=2, le=_MAX_COUNT)]
 _Positive = Annotated[int, Field(strict=True, ge=1)]
+_ZeroOrThreshold = Annotated[
+    int, Field(strict=True, ge=0, le=_MAX_COUNT), AfterValidator(_zero_or_at_least_two)
+]
 
 
 class ConfigRow(NamedTuple):
@@ -157,6 +168,16 @@ class LoopGuardConfig(BaseModel):
         int, Field(strict=True, ge=0, le=_MAX_COUNT), AfterValidator(_zero_or_at_least_two)
     ] = Field(8, alias="noProgressCalls")
     """Calls in a row that only repeat recent (call, outcome) pairs; 0 turns the signal off."""
+    near_repeat_threshold: _ZeroOrThreshold = Field(6, alias="nearRepeatThreshold")
+    """Identical calls whose outputs are nearly the same (numbers aside); 0 turns it off."""
+    max_sequence_length: Annotated[
+        int, Field(strict=True, ge=0, le=_MAX_CYCLE_LENGTH), AfterValidator(_zero_or_at_least_four)
+    ] = Field(6, alias="maxSequenceLength")
+    """Longest block of calls (4 or more) watched for repeats; 0 turns the signal off."""
+    no_new_info_calls: _ZeroOrThreshold = Field(9, alias="noNewInfoCalls")
+    """Calls of one tool in a row that bring nothing new; 0 turns the signal off."""
+    failing_turns: _ZeroOrThreshold = Field(8, alias="failingTurns")
+    """Model turns in a row in which no tool call succeeded; 0 turns the signal off."""
     nudges: Annotated[int, Field(strict=True, ge=0, le=_MAX_COUNT)] = 0
     """Hard detections that only block the call and tell the model, before one stops the run."""
     scope: Scope = "run"
@@ -296,6 +317,10 @@ _ALLOWED: Final[Mapping[str, str]] = MappingProxyType(
         ),
         "progress_aware": "true or false",
         "no_progress_calls": f"0 (off) or an integer from 2 to {_MAX_COUNT}",
+        "near_repeat_threshold": f"0 (off) or an integer from 2 to {_MAX_COUNT}",
+        "max_sequence_length": f"0 (off) or an integer from 4 to {_MAX_CYCLE_LENGTH}",
+        "no_new_info_calls": f"0 (off) or an integer from 2 to {_MAX_COUNT}",
+        "failing_turns": f"0 (off) or an integer from 2 to {_MAX_COUNT}",
         "nudges": f"an integer from 0 to {_MAX_COUNT}",
         "scope": "one of 'run', 'thread'",
     }
@@ -604,6 +629,10 @@ _ENV: Final[Mapping[str, tuple[str, Callable[[str], object]]]] = MappingProxyTyp
         "LOOP_GUARD_TOOL_OVERRIDES": ("tool_threshold_overrides", _env_overrides),
         "LOOP_GUARD_PROGRESS_AWARE": ("progress_aware", _env_boolean),
         "LOOP_GUARD_NO_PROGRESS_CALLS": ("no_progress_calls", _env_integer),
+        "LOOP_GUARD_NEAR_REPEAT": ("near_repeat_threshold", _env_integer),
+        "LOOP_GUARD_MAX_SEQUENCE_LENGTH": ("max_sequence_length", _env_integer),
+        "LOOP_GUARD_NO_NEW_INFO": ("no_new_info_calls", _env_integer),
+        "LOOP_GUARD_FAILING_TURNS": ("failing_turns", _env_integer),
         "LOOP_GUARD_NUDGES": ("nudges", _env_integer),
         "LOOP_GUARD_SCOPE": ("scope", _env_text),
     }

@@ -12,20 +12,30 @@ import dataclasses
 import math
 import time
 from array import array
-from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sized
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Any, Literal, get_args
 
 from langchain_loop_guard._config import LoopGuardConfig
 from langchain_loop_guard._messages import translator
+from langchain_loop_guard._rules import (
+    ANSWER_CHECKS,
+    CALL_CHECKS,
+    RESULT_CHECKS,
+    TURN_CHECKS,
+    Call,
+    Detection,
+    Limits,
+    OutcomeKind,
+    RunView,
+    Signal,
+)
 from langchain_loop_guard._signature import (
+    arg_tokens,
     assistant_key,
     call_signature,
     digest,
-    error_key,
-    outcome_digest,
+    outcome,
 )
 
 __all__ = [
@@ -45,30 +55,11 @@ __all__ = [
 ]
 
 Action = Literal["allow", "warn", "observe", "block", "abort"]
-OutcomeKind = Literal["pending", "ok", "error", "blocked"]
 Clock = Callable[[], float]
 
-_STATE_VERSION = 2
+_STATE_VERSION = 3
 _MAX_REPORTED = 32  # distinct loops remembered per run for observe-mode de-duplication
 _REPORT_BITS = 64  # a reported loop is remembered as its 64-bit digest (see _report_digest)
-
-
-class Signal(StrEnum):
-    """What kind of loop (or soft limit) a verdict is about, in the order they are reported."""
-
-    REPEATED_TOOL_CALL = "repeated_tool_call"
-    TOOL_CYCLE = "tool_cycle"
-    TOOL_FREQUENCY = "tool_frequency"
-    NO_PROGRESS = "no_progress"
-    REPEATED_TOOL_ERROR = "repeated_tool_error"
-    REPEATED_ASSISTANT_RESPONSE = "repeated_assistant_response"
-    TURN_COUNT = "turn_count"
-    ELAPSED_TIME = "elapsed_time"
-
-    @property
-    def is_soft(self) -> bool:
-        """Soft signals warn and never stop a run."""
-        return self in (Signal.TURN_COUNT, Signal.ELAPSED_TIME)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -134,6 +125,8 @@ class DetectorEvent:
         error: whether a result is an error.
         calls: how many tool calls an assistant message made.
         in_context: whether the model's input held the run's previous response.
+        near: a result's near sketch (its lines with the numbers left out, hashed).
+        info: a result's information digest (its text without the call's argument values).
         elapsed: the run's elapsed time when the event was decided, in seconds (the clock
             reading the decision used, so a replay driven by it decides the same).
         verdict: what the detector decided.
@@ -146,6 +139,8 @@ class DetectorEvent:
     error: bool = False
     calls: int = 0
     in_context: bool = True
+    near: str | None = None
+    info: str | None = None
     elapsed: float = 0.0
     verdict: Verdict = ALLOW
 
@@ -173,74 +168,6 @@ class DetectorSnapshot:
     tripped: Signal | None
     warned: tuple[Signal, ...]
     recent: tuple[CallInfo, ...] = field(default=())
-
-
-class _Call:
-    """One tool call of the history: digests only."""
-
-    __slots__ = ("call_id", "kind", "name", "outcome", "sig")
-
-    def __init__(self, name: str, sig: str, call_id: str | None) -> None:
-        self.name = name
-        self.sig = sig
-        self.call_id = call_id
-        self.outcome: str | None = None  # None: pending or blocked, which counts as equal
-        self.kind: OutcomeKind = "pending"
-
-
-@dataclass(slots=True)
-class _Detection:
-    """A signal seen on one event, before the mode decides what to do about it."""
-
-    signal: Signal
-    tool: str | None
-    tools: tuple[str, ...]
-    count: int
-    threshold: int
-    key: str | None
-
-
-def _any(items: Iterable[object]) -> bool:
-    for _ in items:
-        return True
-    return False
-
-
-def _repeats_of(sig: str, earlier: Iterable[_Call], aware: bool, *, consecutive: bool) -> int:
-    """How many of the ``earlier`` calls (newest first) count as repeats of ``sig``.
-
-    With progress awareness an occurrence counts only if its outcome equals that of the newest
-    occurrence that returned; an unknown outcome (pending, blocked) counts as equal (SPEC §3).
-    With ``consecutive``, counting ends at the first call that does not count.
-    """
-    count, ref = 0, None
-    for call in earlier:
-        counts = call.sig == sig
-        if counts and aware and call.outcome is not None:
-            if ref is None:
-                ref = call.outcome
-            else:
-                counts = call.outcome == ref
-        if counts:
-            count += 1
-        elif consecutive:
-            break
-    return count
-
-
-def _repeats_pair(seq: list[_Call], index: int, window: int) -> bool:
-    """Whether ``seq[index]`` repeated a (call, outcome) pair of the ``window`` calls before it.
-
-    An unknown outcome (pending, blocked) is equal to any.
-    """
-    call = seq[index]
-    sig, outcome = call.sig, call.outcome
-    for earlier in seq[max(0, index - window) : index]:
-        if earlier.sig == sig and (
-            outcome is None or earlier.outcome is None or earlier.outcome == outcome
-        ):
-            return True
-    return False
 
 
 class LoopDetector:
@@ -273,7 +200,8 @@ class LoopDetector:
         self._config = config if config is not None else LoopGuardConfig()
         self._clock: Clock = clock if clock is not None else time.monotonic
         self._listener = listener
-        self._calls: deque[_Call] = deque()
+        self._limits = Limits.of(self._config)
+        self._view = RunView(self._limits)
         self._apply(self._config)
         self._clear()
 
@@ -300,31 +228,18 @@ class LoopDetector:
             self.release()
 
     def _apply(self, config: LoopGuardConfig) -> None:
-        self._overrides = dict(config.tool_threshold_overrides)  # a plain dict: a hot lookup
+        self._limits = Limits.of(config)
+        self._view.resize(self._limits)
         self._aware = config.progress_aware
-        self._max_repeat = max([config.repeat_tool_threshold, *self._overrides.values()])
-        self._no_progress = config.no_progress_calls if config.progress_aware else 0
         self._ignore = frozenset(config.ignore_tools)
-        # Enough history for every signal: a repeat streak, a full cycle, a window and, for
-        # no progress, the longest streak plus the window before its first call.
-        history = max(
-            config.frequency_window_size,
-            config.max_cycle_length * config.cycle_repeats,
-            self._max_repeat,
-        )
-        if self._no_progress:
-            history = max(
-                history, config.frequency_window_size + max(self._no_progress, self._max_repeat)
-            )
-        self._calls = deque(self._calls, maxlen=history)
 
     def repeat_threshold(self, tool: str) -> int:
         """The repeat threshold of ``tool`` (its override, or ``repeat_tool_threshold``)."""
-        return self._overrides.get(tool, self._config.repeat_tool_threshold)
+        return self._limits.repeat_threshold(tool)
 
     def window_threshold(self, tool: str) -> int:
         """The window threshold of ``tool``: never below its repeat threshold."""
-        return max(self._config.repeat_frequency_threshold, self.repeat_threshold(tool))
+        return self._limits.window_threshold(tool)
 
     # --- state -------------------------------------------------------------------------------
 
@@ -342,17 +257,11 @@ class LoopDetector:
 
     def _clear(self) -> None:
         self._elapsed: float | None = None  # the clock reading of the event being decided
-        self._calls.clear()
-        self._calls_seen = 0
-        self._turns = 0
+        self._view.clear()
         self._started = self._clock()
         self._warned: set[Signal] = set()
         self._reported = array("Q")  # digests of the loops reported in observe mode, oldest first
         self._tripped: Verdict | None = None
-        self._error_key: str | None = None
-        self._error_streak = 0
-        self._assistant_key: str | None = None
-        self._assistant_streak = 0
 
     def release(self) -> None:
         """Lift the trip and keep the history: the same repeat is detected again at once."""
@@ -364,10 +273,11 @@ class LoopDetector:
 
     def snapshot(self, recent: int = 10) -> DetectorSnapshot:
         """Counters and the last ``recent`` calls (tool name, short digest, outcome kind)."""
-        calls = list(self._calls)[-recent:] if recent > 0 else []
+        view = self._view
+        calls = list(view.calls)[-recent:] if recent > 0 else []
         return DetectorSnapshot(
-            turns=self._turns,
-            calls=self._calls_seen,
+            turns=view.turns,
+            calls=view.seen,
             elapsed_s=max(0.0, self._clock() - self._started),
             tripped=self._tripped.signal if self._tripped else None,
             warned=tuple(s for s in Signal if s in self._warned),
@@ -376,17 +286,27 @@ class LoopDetector:
 
     def export_state(self) -> dict[str, Any]:
         """The run's state as JSON data: tool names, digests and counters, never content."""
+        view = self._view
         return {
             "v": _STATE_VERSION,
-            "calls": [[c.name, c.sig, c.outcome, c.kind, c.call_id] for c in self._calls],
-            "seen": self._calls_seen,
-            "turns": self._turns,
+            "calls": [
+                [c.name, c.sig, c.outcome, c.kind, c.call_id, c.near, c.info, c.changed]
+                for c in view.calls
+            ],
+            "seen": view.seen,
+            "turns": view.turns,
             "elapsed": max(0.0, self._clock() - self._started),
             "warned": sorted(signal.value for signal in self._warned),
             "reported": self._reported.tolist(),
             "tripped": _verdict_state(self._tripped),
-            "error": [self._error_key, self._error_streak],
-            "assistant": [self._assistant_key, self._assistant_streak],
+            "error": list(view.error),
+            "errors": [[sig, key, count] for sig, (key, count) in view.errors.items()],
+            "infos": [
+                [tool, [list(item) for item in seen.items()]] for tool, seen in view.infos.items()
+            ],
+            "quiet": list(view.quiet),
+            "turn": [view.expected, view.results, view.worked, view.judged, view.failing],
+            "assistant": list(view.assistant),
         }
 
     def restore_state(self, state: Mapping[str, Any]) -> bool:
@@ -402,7 +322,7 @@ class LoopDetector:
         try:
             if state.get("v") != _STATE_VERSION:
                 return False
-            calls = [_call_from_state(item) for item in state["calls"]]
+            calls = [_call_from_state(item) for item in _items(state["calls"])]
             seen, turns = _count(state["seen"]), _count(state["turns"])
             elapsed = state["elapsed"]
             if type(elapsed) not in (int, float) or not 0 <= elapsed < math.inf:
@@ -411,17 +331,36 @@ class LoopDetector:
             reported = array("Q", map(_report_from_state, _items(state["reported"])))
             del reported[:-_MAX_REPORTED]
             tripped = _verdict_from_state(state["tripped"])
-            error_key, error_streak = _streak_from_state(state["error"])
-            assistant_key, assistant_streak = _streak_from_state(state["assistant"])
+            errors = {
+                _text(tool): (_text(key), _count(count))
+                for tool, key, count in map(_items, _items(state["errors"]))
+            }
+            infos = {
+                _text(tool): {_text(info): _text(sig) for info, sig in map(_items, _items(seen))}
+                for tool, seen in map(_items, _items(state["infos"]))
+            }
+            quiet = _streak_from_state(state["quiet"])
+            error = _streak_from_state(state["error"])
+            expected, results, worked, judged, failing = _items(state["turn"])
+            turn = (
+                None if expected is None else _count(expected),
+                _count(results),
+                _flag(worked),
+                _flag(judged),
+                _count(failing),
+            )
+            assistant = _streak_from_state(state["assistant"])
         except (KeyError, TypeError, ValueError):
             return False
-        self._calls.extend(calls)
-        self._calls_seen, self._turns = seen, turns
+        view = self._view
+        view.calls.extend(calls)
+        view.seen, view.turns = seen, turns
+        view.errors, view.infos, view.quiet, view.assistant = errors, infos, quiet, assistant
+        view.error = error
+        view.expected, view.results, view.worked, view.judged, view.failing = turn
         self._started = self._clock() - elapsed
         self._warned, self._reported = warned, reported
         self._tripped = tripped if self._config.mode == "on" else None
-        self._error_key, self._error_streak = error_key, error_streak
-        self._assistant_key, self._assistant_streak = assistant_key, assistant_streak
         return True
 
     # --- events --------------------------------------------------------------------------------
@@ -441,8 +380,11 @@ class LoopDetector:
             return ALLOW
         listener = self._listener
         # an ignored call is not kept: its signature is only needed for a listener
-        sig = "" if listener is None and name in self._ignore else call_signature(name, args)
-        verdict = self._tool_call(name, sig, call_id)
+        if listener is None and name in self._ignore:
+            return self._tool_call(name, "", call_id)
+        sig = call_signature(name, args)
+        tokens = arg_tokens(args) if self._limits.no_new_info else None
+        verdict = self._tool_call(name, sig, call_id, tokens)
         if listener is not None:
             self._emit("tool_call", verdict, tool=name, digest=sig, call_id=call_id)
         return verdict
@@ -467,11 +409,23 @@ class LoopDetector:
         if listener is None and name in self._ignore:
             return self._soft()
         failed = error is not None
-        outcome = error_key(name, error) if failed else outcome_digest(output)
-        verdict = self._tool_result(name, outcome, failed, call_id)
+        call = self._find(name, call_id)
+        result = outcome(
+            output, error=error, tool=name, tokens=None if call is None else call.tokens
+        )
+        verdict = self._tool_result(
+            name, result.key, failed, call_id, near=result.near, info=result.info, call=call
+        )
         if listener is not None:
             self._emit(
-                "tool_result", verdict, tool=name, digest=outcome, call_id=call_id, error=failed
+                "tool_result",
+                verdict,
+                tool=name,
+                digest=result.key,
+                call_id=call_id,
+                error=failed,
+                near=result.near,
+                info=result.info,
             )
         return verdict
 
@@ -494,15 +448,13 @@ class LoopDetector:
         """
         if self._config.mode == "off":
             return ALLOW
+        count = len(tool_calls) if isinstance(tool_calls, Sized) else sum(1 for _ in tool_calls)
         if self._listener is None:
-            if self._aware and _any(tool_calls):
-                return self._soft()  # left to the tool-call signals: no key needed
-            return self._assistant_message(
-                assistant_key(text), has_calls=False, in_context=in_context
-            )
-        count = sum(1 for _ in tool_calls)
+            # a message that calls tools is left to the tool-call signals: no key needed
+            key = None if self._aware and count else assistant_key(text)
+            return self._assistant_message(key, calls=count, in_context=in_context)
         key = assistant_key(text)
-        verdict = self._assistant_message(key, has_calls=count > 0, in_context=in_context)
+        verdict = self._assistant_message(key, calls=count, in_context=in_context)
         self._emit("assistant_message", verdict, digest=key, calls=count, in_context=in_context)
         return verdict
 
@@ -560,11 +512,16 @@ class LoopDetector:
         elif kind == "tool_call":
             verdict = self._tool_call(tool or "", value or "", event.call_id)
         elif kind == "tool_result":
-            verdict = self._tool_result(tool or "", value or "", event.error, event.call_id)
-        elif kind == "assistant_message":
-            verdict = self._assistant_message(
-                value, has_calls=event.calls > 0, in_context=event.in_context
+            verdict = self._tool_result(
+                tool or "",
+                value or "",
+                event.error,
+                event.call_id,
+                near=event.near,
+                info=event.info,
             )
+        elif kind == "assistant_message":
+            verdict = self._assistant_message(value, calls=event.calls, in_context=event.in_context)
         else:
             verdict = self._soft()
         if self._listener is not None:
@@ -577,6 +534,8 @@ class LoopDetector:
                 error=event.error,
                 calls=event.calls,
                 in_context=event.in_context,
+                near=event.near,
+                info=event.info,
             )
         return verdict
 
@@ -594,93 +553,117 @@ class LoopDetector:
     def _turn_start(self) -> Verdict:
         if self._tripped is not None:
             return self._still_tripped(self._tripped, "abort")
-        self._turns += 1
+        view = self._view
+        view.start_turn()
+        if view.failing_grew:
+            for check in TURN_CHECKS:
+                found = check(view)
+                if found is not None:
+                    return self._report(found, "abort")
         return self._soft()
 
     def _user_message(self) -> Verdict:
         self._tripped = None
-        for call in self._calls:
-            if call.kind == "ok":
-                call.sig = ""  # a signature no call has: it can no longer be repeated
+        self._view.user_message()
         return self._soft()
 
-    def _tool_call(self, name: str, sig: str, call_id: str | None) -> Verdict:
+    def _tool_call(
+        self, name: str, sig: str, call_id: str | None, tokens: frozenset[int] | None = None
+    ) -> Verdict:
         ignored = name in self._ignore
+        view = self._view
         if self._tripped is not None:
             if not ignored:
-                call = _Call(name, sig, call_id)
+                call = Call(name, sig, call_id)
                 call.kind = "blocked"
-                self._append(call)
+                view.add_call(call)
             return self._still_tripped(self._tripped, "block", tool=name)
         if ignored:
             return self._soft()
-        call = _Call(name, sig, call_id)
-        found = self._check_call(call)
-        self._append(call)
-        if found is None:
-            return self._soft()
-        verdict = self._report(found, "block")
-        if verdict.action == "block":
-            call.kind = "blocked"
-        return verdict
-
-    def _tool_result(self, name: str, outcome: str, failed: bool, call_id: str | None) -> Verdict:
-        if name in self._ignore:
-            return self._soft()
-        call = self._latest_with_id(call_id) if call_id is not None else None
-        if call is not None and call.kind != "pending":
-            return self._soft()
-        if call is None:
-            call = self._oldest_pending(name, anonymous_only=call_id is not None)
-        kind: OutcomeKind = "error" if failed else "ok"
-        if call is not None:
-            call.outcome, call.kind = outcome, kind
-        if kind == "ok":
-            self._error_key, self._error_streak = None, 0
-            return self._soft()
-        if outcome == self._error_key:
-            self._error_streak += 1
-        else:
-            self._error_key, self._error_streak = outcome, 1
-        threshold = self._config.repeat_error_threshold
-        if self._tripped is None and self._error_streak >= threshold:
-            found = _Detection(
-                Signal.REPEATED_TOOL_ERROR, name, (name,), self._error_streak, threshold, outcome
-            )
-            return self._report(found, "abort")
+        call = Call(name, sig, call_id)
+        call.tokens = tokens
+        view.add_call(call)
+        seq = list(view.calls)
+        sigs = [c.sig for c in seq]
+        for check in CALL_CHECKS:
+            found = check(view, seq, sigs)
+            if found is not None:
+                call.changed = False  # decided on the call: its result is not judged again
+                verdict = self._report(found, "block")
+                if verdict.action == "block":
+                    call.kind = "blocked"
+                    call.tokens = None
+                return verdict
         return self._soft()
 
-    def _assistant_message(self, key: str | None, *, has_calls: bool, in_context: bool) -> Verdict:
-        if key is None or (self._aware and has_calls):
+    def _find(self, name: str, call_id: str | None) -> Call | None:
+        """The call a result of ``name`` belongs to: its id's, or the oldest pending one."""
+        call = self._latest_with_id(call_id) if call_id is not None else None
+        if call is None:
+            return self._oldest_pending(name, anonymous_only=call_id is not None)
+        return call
+
+    def _tool_result(
+        self,
+        name: str,
+        outcome: str,
+        failed: bool,
+        call_id: str | None,
+        *,
+        near: str | None = None,
+        info: str | None = None,
+        call: Call | None = None,
+    ) -> Verdict:
+        if name in self._ignore:
             return self._soft()
-        if key == self._assistant_key and in_context:
-            self._assistant_streak += 1
-        else:
-            self._assistant_key, self._assistant_streak = key, 1
-        threshold = self._config.repeat_assistant_threshold
-        if self._tripped is None and self._assistant_streak >= threshold:
-            found = _Detection(
-                Signal.REPEATED_ASSISTANT_RESPONSE, None, (), self._assistant_streak, threshold, key
-            )
-            return self._report(found, "abort")
+        if call is None:
+            call = self._find(name, call_id)
+        if call is not None and call.kind != "pending":
+            return self._soft()  # a second result, or the result of a blocked call
+        view = self._view
+        if call is not None:
+            call.outcome, call.kind = outcome, "error" if failed else "ok"
+            call.near, call.info, call.tokens = near, info, None
+        elif failed:
+            call = Call(name, "", call_id)  # a result nobody asked for still fails
+            call.outcome, call.kind = outcome, "error"
+        view.add_result(call, name, failed)
+        if self._tripped is None:
+            for check in RESULT_CHECKS:
+                found = check(view, call, name)
+                if found is not None:
+                    return self._report(found, "abort")
+        return self._soft()
+
+    def _assistant_message(self, key: str | None, *, calls: int, in_context: bool) -> Verdict:
+        view = self._view
+        view.add_answer(key, calls=calls, in_context=in_context)
+        if key is not None and not (self._aware and calls):
+            last, streak = view.assistant
+            view.assistant = (key, streak + 1 if key == last and in_context else 1)
+        if self._tripped is None:
+            for check in ANSWER_CHECKS:
+                found = check(view)
+                if found is not None:
+                    if found.signal is Signal.REPEATED_ASSISTANT_RESPONSE and (
+                        key is None or (self._aware and calls)
+                    ):
+                        continue  # the streak is reported on the response that makes it
+                    return self._report(found, "abort")
         return self._soft()
 
     # --- history -------------------------------------------------------------------------------
 
-    def _append(self, call: _Call) -> None:
-        self._calls.append(call)
-        self._calls_seen += 1
-
-    def _latest_with_id(self, call_id: str) -> _Call | None:
-        for call in reversed(self._calls):
+    def _latest_with_id(self, call_id: str) -> Call | None:
+        for call in reversed(self._view.calls):
             if call.call_id == call_id:
                 return call
         return None
 
-    def _oldest_pending(self, name: str, *, anonymous_only: bool) -> _Call | None:
+    def _oldest_pending(self, name: str, *, anonymous_only: bool) -> Call | None:
         # With an unknown id, only a call without an id can be the one: a call that has an id
         # waits for its own.
-        for call in self._calls:
+        for call in self._view.calls:
             if (
                 call.kind == "pending"
                 and call.name == name
@@ -689,112 +672,9 @@ class LoopDetector:
                 return call
         return None
 
-    # --- hard signals ----------------------------------------------------------------------
-
-    def _check_call(self, cur: _Call) -> _Detection | None:
-        """The first hard signal ``cur`` fires, in the SPEC table's order.
-
-        ``seq`` is the history with ``cur`` last, ``sigs`` its signatures: counting calls by
-        signature alone is quick (list methods) and bounds every progress-aware count from
-        above, so outcomes are only looked at when a signal is within reach.
-        """
-        seq = [*self._calls, cur]
-        sigs = [call.sig for call in seq]
-        return (
-            self._repeated_call(seq, sigs)
-            or self._cycle(seq, sigs)
-            or self._frequency(seq, sigs)
-            or self._no_progress_streak(seq, sigs)
-        )
-
-    def _repeated_call(self, seq: list[_Call], sigs: list[str]) -> _Detection | None:
-        """A A A: the same call ``threshold`` times in a row."""
-        cur = seq[-1]
-        threshold = self.repeat_threshold(cur.name)
-        if sigs[-threshold:].count(cur.sig) < threshold:
-            return None
-        earlier = reversed(seq[-threshold:-1])
-        if 1 + _repeats_of(cur.sig, earlier, self._aware, consecutive=True) < threshold:
-            return None
-        return _Detection(
-            Signal.REPEATED_TOOL_CALL, cur.name, (cur.name,), threshold, threshold, cur.sig
-        )
-
-    def _cycle(self, seq: list[_Call], sigs: list[str]) -> _Detection | None:
-        """A B A B A B: a pattern of 2..max_cycle_length calls, ``cycle_repeats`` times."""
-        repeats = self._config.cycle_repeats
-        for length in range(2, self._config.max_cycle_length + 1):  # shorter cycles first
-            span = length * repeats
-            if (
-                len(sigs) < span
-                or sigs[-1 - length] != sigs[-1]
-                or sigs[-span:-length] != sigs[-span + length :]
-            ):
-                continue  # the last ``span`` calls are not ``repeats`` times one pattern
-            if sigs[-length:].count(sigs[-1]) == length:
-                continue  # A A A is a repeat, not a cycle
-            if self._aware and not all(
-                len({c.outcome for c in seq[-span + p : -1 : length]} - {None}) <= 1
-                for p in range(length)
-            ):
-                continue  # a position of the pattern returned different outcomes
-            return _Detection(
-                Signal.TOOL_CYCLE,
-                seq[-1].name,
-                tuple(c.name for c in seq[-length:]),
-                repeats,
-                repeats,
-                digest(*sorted(sigs[-length:])),
-            )
-        return None
-
-    def _frequency(self, seq: list[_Call], sigs: list[str]) -> _Detection | None:
-        """A … A … A … A: ``threshold`` of the last ``window`` calls, the current one counted.
-
-        A tool whose threshold exceeds the window is, deliberately, never stopped here.
-        """
-        cur = seq[-1]
-        threshold = self.window_threshold(cur.name)
-        window = self._config.frequency_window_size
-        if 1 + sigs[-window:-1].count(cur.sig) < threshold:
-            return None
-        earlier = reversed(seq[-window:-1])
-        count = 1 + _repeats_of(cur.sig, earlier, self._aware, consecutive=False)
-        if count < threshold:
-            return None
-        return _Detection(Signal.TOOL_FREQUENCY, cur.name, (cur.name,), count, threshold, cur.sig)
-
-    def _no_progress_streak(self, seq: list[_Call], sigs: list[str]) -> _Detection | None:
-        """Each of the last N calls repeated a (call, outcome) pair of the window before it.
-
-        N is ``no_progress_calls``, raised to the highest repeat threshold of the streak's
-        tools. The work is at most N times the window, and nothing when the current call
-        repeats no call of the window.
-        """
-        window = self._config.frequency_window_size
-        if not self._no_progress or sigs[-1] not in sigs[-window - 1 : -1]:
-            return None
-        highest = 0
-        for count, index in enumerate(range(len(seq) - 1, 0, -1), start=1):
-            if not _repeats_pair(seq, index, window):
-                return None
-            highest = max(highest, self.repeat_threshold(seq[index].name))
-            threshold = max(self._no_progress, highest)
-            if count >= threshold:
-                streak = seq[index:]
-                return _Detection(
-                    Signal.NO_PROGRESS,
-                    streak[-1].name,
-                    tuple(dict.fromkeys(c.name for c in streak)),
-                    count,
-                    threshold,
-                    digest(*sorted({c.sig for c in streak})),
-                )
-        return None
-
     # --- verdicts ------------------------------------------------------------------------------
 
-    def _report(self, found: _Detection, action: Literal["block", "abort"]) -> Verdict:
+    def _report(self, found: Detection, action: Literal["block", "abort"]) -> Verdict:
         """The mode's verdict on a hard detection: a stop, or an observation reported once."""
         tr = translator(self._config.locale)
         if self._config.mode == "observe":
@@ -834,20 +714,20 @@ class LoopDetector:
         if self._tripped is not None:
             return ALLOW
         config = self._config
-        if self._turns > config.max_turns and Signal.TURN_COUNT not in self._warned:
+        if self._view.turns > config.max_turns and Signal.TURN_COUNT not in self._warned:
             self._warned.add(Signal.TURN_COUNT)
-            found = _Detection(Signal.TURN_COUNT, None, (), self._turns, config.max_turns, None)
+            found = Detection(Signal.TURN_COUNT, None, (), self._view.turns, config.max_turns, None)
             return self._verdict("warn", found)
         elapsed = self._elapsed = self._clock() - self._started
         if elapsed * 1000 > config.turn_timeout_ms and Signal.ELAPSED_TIME not in self._warned:
             self._warned.add(Signal.ELAPSED_TIME)
-            found = _Detection(
+            found = Detection(
                 Signal.ELAPSED_TIME, None, (), int(elapsed), config.turn_timeout_ms // 1000, None
             )
             return self._verdict("warn", found)
         return ALLOW
 
-    def _verdict(self, action: Action, found: _Detection, frame: str = "{reason}") -> Verdict:
+    def _verdict(self, action: Action, found: Detection, frame: str = "{reason}") -> Verdict:
         """The verdict on ``found``; its message is ``frame`` around the signal's reason."""
         text = reason(
             found.signal,
@@ -901,6 +781,26 @@ def reason(
             "the last {count} tool calls ({cycle}) only repeated earlier calls with the same "
             "results (limit {threshold})."
         )
+    elif signal is Signal.REPEATED_SEQUENCE:
+        text = tr.gettext(
+            "the tool calls {cycle} repeated as a sequence {count} times with the same results "
+            "(limit {threshold})."
+        )
+    elif signal is Signal.NEAR_REPEAT:
+        text = tr.gettext(
+            "`{tool}` was called {count} times with the same arguments and nearly the same "
+            "result (limit {threshold}). If it is meant to repeat, raise its limit with "
+            "`tool_threshold_overrides` or list it in `ignore_tools`."
+        )
+    elif signal is Signal.NO_NEW_INFO:
+        text = tr.gettext(
+            "`{tool}` was called {count} times in a row with new arguments and returned "
+            "nothing new (limit {threshold})."
+        )
+    elif signal is Signal.FAILING_TURNS:
+        text = tr.gettext(
+            "no tool call succeeded in {count} model turns in a row (limit {threshold})."
+        )
     elif signal is Signal.REPEATED_TOOL_ERROR:
         text = tr.gettext(
             "`{tool}` failed with the same error {count} times in a row (limit {threshold})."
@@ -949,12 +849,19 @@ def _optional_text(value: object) -> str | None:
     return None if value is None else _text(value)
 
 
-def _call_from_state(item: object) -> _Call:
-    name, sig, outcome, kind, call_id = _items(item)
+def _flag(value: object) -> bool:
+    if type(value) is not bool:
+        raise TypeError
+    return value
+
+
+def _call_from_state(item: object) -> Call:
+    name, sig, outcome, kind, call_id, near, info, changed = _items(item)
     if kind not in _KINDS:
         raise ValueError(kind)
-    call = _Call(_text(name), _text(sig), _optional_text(call_id))
+    call = Call(_text(name), _text(sig), _optional_text(call_id))
     call.outcome, call.kind = _optional_text(outcome), kind
+    call.near, call.info, call.changed = _optional_text(near), _optional_text(info), _flag(changed)
     return call
 
 

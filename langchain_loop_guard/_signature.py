@@ -8,25 +8,34 @@ module, never the content itself.
 from __future__ import annotations
 
 import base64
+import contextlib
 import dataclasses
 import datetime as _dt
 import enum
 import hashlib
+import heapq
+import itertools
 import json
 import math
 import re
+import zlib
 from collections.abc import Callable, Iterable, Mapping
+from typing import NamedTuple
 
 from pydantic import BaseModel
 
 __all__ = [
+    "Outcome",
+    "arg_tokens",
     "assistant_key",
     "call_signature",
     "canonical",
     "digest",
     "error_key",
     "error_text",
+    "near_equal",
     "normalize_outcome",
+    "outcome",
     "outcome_digest",
 ]
 
@@ -88,6 +97,7 @@ def digest(*parts: str | bytes) -> str:
 # domain's fresh hasher (never updated itself), which is cheaper than building one.
 _OUTCOME_HASH = hashlib.blake2b(digest_size=_DIGEST_SIZE, person=b"ok")
 _ASSISTANT_HASH = hashlib.blake2b(digest_size=_DIGEST_SIZE, person=b"assistant")
+_INFO_HASH = hashlib.blake2b(digest_size=_DIGEST_SIZE, person=b"info")
 
 
 def _tagged(domain: hashlib.blake2b, data: bytes) -> str:
@@ -286,6 +296,22 @@ _VOLATILE = re.compile(
     re.VERBOSE,
 )
 _DIGIT_RUN = re.compile(rb"\x00+")
+# Ids that carry no progress (SPEC §11 R2): hex runs of eight or more characters with a digit,
+# ids with a vendor's prefix, bash's ``line N:``. A cheap search for their common parts comes
+# first: most texts have none.
+_MAYBE_ID = re.compile(rb"[0-9a-fA-F]{8}|[a-z][_-]|line [0-9]")
+_IDS = re.compile(
+    rb"(?<![%(w)b-])(?:"
+    rb"(?:req|msg|toolu|call|chatcmpl|run|lc|resp|evt|sess|conv|file|batch|job)[_-]"
+    rb"(?=[0-9A-Za-z_-]*[0-9])[0-9A-Za-z_-]{6,}"
+    rb"|(?=[0-9a-fA-F]*[0-9])[0-9a-fA-F]{8,}"
+    rb")(?![%(w)b])"
+    rb"|(?<=line )[0-9]+(?=:)" % {b"w": _TEXT_WORD}
+)
+_DIGITS_AND_SPACE = b"0123456789 \t\r\n\x0b\x0c"
+LARGE = 64 * 1024
+"""Texts longer than this (characters) are masked in their first and last parts only."""
+_HEAD, _TAIL = 32 * 1024, 16 * 1024
 _HEX = re.compile(r"\b0x[0-9a-fA-F]+")  # memory addresses in reprs
 
 
@@ -305,14 +331,31 @@ def _splice(data: bytes, spans: list[tuple[int, int]]) -> bytes:
 def _masked(text: str, *, digits: bool) -> bytes:
     """``text`` as UTF-8 with whitespace collapsed and the volatile parts masked (SPEC §3).
 
-    Durations, timestamps, UUIDs, hex pointers and numbers of six or more digits are masked.
-    With ``digits`` false, every other digit run becomes ``#`` too.
+    Durations, timestamps, UUIDs, hex pointers, numbers of six or more digits, hex runs of
+    eight or more characters, prefixed ids (``req_…``, ``toolu_…``, ``chatcmpl-…``) and
+    bash's ``line N:`` are masked. With ``digits`` false, every other digit run becomes ``#``
+    too. A text longer than :data:`LARGE` is masked in its first and last parts; in between
+    digits and whitespace are left out and the rest is taken as it is, in one C-speed pass,
+    so the time stays near a plain digest's.
     """
+    if len(text) > LARGE:
+        middle = text[_HEAD:-_TAIL].encode("utf-8", "surrogatepass")
+        return b"".join(
+            (
+                _masked(text[:_HEAD], digits=digits),
+                b"\x00",
+                _tagged(_OUTCOME_HASH, middle.translate(None, _DIGITS_AND_SPACE)).encode(),
+                b"\x00",
+                _masked(text[-_TAIL:], digits=digits),
+            )
+        )
     data = _collapse(text).encode("utf-8", "surrogatepass")
     if data.count(b"-") >= 4:
         uuids = [(found.start() - 8, found.end()) for found in _UUID_TAIL.finditer(data)]
         if uuids:
             data = _splice(data, uuids)
+    if _MAYBE_ID.search(data) is not None:
+        data = _IDS.sub(_MASK, data)
     shape = data.translate(_DIGIT_SHAPE)
     spans: list[tuple[int, int]] = []
     search = _VOLATILE.search
@@ -378,6 +421,13 @@ _ECHOED_INPUT = re.compile(r"input_(?:value|type)=(?:'[^'\n]*'|\"[^\"\n]*\"|[^,\
 """What a pydantic validation error echoes of the invalid input (SPEC §11)."""
 
 
+def _error_text(error: object) -> str:
+    text = error_text(error)
+    if "input_" in text:
+        text = _ECHOED_INPUT.sub("input_…", text)
+    return text
+
+
 def error_key(tool: str, error: object) -> str:
     """The key of an error: tool name plus its text, variable parts masked (SPEC §2).
 
@@ -386,10 +436,114 @@ def error_key(tool: str, error: object) -> str:
     input (``input_value=…``, ``input_type=…``) is left out: a model that sends new invalid
     values every time repeats one error (SPEC §11).
     """
-    text = error_text(error)
-    if "input_" in text:
-        text = _ECHOED_INPUT.sub("input_…", text)
-    return digest("error", tool, _masked(text, digits=False))
+    return digest("error", tool, _masked(_error_text(error), digits=False))
+
+
+# --- near outcomes and the information in them (SPEC §11 R1, R6) -----------------------------
+
+_SKETCH = 8  # line hashes kept per outcome: the smallest, a sample of its distinct lines
+_NEAR_SHARE = 6  # sketch entries two outcomes share at least to be nearly the same
+_SHORT = 256  # characters: longer results always count as information
+_TOKEN = re.compile(r"[^\s\"'`()\[\]{},;:=]+")
+
+
+class Outcome(NamedTuple):
+    """The digests of one result: its key, its near sketch and what it says."""
+
+    key: str
+    """The outcome digest (a success) or the error key (a failure)."""
+    near: str
+    """The sketch :func:`near_equal` compares: the result's lines with numbers left out."""
+    info: str
+    """What the result says once the call's argument values are removed (``""``: nothing)."""
+
+
+def _sketch(text: str) -> str:
+    """A sample of the distinct lines of ``text`` with digits and whitespace left out."""
+    data = text.encode("utf-8", "surrogatepass")
+    if len(data) > LARGE:
+        data = data[:_HEAD] + b"\n" + data[-_TAIL:]
+    lines = set(data.translate(None, b"0123456789 \t\r\x0b\x0c").split(b"\n"))
+    lines.discard(b"")
+    if len(lines) <= 1:
+        return f"{zlib.crc32(b''.join(lines)):08x}"
+    return "".join(f"{h:08x}" for h in heapq.nsmallest(_SKETCH, map(zlib.crc32, lines)))
+
+
+def near_equal(a: str | None, b: str | None) -> bool:
+    """Whether two sketches show nearly the same result: equal once numbers are left out,
+    or the same lines with some repeated or a few changed. An unknown one is equal to any.
+    """
+    if a is None or b is None or a == b:
+        return True
+    if len(a) <= 8 or len(b) <= 8:
+        return False
+    shared = {a[i : i + 8] for i in range(0, len(a), 8)} & {
+        b[i : i + 8] for i in range(0, len(b), 8)
+    }
+    return len(shared) >= min(_NEAR_SHARE, len(a) // 8, len(b) // 8)
+
+
+def arg_tokens(args: object) -> frozenset[int]:
+    """Keyed hashes of the words in a call's argument values, to find them in its result.
+
+    Python's string hash is keyed per process: nothing of the arguments is kept.
+    """
+    words: list[str] = []
+    # a hostile mapping (values() raising) ends the walk: what was collected is enough
+    with contextlib.suppress(Exception):
+        _words_of(args, words, 0)
+    return frozenset(map(hash, words))
+
+
+def _words_of(value: object, words: list[str], depth: int) -> None:
+    """Collect the words of the string values in ``value`` (a few levels, a few KB)."""
+    if isinstance(value, str):
+        if len(value) <= _SHORT * 16:
+            words.extend(_TOKEN.findall(value))
+    elif depth < 4 and len(words) < _SHORT:
+        if isinstance(value, Mapping):
+            items: Iterable[object] = itertools.islice(value.values(), _SHORT)
+        elif isinstance(value, list | tuple):
+            items = value[:_SHORT]
+        else:
+            return
+        for item in items:
+            _words_of(item, words, depth + 1)
+
+
+def _info(text: str, key: str, tokens: frozenset[int] | None) -> str:
+    """``""`` for an empty result; ``"~"`` and a digest for a short one that echoed the
+    call's argument values, without them; ``"="`` and its key for any other (a result that
+    echoes nothing is what it is: an ``ok`` is no search that came back empty).
+    """
+    if len(text) > _SHORT:
+        return "=" + key
+    words = _TOKEN.findall(text)
+    if not words:
+        return ""
+    if tokens:
+        kept = [word for word in words if hash(word) not in tokens]
+        if len(kept) < len(words):
+            return "~" + _tagged(_INFO_HASH, " ".join(kept).encode("utf-8", "surrogatepass"))
+    return "=" + key
+
+
+def outcome(
+    output: object = None,
+    *,
+    error: object = None,
+    tool: str = "",
+    tokens: frozenset[int] | None = None,
+) -> Outcome:
+    """The digests of a result: ``output``, or ``error`` (an exception or text) of ``tool``."""
+    if error is not None:
+        text = _error_text(error)
+        key = digest("error", tool, _masked(text, digits=False))
+    else:
+        text = _text_of(output)
+        key = _tagged(_OUTCOME_HASH, _masked(text, digits=True))
+    return Outcome(key, _sketch(text), _info(text, key, tokens))
 
 
 def assistant_key(text: object) -> str | None:

@@ -110,6 +110,11 @@ class ReferenceConfig:
             "tool_threshold_overrides": dict(self.tool_threshold_overrides),
             "progress_aware": self.progress_aware,
             "no_progress_calls": self.no_progress_calls,
+            # the signals of SPEC §11 are not modelled here
+            "near_repeat_threshold": 0,
+            "max_sequence_length": 0,
+            "no_new_info_calls": 0,
+            "failing_turns": 0,
         }
 
 

@@ -39,6 +39,11 @@ SPEC_DEFAULTS: dict[str, object] = {
     "tool_threshold_overrides": {},
     "progress_aware": True,
     "no_progress_calls": 8,
+    # SPEC §11 (v3), calibrated on real agent runs
+    "near_repeat_threshold": 6,
+    "max_sequence_length": 6,
+    "no_new_info_calls": 9,
+    "failing_turns": 8,
     "nudges": 0,
     "scope": "run",
 }
@@ -57,6 +62,10 @@ CAMEL_CASE = [
     ("toolThresholdOverrides", "tool_threshold_overrides", {"bash": 5}),
     ("progressAware", "progress_aware", False),
     ("noProgressCalls", "no_progress_calls", 0),
+    ("nearRepeatThreshold", "near_repeat_threshold", 0),
+    ("maxSequenceLength", "max_sequence_length", 8),
+    ("noNewInfoCalls", "no_new_info_calls", 12),
+    ("failingTurns", "failing_turns", 0),
 ]
 
 # SPEC §5's environment variables, with a value, its field and the parsed value.
@@ -81,6 +90,10 @@ ENVIRONMENT = [
     ),
     ("LOOP_GUARD_PROGRESS_AWARE", "false", "progress_aware", False),
     ("LOOP_GUARD_NO_PROGRESS_CALLS", "0", "no_progress_calls", 0),
+    ("LOOP_GUARD_NEAR_REPEAT", "10", "near_repeat_threshold", 10),
+    ("LOOP_GUARD_MAX_SEQUENCE_LENGTH", "0", "max_sequence_length", 0),
+    ("LOOP_GUARD_NO_NEW_INFO", "0", "no_new_info_calls", 0),
+    ("LOOP_GUARD_FAILING_TURNS", "12", "failing_turns", 12),
     ("LOOP_GUARD_NUDGES", "2", "nudges", 2),
     ("LOOP_GUARD_SCOPE", "thread", "scope", "thread"),
 ]
@@ -284,6 +297,18 @@ BOUNDS = [
     ("no_progress_calls", 2, True),
     ("no_progress_calls", 1000, True),
     ("no_progress_calls", 1001, False),
+    ("near_repeat_threshold", 0, True),
+    ("near_repeat_threshold", 1, False),
+    ("near_repeat_threshold", 2, True),
+    ("max_sequence_length", 0, True),
+    ("max_sequence_length", 3, False),
+    ("max_sequence_length", 4, True),
+    ("max_sequence_length", 20, True),
+    ("max_sequence_length", 21, False),
+    ("no_new_info_calls", 1, False),
+    ("no_new_info_calls", 1000, True),
+    ("failing_turns", 1, False),
+    ("failing_turns", 0, True),
     ("nudges", -1, False),
     ("nudges", 0, True),
     ("nudges", 1000, True),
@@ -915,7 +940,7 @@ def test_unreadable_file_is_an_error(load: Loader, project_file: Path) -> None:
 
 
 def test_environment_table_is_the_specs() -> None:
-    """The variables tested are exactly SPEC §5's."""
+    """The variables tested are exactly SPEC §5's, and SPEC §11's new keys'."""
     assert [name for name, *_ in ENVIRONMENT] == [
         "LOOP_GUARD_MODE",
         "LOOP_GUARD_LOCALE",
@@ -932,6 +957,10 @@ def test_environment_table_is_the_specs() -> None:
         "LOOP_GUARD_TOOL_OVERRIDES",
         "LOOP_GUARD_PROGRESS_AWARE",
         "LOOP_GUARD_NO_PROGRESS_CALLS",
+        "LOOP_GUARD_NEAR_REPEAT",
+        "LOOP_GUARD_MAX_SEQUENCE_LENGTH",
+        "LOOP_GUARD_NO_NEW_INFO",
+        "LOOP_GUARD_FAILING_TURNS",
         "LOOP_GUARD_NUDGES",
         "LOOP_GUARD_SCOPE",
     ]

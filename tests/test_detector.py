@@ -45,7 +45,14 @@ class Turn:
     """A model call begins."""
 
 
-Step = Call | Say | Turn
+@dataclass(frozen=True)
+class Round:
+    """A whole model turn: the call begins, the model answers with ``calls``, each runs."""
+
+    calls: tuple[Call, ...]
+
+
+Step = Call | Say | Turn | Round
 
 
 def detector(clock: Callable[[], float] | None = None, **values: Any) -> LoopDetector:
@@ -59,6 +66,11 @@ def feed(d: LoopDetector, step: Step) -> Verdict:
     """
     if isinstance(step, Turn):
         return d.turn_start()
+    if isinstance(step, Round):
+        verdicts = [d.turn_start()]
+        verdicts.append(d.assistant_message("", [(c.name, c.args) for c in step.calls]))
+        verdicts.extend(feed(d, call) for call in step.calls)
+        return next((v for v in verdicts if v.action != "allow"), ALLOW)
     if isinstance(step, Say):
         return d.assistant_message(step.text, step.tool_calls)
     verdict = d.tool_call(step.name, step.args)
@@ -105,6 +117,8 @@ class Loop:
     at: int
     threshold: int
     config: dict[str, Any] = field(default_factory=dict)
+    action: str = "block"
+    """``"block"`` (decided on the call), ``"abort"`` (on a result, a response or a turn)."""
 
     def steps(self, count: int) -> list[Step]:
         return [self.step(i) for i in range(count)]
@@ -137,6 +151,36 @@ def _error(i: int) -> Step:
 
 def _say(i: int) -> Step:
     return Say("I cannot do that.")
+
+
+_NO_SEQUENCE: dict[str, Any] = {"max_sequence_length": 0}
+_NO_OTHERS: dict[str, Any] = {"no_progress_calls": 0, "repeat_frequency_threshold": 5}
+
+
+def _rotating(i: int) -> Step:
+    """search, open one of three files in turn, search_file, scroll: the same lap (R5)."""
+    position = i % 4
+    if position == 1:
+        return Call("open", {"path": f"f{(i // 4) % 3}.py"}, f"file {(i // 4) % 3}")
+    return Call(["search", "open", "search_file", "scroll"][position], {}, "same")
+
+
+def _growing(i: int) -> Step:
+    """The same edit applied again: the file view grows by its block each time (R1)."""
+    block = "\n".join(f"{n}: value = compute(x)" for n in range(1, i + 2))
+    return Call(
+        "edit", {"line": 1, "text": "value = compute(x)"}, f"[File: a.py ({i + 1} lines)]\n{block}"
+    )
+
+
+def _no_match(i: int) -> Step:
+    """A search for a new name each time, and nothing found (R6)."""
+    return Call("find_file", {"name": f"Name{i}*"}, f'No matches found for "Name{i}*" in /repo')
+
+
+def _failing_turn(i: int) -> Step:
+    """A turn whose only call fails, the error texts alternating (R3)."""
+    return Round((Call("run", {"n": i}, error=["SyntaxError: bad", "NameError: x"][i % 2]),))
 
 
 LOOPS = [
@@ -183,13 +227,14 @@ LOOPS = [
         Loop(Signal.TOOL_CYCLE, _cycle4, 12, 3, {"max_cycle_length": 4, "no_progress_calls": 0}),
         id="cycle4-max_cycle_length=4",
     ),
-    pytest.param(Loop(Signal.TOOL_FREQUENCY, _spread, 7, 4), id="window-default"),
+    # A repeat made after a different call succeeded is decided on its result (SPEC §11 N1).
+    pytest.param(Loop(Signal.TOOL_FREQUENCY, _spread, 7, 4, action="abort"), id="window-default"),
     pytest.param(
-        Loop(Signal.TOOL_FREQUENCY, _spread, 9, 5, {"repeat_frequency_threshold": 5}),
+        Loop(Signal.TOOL_FREQUENCY, _spread, 9, 5, {"repeat_frequency_threshold": 5}, "abort"),
         id="window-repeat_frequency_threshold=5",
     ),
     pytest.param(
-        Loop(Signal.TOOL_FREQUENCY, _spread, 9, 5, {"repeat_tool_threshold": 5}),
+        Loop(Signal.TOOL_FREQUENCY, _spread, 9, 5, {"repeat_tool_threshold": 5}, "abort"),
         id="window-repeat_tool_threshold=5",
     ),
     pytest.param(
@@ -199,21 +244,73 @@ LOOPS = [
             11,
             6,
             {"tool_threshold_overrides": {"read": 6}, "frequency_window_size": 12},
+            "abort",
         ),
         id="window-override=6",
     ),
-    pytest.param(Loop(Signal.NO_PROGRESS, _cycle4, 12, 8), id="no-progress-default"),
+    # A 4-call cycle is a repeated sequence first (SPEC §11 R5); without that signal, no
+    # progress sees it, on the results of its calls (N1).
+    pytest.param(Loop(Signal.REPEATED_SEQUENCE, _cycle4, 12, 3), id="sequence-default"),
     pytest.param(
-        Loop(Signal.NO_PROGRESS, _cycle4, 14, 10, {"no_progress_calls": 10}),
+        Loop(Signal.REPEATED_SEQUENCE, _cycle4, 16, 4, {"cycle_repeats": 4, **_NO_OTHERS}),
+        id="sequence-cycle_repeats=4",
+    ),
+    pytest.param(
+        Loop(Signal.REPEATED_SEQUENCE, _rotating, 12, 3), id="sequence-with-a-rotating-call"
+    ),
+    pytest.param(
+        Loop(Signal.NO_PROGRESS, _cycle4, 12, 8, _NO_SEQUENCE, "abort"), id="no-progress-default"
+    ),
+    pytest.param(
+        Loop(
+            Signal.NO_PROGRESS, _cycle4, 14, 10, {"no_progress_calls": 10, **_NO_SEQUENCE}, "abort"
+        ),
         id="no-progress-no_progress_calls=10",
     ),
     pytest.param(
-        Loop(Signal.NO_PROGRESS, _cycle4, 13, 9, {"tool_threshold_overrides": {"a": 9}}),
+        Loop(
+            Signal.NO_PROGRESS,
+            _cycle4,
+            13,
+            9,
+            {"tool_threshold_overrides": {"a": 9}, **_NO_SEQUENCE},
+            "abort",
+        ),
         id="no-progress-override=9",
     ),
     pytest.param(
-        Loop(Signal.NO_PROGRESS, _cycle4, 24, 20, {"tool_threshold_overrides": {"d": 20}}),
+        Loop(
+            Signal.NO_PROGRESS,
+            _cycle4,
+            24,
+            20,
+            {"tool_threshold_overrides": {"d": 20}, **_NO_SEQUENCE},
+            "abort",
+        ),
         id="no-progress-poller-override=20",
+    ),
+    pytest.param(Loop(Signal.NEAR_REPEAT, _growing, 6, 6), id="near-default"),
+    pytest.param(
+        Loop(Signal.NEAR_REPEAT, _growing, 4, 4, {"near_repeat_threshold": 4}),
+        id="near-near_repeat_threshold=4",
+    ),
+    pytest.param(
+        Loop(Signal.NEAR_REPEAT, _growing, 8, 8, {"tool_threshold_overrides": {"edit": 8}}),
+        id="near-override=8",
+    ),
+    pytest.param(
+        Loop(Signal.NO_NEW_INFO, _no_match, 10, 9, action="abort"), id="no-new-info-default"
+    ),
+    pytest.param(
+        Loop(Signal.NO_NEW_INFO, _no_match, 5, 4, {"no_new_info_calls": 4}, "abort"),
+        id="no-new-info-no_new_info_calls=4",
+    ),
+    pytest.param(
+        Loop(Signal.FAILING_TURNS, _failing_turn, 8, 8, action="abort"), id="failing-turns-default"
+    ),
+    pytest.param(
+        Loop(Signal.FAILING_TURNS, _failing_turn, 4, 4, {"failing_turns": 4}, "abort"),
+        id="failing-turns-failing_turns=4",
     ),
     pytest.param(Loop(Signal.REPEATED_TOOL_ERROR, _error, 3, 3), id="error-default"),
     pytest.param(
@@ -241,7 +338,7 @@ def test_loop_at_threshold_stops_the_run(loop: Loop) -> None:
     d = detector(**loop.config)
     verdict = run(d, loop.steps(loop.at))[-1]
     aborts = {Signal.REPEATED_TOOL_ERROR, Signal.REPEATED_ASSISTANT_RESPONSE}
-    expected = "abort" if loop.signal in aborts else "block"
+    expected = "abort" if loop.signal in aborts else loop.action
     assert (verdict.action, verdict.signal) == (expected, loop.signal)
     assert (verdict.count, verdict.threshold) == (loop.threshold, loop.threshold)
     assert verdict.tripped is False
@@ -255,7 +352,9 @@ def test_loop_above_threshold_finds_the_run_tripped(loop: Loop) -> None:
     stop = run(d, loop.steps(loop.at))[-1]
     following = loop.step(loop.at)
     verdict = feed(d, following)
-    if isinstance(following, Call):
+    if isinstance(following, Round):  # its model call is aborted first
+        assert (verdict.action, verdict.signal, verdict.tripped) == ("abort", stop.signal, True)
+    elif isinstance(following, Call):
         assert (verdict.action, verdict.signal, verdict.tripped) == ("block", stop.signal, True)
     else:
         assert verdict == ALLOW
@@ -355,8 +454,9 @@ def test_broken_cycle_is_no_cycle() -> None:
 
 
 def test_cycle_longer_than_max_cycle_length_is_no_cycle() -> None:
-    """A B C D, three times, slips under the cycle signal (with no-progress off, under all)."""
-    d = detector(no_progress_calls=0)
+    """A B C D, three times, slips under the cycle signal (with no-progress and repeated
+    sequences off, under all)."""
+    d = detector(no_progress_calls=0, max_sequence_length=0)
     assert actions(run(d, calls_of("abcd" * 3))) == ["allow"] * 12
 
 
@@ -391,8 +491,11 @@ def test_window_threshold_is_never_below_the_repeat_threshold() -> None:
 
 
 def test_tool_whose_threshold_exceeds_the_window_is_never_stopped_by_the_window() -> None:
-    """A poller loosened to 11 with a window of 10: polls between other calls never stop."""
-    d = detector(tool_threshold_overrides={"poll": 11})
+    """A poller loosened to 11 with a window of 10: polls between other calls never stop.
+
+    (Near repeats, off here, count such polls over a span of their own, SPEC §11 R1.)
+    """
+    d = detector(tool_threshold_overrides={"poll": 11}, near_repeat_threshold=0)
     steps: list[Step] = []
     for n in range(30):
         steps += [same("poll", "Pending"), Call("log", {"n": n})]
@@ -403,9 +506,11 @@ def test_tool_whose_threshold_exceeds_the_window_is_never_stopped_by_the_window(
 
 
 def test_long_cycle_with_identical_outcomes_slips_under_the_other_signals() -> None:
-    """A B C D … never reaches the repeat, cycle or window signals: only no-progress stops it."""
-    assert first_stop(run(detector(no_progress_calls=0), calls_of("abcd" * 10))) is None
-    stop = first_stop(run(detector(), calls_of("abcd" * 10)))
+    """A B C D … never reaches the repeat, cycle or window signals: only no-progress stops it
+    (and the repeated-sequence signal of SPEC §11 R5, off here, which comes first)."""
+    off = {"max_sequence_length": 0, "near_repeat_threshold": 0}
+    assert first_stop(run(detector(no_progress_calls=0, **off), calls_of("abcd" * 10))) is None
+    stop = first_stop(run(detector(**off), calls_of("abcd" * 10)))
     assert stop is not None
     assert (stop[0], stop[1].signal, stop[1].tools) == (
         12,
@@ -424,7 +529,7 @@ def test_no_progress_threshold_is_never_below_the_repeat_threshold_of_a_tool_in_
     None
 ):
     """A poller loosened to 20 is not cut at 8 by the no-progress signal."""
-    d = detector(tool_threshold_overrides={"d": 20})
+    d = detector(tool_threshold_overrides={"d": 20}, max_sequence_length=0)
     stop = first_stop(run(d, calls_of("abcd" * 10)))
     assert stop is not None
     assert (stop[0], stop[1].signal, stop[1].threshold) == (24, Signal.NO_PROGRESS, 20)
@@ -451,8 +556,9 @@ def test_rereads_beyond_the_window_do_not_join_a_later_streak() -> None:
 
 
 def test_no_progress_calls_zero_turns_the_signal_off() -> None:
-    """no_progress_calls=0: A B C D … runs on."""
-    assert first_stop(run(detector(no_progress_calls=0), calls_of("abcd" * 10))) is None
+    """no_progress_calls=0: A B C D … runs on (with repeated sequences off too)."""
+    d = detector(no_progress_calls=0, max_sequence_length=0, near_repeat_threshold=0)
+    assert first_stop(run(d, calls_of("abcd" * 10))) is None
 
 
 def test_no_progress_needs_progress_awareness() -> None:
@@ -496,9 +602,13 @@ def test_call_that_repeats_nothing_breaks_a_no_progress_streak() -> None:
 def test_first_signal_in_table_order_is_reported(
     config: dict[str, Any], steps: list[Step], signal: Signal
 ) -> None:
-    """When several signals fire on one event, the first of SPEC §2's table is reported."""
+    """When several signals fire on one event, the first of SPEC §2's table is reported.
+
+    (A repeat made after another call succeeded is decided on its result, SPEC §11 N1: the
+    last step stops with a block or, on its result, an abort.)
+    """
     verdicts = run(detector(**config), steps)
-    assert actions(verdicts) == ["allow"] * (len(steps) - 1) + ["block"]
+    assert [v.stops for v in verdicts] == [False] * (len(steps) - 1) + [True]
     assert verdicts[-1].signal is signal
 
 
@@ -534,7 +644,7 @@ def test_second_signal_fires_on_its_own(
 ) -> None:
     """Each pair above really fires both: without the first signal, the second stops the run."""
     verdicts = run(detector(**config), steps)
-    assert actions(verdicts) == ["allow"] * (len(steps) - 1) + ["block"]
+    assert [v.stops for v in verdicts] == [False] * (len(steps) - 1) + [True]
     assert verdicts[-1].signal is signal
 
 
@@ -614,8 +724,12 @@ def test_a_different_response_breaks_the_assistant_streak() -> None:
 
 
 def test_message_with_tool_calls_is_left_to_the_tool_signals() -> None:
-    """With progress awareness, a narrated poller is never stopped for saying the same thing."""
-    d = detector()
+    """With progress awareness, a narrated poller is never stopped for saying the same thing.
+
+    (Its percentages are numbers only: past the near-repeat limit, SPEC §11 R1, a poller needs
+    its override, as here.)
+    """
+    d = detector(tool_threshold_overrides={"poll": 20})
     steps: list[Step] = []
     for percent in range(0, 100, 10):
         steps += [Say("Checking again.", (("poll", {"job": 1}),)), same("poll", f"{percent}%")]
@@ -806,7 +920,7 @@ def test_observe_mode_never_blocks_or_stops() -> None:
 
 def test_observe_mode_reports_each_distinct_loop_once_per_run() -> None:
     """Two loops on two calls are two reports; repeating either adds none."""
-    d = detector(mode="observe", repeat_frequency_threshold=10)
+    d = detector(mode="observe", repeat_frequency_threshold=10, near_repeat_threshold=0)
     steps = [same("read")] * 5 + [Call("list", {"dir": "."})] * 5 + [same("read")] * 3
     observed = [v for v in run(d, steps) if v.action == "observe"]
     assert [(v.signal, v.tool) for v in observed] == [
@@ -969,7 +1083,8 @@ def _pytest_edit(failures: list[str]) -> list[Step]:
 
 def test_rerunning_tests_after_edits_with_changing_failures_is_allowed() -> None:
     """pytest, edit(a), pytest, edit(b), … with a different failure each time runs on."""
-    failures = [f"FAILED test_app.py::test_{n} - AssertionError" for n in range(6)]
+    names = ["login", "logout", "signup", "reset", "profile", "search"]
+    failures = [f"FAILED test_app.py::test_{name} - AssertionError" for name in names]
     assert first_stop(run(detector(), _pytest_edit(failures))) is None
 
 
@@ -1036,9 +1151,22 @@ def test_volatile_parts_of_an_output_are_not_progress(outputs: list[str]) -> Non
 
 
 def test_short_numbers_in_an_output_are_progress() -> None:
-    """progress 45% → 50% → 55%: the job moves."""
+    """progress 45% → 50% → 55%: the job moves; no exact-repeat signal stops it."""
     steps = [same("status", f"progress {p}%") for p in range(45, 100, 5)]
-    assert first_stop(run(detector(), steps)) is None
+    assert first_stop(run(detector(near_repeat_threshold=0), steps)) is None
+
+
+def test_a_poller_whose_output_changes_only_in_numbers_is_a_near_repeat() -> None:
+    """The same poll, only its percentage moving: stopped at the 6th (SPEC §11 R1); the stop
+    message names the keys that let such a poller run."""
+    steps = [same("status", f"progress {p}%") for p in range(45, 100, 5)]
+    stop = first_stop(run(detector(), steps))
+    assert stop is not None
+    assert (stop[0], stop[1].signal) == (6, Signal.NEAR_REPEAT)
+    assert "tool_threshold_overrides" in stop[1].message
+    assert "ignore_tools" in stop[1].message
+    loosened = detector(tool_threshold_overrides={"status": 20})
+    assert first_stop(run(loosened, steps)) is None
 
 
 def test_pending_outcomes_count_as_equal() -> None:
@@ -1152,7 +1280,7 @@ def test_configure_with_a_shorter_history_keeps_the_newest_calls() -> None:
     d = detector(frequency_window_size=20)
     run(d, [Call("read", {"n": n}) for n in range(20)])
     before = d.snapshot(recent=100).recent
-    d.configure(LoopGuardConfig(no_progress_calls=0))
+    d.configure(LoopGuardConfig(no_progress_calls=0, max_sequence_length=0))
     assert d.snapshot(recent=100).recent == before[-10:]
 
 
@@ -1344,13 +1472,18 @@ def test_only_turn_count_and_elapsed_time_are_soft() -> None:
 
 
 def test_signal_values_are_the_spec_names() -> None:
-    """``Signal`` is a str enum of SPEC §10's names, in SPEC §2's table order."""
+    """``Signal`` is a str enum of SPEC §10's names, in SPEC §2's table order, with the
+    signals of SPEC §11 after the ones they sharpen."""
     assert [s.value for s in Signal] == [
         "repeated_tool_call",
         "tool_cycle",
         "tool_frequency",
         "no_progress",
+        "repeated_sequence",
+        "near_repeat",
+        "no_new_info",
         "repeated_tool_error",
+        "failing_turns",
         "repeated_assistant_response",
         "turn_count",
         "elapsed_time",

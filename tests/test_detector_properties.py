@@ -244,8 +244,28 @@ LOOPING: dict[Signal, list[tuple[Any, ...]]] = {
     Signal.REPEATED_TOOL_CALL: [_step("read", {"path": "a.ts"}), ("loop", 1, 3)],
     Signal.TOOL_CYCLE: [_step("a"), _step("b"), ("loop", 2, 3)],
     Signal.TOOL_FREQUENCY: [_step("read", {"path": "a.ts"}), ("spread", 4)],
-    Signal.NO_PROGRESS: [_step("a"), _step("b"), _step("read"), _step("poll"), ("loop", 4, 3)],
+    Signal.NO_PROGRESS: [*(_step(name) for name in "abcdefg"), ("loop", 7, 2)],
+    Signal.REPEATED_SEQUENCE: [
+        _step("a"),
+        _step("b"),
+        _step("read"),
+        _step("poll"),
+        ("loop", 4, 3),
+    ],
+    Signal.NEAR_REPEAT: [_step("edit", {"n": 1}, f"{n} lines") for n in range(6)],
+    Signal.NO_NEW_INFO: [
+        _step("find", {"name": f"N{n}"}, f'No matches for "N{n}"') for n in range(10)
+    ],
     Signal.REPEATED_TOOL_ERROR: [_step("run", {"n": n}, error=f"boom {n}") for n in range(3)],
+    Signal.FAILING_TURNS: [
+        event
+        for n in range(8)
+        for event in (
+            ("turn_start",),
+            ("assistant_message", "", [("run", {"n": n})]),
+            _step("run", {"n": n}, error=("bad", "worse")[n % 2]),
+        )
+    ],
     Signal.REPEATED_ASSISTANT_RESPONSE: [("assistant_message", "Done.", []), ("loop", 1, 3)],
 }
 """A stream that stops for each hard signal under the defaults; every property runs them."""
@@ -373,8 +393,10 @@ def test_detector_never_raises_and_keeps_its_invariants(
             if latched and kind in ("tool_call", "turn_start"):
                 assert verdict.tripped
             latched = latched or verdict.stops
-        assert d._calls.maxlen is not None
-        assert len(d._calls) <= d._calls.maxlen
+        assert d._view.calls.maxlen is not None
+        assert len(d._view.calls) <= d._view.calls.maxlen
+        assert len(d._view.errors) <= 64
+        assert len(d._view.infos) <= 64
         assert len(d._reported) <= _MAX_REPORTED
 
 

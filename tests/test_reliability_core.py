@@ -248,8 +248,44 @@ def test_call_only_verdicts_match_the_reference_model(
 def test_progress_awareness_changes_nothing_when_tools_are_deterministic(
     config: ReferenceConfig, events: list[Event]
 ) -> None:
-    """When every call has one outcome, progress awareness only adds the no-progress signal."""
-    assert_same_verdicts(config, events)
+    """When every call has one outcome, progress awareness only adds the no-progress signal,
+    up to the first event where SPEC §11 decides otherwise (see ``_seed_prefix``)."""
+    assert_same_verdicts(config, _seed_prefix(config, events))
+
+
+def _seed_prefix(config: ReferenceConfig, events: list[Event]) -> list[Event]:
+    """The events before the first one where SPEC §11 changes the seed's progress-aware rules:
+    a repeat made after a different call succeeded (decided on its result, N1), or an error
+    of a call that failed before with only successes of other calls since (R4)."""
+    last_seen: dict[tuple[str, str], int] = {}
+    successes: list[int] = []  # event indexes of successful results
+    pending: list[tuple[str, str, str | None]] = []  # name, signature, call id
+    failed_at: dict[tuple[str, str], int] = {}
+    for index, event in enumerate(events):
+        if isinstance(event, ToolCall) and event.name not in config.ignore_tools:
+            sig = signature(event.name, event.args)
+            before = last_seen.get(sig)
+            if before is not None and any(before < at for at in successes):
+                return events[:index]
+            last_seen[sig] = index
+            pending.append((event.name, repr(sig), event.call_id))
+        elif isinstance(event, ToolResult) and event.name not in config.ignore_tools:
+            match = next(
+                (p for p in pending if p[0] == event.name and p[2] == event.call_id), None
+            ) or next((p for p in pending if p[0] == event.name), None)
+            if match is None:
+                continue
+            pending.remove(match)
+            key = (match[0], match[1])
+            if event.error is None:
+                successes.append(index)
+                failed_at.pop(key, None)
+            else:
+                earlier = failed_at.get(key)
+                if earlier is not None and any(earlier < at for at in successes):
+                    return events[:index]
+                failed_at[key] = index
+    return events
 
 
 def test_reference_model_sees_every_signal_in_the_fuzzed_streams() -> None:

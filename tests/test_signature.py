@@ -464,10 +464,21 @@ _REF_VOLATILE = re.compile(
 )
 
 
+_REF_IDS = re.compile(  # ids that carry no progress (SPEC §11 R2)
+    r"(?<![0-9A-Za-z_\x80-\U0010ffff-])(?:"
+    r"(?:req|msg|toolu|call|chatcmpl|run|lc|resp|evt|sess|conv|file|batch|job)[_-]"
+    r"(?=[0-9A-Za-z_-]*[0-9])[0-9A-Za-z_-]{6,}"
+    r"|(?=[0-9a-fA-F]*[0-9])[0-9a-fA-F]{8,}"
+    r")(?![0-9A-Za-z_\x80-\U0010ffff])"
+    r"|(?<=line )[0-9]+(?=:)"
+)
+
+
 def reference_normalization(text: str) -> str:
     text = " ".join(text.split())
-    text = _REF_POINTER.sub("<#>", text)
     text = _REF_UUID.sub("<#>", text)
+    text = _REF_IDS.sub("<#>", text)
+    text = _REF_POINTER.sub("<#>", text)
     return _REF_VOLATILE.sub("<#>", text)
 
 
@@ -484,6 +495,11 @@ def reference_normalization(text: str) -> str:
                     "12:30:45",
                     "a1b2c3d4-",
                     "123e4567-e89b-12d3-a456-426614174000",
+                    "req_",
+                    "toolu_",
+                    "chatcmpl-",
+                    "line ",
+                    "deadbeef",
                 ],
             ]
         ),
@@ -499,7 +515,13 @@ def test_outcome_masks_match_a_plain_regex_reference(text: str) -> None:
     ("text", "normalized"),
     [
         pytest.param("md5s and sha1 hashes", "md5s and sha1 hashes", id="digits-inside-a-word"),
-        pytest.param("run_1234567 done", "run_<#> done", id="long-number-inside-a-word"),
+        pytest.param("x_1234567 done", "x_<#> done", id="long-number-inside-a-word"),
+        pytest.param("req_8f3a9c21ab done", "<#> done", id="prefixed-id"),
+        pytest.param("toolu_01AbCdEf and chatcmpl-9xYz12", "<#> and <#>", id="vendor-ids"),
+        pytest.param("id 3f2a9b8c7d6e5f40 sent", "id <#> sent", id="hex-run"),
+        pytest.param("decade deadbeefs", "decade deadbeefs", id="hex-letters-only"),
+        pytest.param("bash: line 11301: x: not found", "bash: line <#>: x: not found", id="bash"),
+        pytest.param("call_back_handler ran", "call_back_handler ran", id="no-digit-no-id"),
         pytest.param("in 0.5\n  s", "in <#>", id="whitespace-before-the-unit"),
         pytest.param("at 10:00:00.1234567", "at <#>", id="fraction-of-a-time"),
         pytest.param("NUL\x00\x00\x00\x00\x00\x00s", "NUL\x00\x00\x00\x00\x00\x00s", id="nul"),
