@@ -378,12 +378,16 @@ def _frequency(m: str) -> _Scenario:
 
 
 def _no_progress(m: str) -> _Scenario:
-    # a four-step round (longer than any cycle the cycle rule checks) with the same results
+    # a seven-step round (longer than any cycle or sequence the other rules check) with the
+    # same results each time
     round_ = (
         call("git_status", {"repo": "."}),
         call("read_file", {"path": f"app.py{m}"}),
         call("run_linter", {"path": f"app.py{m}"}),
         call("read_file", {"path": f"lint.toml{m}"}),
+        call("git_diff", {"repo": "."}),
+        call("read_file", {"path": f"setup.cfg{m}"}),
+        call("read_file", {"path": f"README.md{m}"}),
     )
     return _Scenario(
         Signal.NO_PROGRESS,
@@ -391,8 +395,9 @@ def _no_progress(m: str) -> _Scenario:
             scripted_tool("git_status", f"modified: app.py{m}"),
             scripted_tool("read_file", _echo("contents of {path}", m)),
             scripted_tool("run_linter", f"app.py:14: E501 line too long{m}"),
+            scripted_tool("git_diff", f"app.py: 1 line changed{m}"),
         ),
-        (*round_ * 4, f"The linter still fails on app.py.{m}"),
+        (*round_ * 3, f"The linter still fails on app.py.{m}"),
     )
 
 

@@ -368,7 +368,8 @@ def _chain(sig: str, earlier: Iterable[Call], aware: bool, ref: str | None = Non
 
 def _near_chain(sig: str, earlier: Iterable[Call], ref: Call | None) -> int:
     """How many of the ``earlier`` occurrences of ``sig`` (newest first) came out nearly
-    the same, each like the next newer one (``ref``: the call being decided, if it returned).
+    the same, each like the next newer one (``ref``: the call being decided, if it returned),
+    back to the first one made after a different call succeeded.
     """
     count = 0
     for call in earlier:
@@ -377,6 +378,8 @@ def _near_chain(sig: str, earlier: Iterable[Call], ref: Call | None) -> int:
         if ref is not None and not _nearly(call, ref):
             break
         count += 1
+        if call.changed:
+            break  # a different call succeeded before this one: that may be what changed
         if call.kind in ("ok", "error"):
             ref = call
     return count
@@ -584,7 +587,9 @@ def near_repeat(view: RunView, seq: Sequence[Call], sigs: list[str]) -> Detectio
     """The same call again and again, its result only *nearly* the same each time: numbers
     changed, lines repeated (an edit applied again and again, a counter that grows). Looser
     than an exact repeat: ``near_repeat_threshold`` identical calls among the last twice as
-    many calls, never below the tool's repeat threshold (SPEC §11 R1).
+    many calls, never below the tool's repeat threshold (SPEC §11 R1). Only the call itself
+    can have changed the result: a different call that succeeded in between (an edit before
+    a test run) ends the count (N5).
     """
     cur = seq[-1]
     threshold = view.limits.near_threshold(cur.name)
@@ -592,21 +597,6 @@ def near_repeat(view: RunView, seq: Sequence[Call], sigs: list[str]) -> Detectio
         return None
     count = 1 + _near_chain(cur.sig, reversed(seq[-2 * threshold : -1]), None)
     return _near(cur, count, threshold)
-
-
-def near_repeat_after_change(view: RunView, call: Call | None, name: str) -> Detection | None:
-    """The near-repeat rule on the result of a call made after a different call succeeded."""
-    if call is None or not call.changed or call.kind == "blocked":
-        return None
-    threshold = view.limits.near_threshold(call.name)
-    if not threshold:
-        return None
-    seq = list(view.calls)
-    index = seq.index(call)
-    count = 1 + _near_chain(
-        call.sig, reversed(seq[max(0, index - 2 * threshold + 1) : index]), call
-    )
-    return _near(call, count, threshold)
 
 
 def _near(cur: Call, count: int, threshold: int) -> Detection | None:
@@ -687,7 +677,7 @@ RULES: tuple[Rule, ...] = (
     Rule(Signal.TOOL_FREQUENCY, on_call=frequency, on_result=frequency_after_change),
     Rule(Signal.NO_PROGRESS, on_call=no_progress, on_result=no_progress_after_change),
     Rule(Signal.REPEATED_SEQUENCE, on_call=repeated_sequence),
-    Rule(Signal.NEAR_REPEAT, on_call=near_repeat, on_result=near_repeat_after_change),
+    Rule(Signal.NEAR_REPEAT, on_call=near_repeat),
     Rule(Signal.NO_NEW_INFO, on_result=no_new_info),
     Rule(Signal.REPEATED_TOOL_ERROR, on_result=repeated_error),
     Rule(

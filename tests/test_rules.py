@@ -290,14 +290,16 @@ def test_r6_a_result_that_echoes_nothing_is_not_counted() -> None:
 def test_r7_the_same_failure_across_user_turns_stops_at_the_3rd() -> None:
     """R7 (scope thread): failing update(x), an answer, a new human message, four times."""
     agent = Agent(scope="thread")
-    for turn in range(4):
+    failures = 0
+    for _ in range(4):
+        failures += 1
         stop = agent.turn(("update", {"x": 1}, "Error: record is locked"), error=True)
         if stop:
             break
         agent.answer("I could not update the record.")
         agent.user()
     assert stop is not None
-    assert (stop.signal, turn + 1) in {
+    assert (stop.signal, failures) in {
         (Signal.REPEATED_TOOL_CALL, 3),
         (Signal.REPEATED_TOOL_ERROR, 3),
     }
@@ -364,7 +366,7 @@ def test_n4_status_polls_whose_words_change_are_never_stopped() -> None:
 def test_n5_paging_and_directory_walks_are_never_stopped() -> None:
     """N5: scroll_down through a file; ls through directories; edit → test, output changing."""
     agent = Agent()
-    words = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa", "lambda", "mu", "nu", "xi"]
+    words = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi".split()
     for n, word in enumerate(words):
         page = f"line {n * 100}: def {word}(): ...\nline {n * 100 + 1}: return {word}_value"
         assert agent.turn(("scroll_down", {}, page)) is None
