@@ -47,6 +47,7 @@ from langchain_loop_guard._detector import LoopDetector, Signal, Verdict
 from langchain_loop_guard._errors import LoopGuardConfigError
 from langchain_loop_guard._interrupt import LoopDetected
 from langchain_loop_guard._messages import HINT_MARKER, not_executed, nudge, translator
+from langchain_loop_guard._outcomes import previous_answer, tool_outcome
 from langchain_loop_guard._runtime import ConfigInput, GuardRuntime, RunInspection, logger
 
 if TYPE_CHECKING:
@@ -516,15 +517,15 @@ class GraphGuard(GuardRuntime):
             if not isinstance(message, ToolMessage) or message.tool_call_id not in pending:
                 continue
             name = pending.pop(message.tool_call_id)
-            if message.status == "error":
-                error = message.content
-                verdict = self._feed(
-                    work, "tool_result", name, error=error, call_id=message.tool_call_id
-                )
-            else:
-                verdict = self._feed(
-                    work, "tool_result", name, message, call_id=message.tool_call_id
-                )
+            outcome = tool_outcome(message)
+            verdict = self._feed(
+                work,
+                "tool_result",
+                name,
+                outcome.output,
+                error=outcome.error,
+                call_id=message.tool_call_id,
+            )
             if verdict.stops and hard is None:
                 hard = verdict
         return hard
@@ -556,7 +557,10 @@ class GraphGuard(GuardRuntime):
             hard = hard or (verdict if verdict.stops else None)
         work.data["turn"] = False
         tool_calls = [(name, args) for _, name, args, _ in calls]
-        verdict = self._feed(work, "assistant_message", answer.text, tool_calls)
+        in_context = _holds(messages, index, work.data.get("ai"))
+        verdict = self._feed(
+            work, "assistant_message", answer.text, tool_calls, in_context=in_context
+        )
         hard = hard or (verdict if verdict.stops else None)
         work.data["ai"] = answer.id
         if hard is None:
@@ -694,6 +698,18 @@ def _last_ai(messages: Sequence[AnyMessage], end: int) -> int:
         if isinstance(messages[index], AIMessage):
             return index
     return -1
+
+
+def _holds(messages: Sequence[AnyMessage], index: int, processed: str | None) -> bool:
+    """Whether the model that answered ``messages[index]`` saw the run's previous answer.
+
+    The model read the messages before its answer; the previous answer is the one the guard
+    processed last (its id is ``processed``). Without ids to compare, any answer counts.
+    """
+    previous = previous_answer(messages, index)
+    if previous is None:
+        return False
+    return processed is None or previous.id is None or previous.id == processed
 
 
 def _tail(messages: Sequence[AnyMessage], cursor: str | None, end: int) -> Sequence[AnyMessage]:

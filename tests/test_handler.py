@@ -9,7 +9,14 @@ from uuid import UUID, uuid4
 
 import pytest
 from langchain_core.callbacks import BaseCallbackHandler
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolCall, ToolMessage
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolCall,
+    ToolMessage,
+)
 from langchain_core.outputs import ChatGeneration, Generation, LLMResult
 from langgraph.errors import GraphInterrupt
 
@@ -262,13 +269,57 @@ def test_interrupt_in_a_tool_is_a_pause_and_its_resumption_not_a_new_call() -> N
 
 
 def test_identical_assistant_text_raises_from_llm_end() -> None:
-    """The third identical answer raises at the end of that model call."""
+    """The third identical answer to an input holding the previous one raises at its end."""
     run = Run(guard())
-    run.model("I cannot find it.")
-    run.model("I  cannot find it. ")
+    history: list[BaseMessage] = [HumanMessage("Find the bug.")]
+    for answer in ("I cannot find it.", "I  cannot find it. "):
+        history += [run.model(answer, seen=history), HumanMessage("Look again.")]
     with pytest.raises(LoopDetected) as caught:
-        run.model("I cannot find it.")
+        run.model("I cannot find it.", seen=history)
     assert caught.value.signal is Signal.REPEATED_ASSISTANT_RESPONSE
+
+
+def test_helper_model_giving_the_same_answer_to_new_inputs_is_never_stopped() -> None:
+    """A grader answering "yes" to 5 documents, none of its inputs holding an answer, is no loop."""
+    handler = guard()
+    run = Run(handler)
+    for n in range(5):
+        run.model("yes", seen=[SystemMessage("Is it relevant?"), HumanMessage(f"document {n}")])
+    assert handler.status().stops == 0
+
+
+def test_a_few_shot_example_with_the_answer_text_is_not_the_previous_answer() -> None:
+    """A grader whose prompt ends with an example answer "no" may answer "no" to every input."""
+    handler = guard()
+    run = Run(handler)
+    for n in range(5):
+        example = AIMessage("no", id="example")
+        seen = [HumanMessage("doc: cats"), example, HumanMessage(f"doc: {n}")]
+        run.model(AIMessage("no", id=f"answer-{n}"), seen=seen)
+    assert handler.status().stops == 0
+
+
+def test_an_answer_whose_input_holds_the_previous_answer_by_id_repeats_it() -> None:
+    """The agent's history keeps its answers' ids: the third identical answer is stopped."""
+    run = Run(guard())
+    history: list[BaseMessage] = [HumanMessage("q")]
+    for n in range(2):
+        history += [run.model(AIMessage("Same.", id=f"a{n}"), seen=history), HumanMessage("more")]
+    with pytest.raises(LoopDetected) as caught:
+        run.model(AIMessage("Same.", id="a2"), seen=history)
+    assert caught.value.signal is Signal.REPEATED_ASSISTANT_RESPONSE
+
+
+def test_model_runs_in_flight_are_forgotten_when_they_end_or_fail() -> None:
+    """The per-call context flag is kept only while the model call is in flight."""
+    handler = guard()
+    run = Run(handler)
+    node, llm = run.node(), uuid4()
+    handler.on_chat_model_start({}, [[HumanMessage("q")]], run_id=llm, parent_run_id=node)
+    assert len(handler._runs[str(run.id)].in_context) == 1
+    handler.on_llm_error(RuntimeError("rate limited"), run_id=llm, parent_run_id=node)
+    run.model("done", seen=[HumanMessage("q")])
+    assert handler._runs[str(run.id)].in_context == {}
 
 
 def test_text_completion_models_count_turns() -> None:
