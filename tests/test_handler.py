@@ -19,6 +19,8 @@ from langchain_core.messages import (
 )
 from langchain_core.outputs import ChatGeneration, Generation, LLMResult
 from langgraph.errors import GraphInterrupt
+from langgraph.types import Command
+from pydantic import BaseModel, ValidationError
 
 from langchain_loop_guard import LoopGuardConfig, LoopGuardConfigError, Signal
 from langchain_loop_guard._handler import LoopGuardCallbackHandler
@@ -263,6 +265,52 @@ def test_interrupt_in_a_tool_is_a_pause_and_its_resumption_not_a_new_call() -> N
     inspection = handler.inspect("t")
     assert inspection is not None
     assert (inspection.calls, [c.outcome for c in inspection.recent]) == (2, ["ok", "ok"])
+
+
+# --- what a tool returned -------------------------------------------------------------------------
+
+
+def test_command_results_are_keyed_by_their_tool_message_content() -> None:
+    """on_tool_end gets the tool's Command: identical calls returning one content repeat."""
+    handler = guard()
+    run = Run(handler)
+    for n in (1, 2):
+        update = {"messages": [ToolMessage("saved", tool_call_id=f"c{n}", id=f"m{n}")]}
+        run.tool("remember", {"fact": "x"}, Command(update=update), call_id=f"c{n}")
+    inspection = handler.inspect(run.id)
+    assert inspection is not None
+    assert [c.outcome for c in inspection.recent] == ["ok", "ok"]
+    assert inspection.recent[0].digest == inspection.recent[1].digest
+    with pytest.raises(LoopDetected) as caught:
+        run.tool("remember", {"fact": "x"}, call_id="c3")
+    assert caught.value.signal is Signal.REPEATED_TOOL_CALL
+
+
+def test_command_with_an_error_tool_message_is_a_failure() -> None:
+    """A Command whose tool message has status="error" counts toward the error streak."""
+    run = Run(guard())
+    failed = {"messages": [ToolMessage("quota exceeded", tool_call_id="c", status="error")]}
+    run.tool("book", {"n": 1}, Command(update=failed), call_id="c1")
+    run.tool("book", {"n": 2}, Command(update=failed), call_id="c2")
+    with pytest.raises(LoopDetected) as caught:
+        run.tool("book", {"n": 3}, Command(update=failed), call_id="c3")
+    assert caught.value.signal is Signal.REPEATED_TOOL_ERROR
+
+
+def test_a_validation_error_from_on_tool_error_is_an_error() -> None:
+    """Invalid arguments raise pydantic's ValidationError in on_tool_error: an error outcome."""
+
+    class Args(BaseModel):
+        count: int
+
+    handler = guard()
+    run = Run(handler)
+    with pytest.raises(ValidationError) as invalid:
+        Args.model_validate({"count": "abc"})
+    run.tool("repeat_word", {"count": "abc"}, error=invalid.value, call_id="c1")
+    inspection = handler.inspect(run.id)
+    assert inspection is not None
+    assert [c.outcome for c in inspection.recent] == ["error"]
 
 
 # --- model turns ----------------------------------------------------------------------------------
