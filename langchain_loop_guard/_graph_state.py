@@ -47,7 +47,7 @@ from langchain_loop_guard._detector import LoopDetector, Signal, Verdict
 from langchain_loop_guard._errors import LoopGuardConfigError
 from langchain_loop_guard._interrupt import LoopDetected
 from langchain_loop_guard._messages import HINT_MARKER, not_executed, nudge, translator
-from langchain_loop_guard._outcomes import previous_answer, tool_outcome
+from langchain_loop_guard._outcomes import holds_answer, tool_outcome
 from langchain_loop_guard._runtime import ConfigInput, GuardRuntime, RunInspection, logger
 
 if TYPE_CHECKING:
@@ -557,7 +557,7 @@ class GraphGuard(GuardRuntime):
             hard = hard or (verdict if verdict.stops else None)
         work.data["turn"] = False
         tool_calls = [(name, args) for _, name, args, _ in calls]
-        in_context = _holds(messages, index, work.data.get("ai"))
+        in_context = self._in_context(messages, index, work.data.get("ai"))
         verdict = self._feed(
             work, "assistant_message", answer.text, tool_calls, in_context=in_context
         )
@@ -583,6 +583,13 @@ class GraphGuard(GuardRuntime):
             for call_id, name, _, malformed in calls
             if not malformed and call_id not in ours
         ][-_MAX_PENDING:]
+
+    def _in_context(
+        self, messages: Sequence[AnyMessage], index: int, processed: str | None
+    ) -> bool:
+        """Whether the model that answered ``messages[index]`` saw the run's previous answer
+        (SPEC §11 N2): the messages before its answer are what it read."""
+        return holds_answer(messages, index, processed)
 
     def _check_calls(self, work: _Pass, calls: list[_CallInfo], answered: set[str]) -> None:
         """Feed each tool call of the answer; refuse (nudge) or stop on a hard detection."""
@@ -698,18 +705,6 @@ def _last_ai(messages: Sequence[AnyMessage], end: int) -> int:
         if isinstance(messages[index], AIMessage):
             return index
     return -1
-
-
-def _holds(messages: Sequence[AnyMessage], index: int, processed: str | None) -> bool:
-    """Whether the model that answered ``messages[index]`` saw the run's previous answer.
-
-    The model read the messages before its answer; the previous answer is the one the guard
-    processed last (its id is ``processed``). Without ids to compare, any answer counts.
-    """
-    previous = previous_answer(messages, index)
-    if previous is None:
-        return False
-    return processed is None or previous.id is None or previous.id == processed
 
 
 def _tail(messages: Sequence[AnyMessage], cursor: str | None, end: int) -> Sequence[AnyMessage]:

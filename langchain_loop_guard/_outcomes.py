@@ -14,7 +14,8 @@ same result the same way:
   that sends new invalid values every time repeats one error.
 
 :func:`previous_answer` finds the last model answer in a model's input, the cheap way: it looks
-back at most :data:`CONTEXT_SCAN` messages.
+back at most :data:`CONTEXT_SCAN` messages; :func:`holds_answer` tells whether that is a given
+answer, which is how a guard decides that a model saw the run's previous answer (SPEC §11 N2).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from typing import Any, NamedTuple
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langgraph.types import Command
 
-__all__ = ["CONTEXT_SCAN", "Outcome", "previous_answer", "tool_outcome"]
+__all__ = ["CONTEXT_SCAN", "Outcome", "holds_answer", "previous_answer", "tool_outcome"]
 
 CONTEXT_SCAN = 256
 """Messages a guard looks back through, from the end of a model's input, for the last model
@@ -82,6 +83,18 @@ def previous_answer(messages: Sequence[object], end: int | None = None) -> AIMes
         if isinstance(message, AIMessage):
             return message
     return None
+
+
+def holds_answer(messages: Sequence[object], end: int, answer_id: str | None) -> bool:
+    """Whether the last model answer in ``messages[:end]`` is the one with id ``answer_id``.
+
+    A graph keeps every message's id, so the model whose input this was saw that answer. When
+    there is no id to compare (``answer_id`` or the message's is ``None``), any answer counts.
+    """
+    previous = previous_answer(messages, end)
+    if previous is None:
+        return False
+    return answer_id is None or previous.id is None or previous.id == answer_id
 
 
 def _message_outcome(messages: Sequence[object], result: object) -> Outcome:
