@@ -75,7 +75,7 @@ class _Run:
     paused: dict[str, bool] = field(default_factory=dict)
     """Call ids whose tool was interrupted; its resumption is not a new call."""
     said: tuple[str | None, str] | None = None
-    """The run's previous model answer: its message id and key (``""`` without text)."""
+    """The run's previous model answer: its message id, or (without one) its key."""
     in_context: dict[UUID, bool] = field(default_factory=dict)
     """Model runs in flight: whether the model's input held the run's previous answer."""
 
@@ -388,7 +388,8 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
                     [(name, args) for name, args, _ in tool_calls],
                     in_context=run.in_context.pop(run_id, True),
                 )
-                run.said = (answer_id, assistant_key(text) or "")
+                # the key is only compared when the answer has no id
+                run.said = (answer_id, "" if answer_id else assistant_key(text) or "")
                 for name, args, call_id in tool_calls:
                     if call_id:
                         _put(run.announced, call_id, (name, args), _MAX_ANNOUNCED)
