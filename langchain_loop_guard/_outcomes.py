@@ -58,8 +58,12 @@ def tool_outcome(result: object) -> Outcome:
     Returns:
         The content to digest, as ``error`` when the result is a failure.
     """
+    if type(result) is str:  # the common case first: isinstance of a pydantic class is slow
+        return Outcome(result)
     if isinstance(result, ToolMessage):
-        return _message_outcome([result], result)
+        if result.status == "error":
+            return Outcome(None, _without_arguments(result.content))
+        return Outcome(result.content)
     if isinstance(result, Command):
         return _message_outcome(_command_messages(result), result)
     if (
