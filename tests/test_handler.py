@@ -763,6 +763,7 @@ def test_handler_failure_fails_open_with_one_warning(
         lambda h, p: h.on_llm_end(LLMResult(generations=[[]]), run_id=uuid4(), parent_run_id=p),
         lambda h, p: h.on_tool_end(object(), run_id=uuid4(), parent_run_id=p),
         lambda h, p: h.on_tool_error(KeyboardInterrupt(), run_id=uuid4(), parent_run_id=p),
+        lambda h, p: h.on_llm_error(RuntimeError(), run_id=uuid4(), parent_run_id=uuid4()),
         lambda h, p: h.on_chain_start(None, None, run_id=uuid4(), parent_run_id=p, metadata=None),
     ],
     ids=[
@@ -772,6 +773,7 @@ def test_handler_failure_fails_open_with_one_warning(
         "no generations",
         "odd output",
         "odd error",
+        "error of a model never started",
         "no metadata",
     ],
 )

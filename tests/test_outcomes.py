@@ -92,6 +92,7 @@ def test_a_command_that_only_routes_is_keyed_by_where_it_goes() -> None:
     to_billing, to_support = Command(goto="billing"), Command(goto="support")
     assert digest_of(to_billing) == digest_of(Command(goto="billing"))
     assert digest_of(to_billing) != digest_of(to_support)
+    assert digest_of([to_billing]) != digest_of([to_support])
 
 
 @pytest.mark.parametrize(
