@@ -47,6 +47,7 @@ from langchain_loop_guard._detector import LoopDetector, Signal, Verdict
 from langchain_loop_guard._errors import LoopGuardConfigError
 from langchain_loop_guard._interrupt import LoopDetected
 from langchain_loop_guard._messages import HINT_MARKER, not_executed, nudge, translator
+from langchain_loop_guard._outcomes import holds_answer, tool_outcome
 from langchain_loop_guard._runtime import ConfigInput, GuardRuntime, RunInspection, logger
 
 if TYPE_CHECKING:
@@ -516,15 +517,15 @@ class GraphGuard(GuardRuntime):
             if not isinstance(message, ToolMessage) or message.tool_call_id not in pending:
                 continue
             name = pending.pop(message.tool_call_id)
-            if message.status == "error":
-                error = message.content
-                verdict = self._feed(
-                    work, "tool_result", name, error=error, call_id=message.tool_call_id
-                )
-            else:
-                verdict = self._feed(
-                    work, "tool_result", name, message, call_id=message.tool_call_id
-                )
+            outcome = tool_outcome(message)
+            verdict = self._feed(
+                work,
+                "tool_result",
+                name,
+                outcome.output,
+                error=outcome.error,
+                call_id=message.tool_call_id,
+            )
             if verdict.stops and hard is None:
                 hard = verdict
         return hard
@@ -556,7 +557,10 @@ class GraphGuard(GuardRuntime):
             hard = hard or (verdict if verdict.stops else None)
         work.data["turn"] = False
         tool_calls = [(name, args) for _, name, args, _ in calls]
-        verdict = self._feed(work, "assistant_message", answer.text, tool_calls)
+        in_context = self._in_context(messages, index, work.data.get("ai"))
+        verdict = self._feed(
+            work, "assistant_message", answer.text, tool_calls, in_context=in_context
+        )
         hard = hard or (verdict if verdict.stops else None)
         work.data["ai"] = answer.id
         if hard is None:
@@ -579,6 +583,13 @@ class GraphGuard(GuardRuntime):
             for call_id, name, _, malformed in calls
             if not malformed and call_id not in ours
         ][-_MAX_PENDING:]
+
+    def _in_context(
+        self, messages: Sequence[AnyMessage], index: int, processed: str | None
+    ) -> bool:
+        """Whether the model that answered ``messages[index]`` saw the run's previous answer
+        (SPEC §11 N2): the messages before its answer are what it read."""
+        return holds_answer(messages, index, processed)
 
     def _check_calls(self, work: _Pass, calls: list[_CallInfo], answered: set[str]) -> None:
         """Feed each tool call of the answer; refuse (nudge) or stop on a hard detection."""

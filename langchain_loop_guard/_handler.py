@@ -26,7 +26,9 @@ from langgraph.errors import GraphBubbleUp, GraphInterrupt
 from langchain_loop_guard._detector import ALLOW, LoopDetector, Verdict
 from langchain_loop_guard._errors import LoopGuardError
 from langchain_loop_guard._interrupt import LoopDetected
+from langchain_loop_guard._outcomes import previous_answer, tool_outcome
 from langchain_loop_guard._runtime import ConfigInput, GuardRuntime, RunInspection
+from langchain_loop_guard._signature import assistant_key
 
 if TYPE_CHECKING:
     from langchain_core.outputs import LLMResult
@@ -72,6 +74,10 @@ class _Run:
     """Calls the model named (by call id) that no tool has started yet."""
     paused: dict[str, bool] = field(default_factory=dict)
     """Call ids whose tool was interrupted; its resumption is not a new call."""
+    said: tuple[str | None, str] | None = None
+    """The run's previous model answer: its message id, or (without one) its key."""
+    in_context: dict[UUID, bool] = field(default_factory=dict)
+    """Model runs in flight: whether the model's input held the run's previous answer."""
 
 
 @dataclass(slots=True, eq=False)
@@ -329,7 +335,9 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
             run = self._start(run_id, parent_run_id, metadata)
             if run is None:
                 return
-            verdicts = self._unexecuted_calls(run, messages[0] if messages else ())
+            seen = messages[0] if messages else ()
+            _put(run.in_context, run_id, _holds(seen, run.said), _MAX_TOOLS)
+            verdicts = self._unexecuted_calls(run, seen)
             if not any(v.stops for v in verdicts):
                 verdicts.append(self.decide(run.detector, "turn_start"))
         self._act(run.key, verdicts)
@@ -362,18 +370,26 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
         parent_run_id: UUID | None = None,
         **kwargs: Any,
     ) -> None:
-        """The model answered: check the text, and remember the tool calls it named."""
+        """The model answered: check the text, and remember the tool calls it named.
+
+        The answer repeats the run's previous one only if the model's input held that one
+        (SPEC §11 N2): a grader that answers ``yes`` to each new document is no loop. A
+        text-completion model's input is not looked into: its answers always may repeat.
+        """
         with self._lock:
             run = self._resolve(run_id, parent_run_id)
             verdict = ALLOW
             if run is not None:
-                text, tool_calls = _answer(response)
+                text, tool_calls, answer_id = _answer(response)
                 verdict = self.decide(
                     run.detector,
                     "assistant_message",
                     text,
                     [(name, args) for name, args, _ in tool_calls],
+                    in_context=run.in_context.pop(run_id, True),
                 )
+                # the key is only compared when the answer has no id
+                run.said = (answer_id, "" if answer_id else assistant_key(text) or "")
                 for name, args, call_id in tool_calls:
                     if call_id:
                         _put(run.announced, call_id, (name, args), _MAX_ANNOUNCED)
@@ -392,6 +408,9 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
     ) -> None:
         """Forget the model run."""
         with self._lock:
+            run = self._resolve(run_id, parent_run_id)
+            if run is not None:
+                run.in_context.pop(run_id, None)
             self._end(run_id)
 
     # --- tools ---------------------------------------------------------------------------------
@@ -433,20 +452,24 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
     def on_tool_end(
         self, output: Any, *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any
     ) -> None:
-        """A tool returned; an error ``ToolMessage`` (``handle_tool_error``) is an error."""
+        """A tool returned; an error ``ToolMessage`` (``handle_tool_error``) is an error.
+
+        A ``Command`` (or a list of them) is taken by the content of its tool messages.
+        """
         with self._lock:
             run = self._resolve(run_id, parent_run_id)
             verdict = ALLOW
             if run is not None and (started := run.tools.pop(run_id, None)) is not None:
                 name, call_id = started
-                if isinstance(output, ToolMessage) and output.status == "error":
-                    verdict = self.decide(
-                        run.detector, "tool_result", name, error=output, call_id=call_id
-                    )
-                else:
-                    verdict = self.decide(
-                        run.detector, "tool_result", name, output, call_id=call_id
-                    )
+                outcome = tool_outcome(output)
+                verdict = self.decide(
+                    run.detector,
+                    "tool_result",
+                    name,
+                    outcome.output,
+                    error=outcome.error,
+                    call_id=call_id,
+                )
             self._end(run_id)
         if run is not None:
             self._act(run.key, [verdict])
@@ -615,12 +638,15 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
             verdicts.append(verdict)
             if verdict.stops:
                 break
-            if answer.status == "error":
-                result = self.decide(
-                    run.detector, "tool_result", name, error=answer, call_id=call_id
-                )
-            else:
-                result = self.decide(run.detector, "tool_result", name, answer, call_id=call_id)
+            outcome = tool_outcome(answer)
+            result = self.decide(
+                run.detector,
+                "tool_result",
+                name,
+                outcome.output,
+                error=outcome.error,
+                call_id=call_id,
+            )
             verdicts.append(result)
             if result.stops:
                 break
@@ -659,13 +685,32 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
             dispatch_custom_event(TRACE_EVENT, data)
 
 
-def _answer(response: LLMResult) -> tuple[str, list[tuple[str, Any, str | None]]]:
-    """The text and the tool calls ``(name, args, id)`` of a model's first generation."""
+def _holds(messages: Sequence[BaseMessage], said: tuple[str | None, str] | None) -> bool:
+    """Whether the last model answer in ``messages`` is the run's previous one (``said``).
+
+    By message id when the previous answer had one (LangChain gives every model answer an
+    id, and the graph state keeps it), so a few-shot example with the same text is not it;
+    by key otherwise.
+    """
+    if said is None:
+        return False
+    answer = previous_answer(messages)
+    if answer is None:
+        return False
+    said_id, said_key = said
+    if said_id is not None:
+        return answer.id == said_id
+    return (assistant_key(answer.text) or "") == said_key
+
+
+def _answer(response: LLMResult) -> tuple[str, list[tuple[str, Any, str | None]], str | None]:
+    """The text, the tool calls ``(name, args, id)`` and the message id of a model's first
+    generation."""
     if not response.generations or not response.generations[0]:
-        return "", []
+        return "", [], None
     generation = response.generations[0][0]
     message = getattr(generation, "message", None)
     if not isinstance(message, AIMessage):
-        return generation.text, []
+        return generation.text, [], None
     calls = [(tc["name"], tc["args"], tc.get("id")) for tc in message.tool_calls]
-    return message.text, calls
+    return message.text, calls, message.id

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Awaitable, Callable, Coroutine
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from typing import Annotated, Any, NotRequired, cast
 
 from langchain.agents.middleware.types import (
@@ -15,16 +16,19 @@ from langchain.agents.middleware.types import (
     PrivateStateAttr,
     hook_config,
 )
-from langchain_core.messages import SystemMessage
+from langchain_core.messages import AIMessage, AnyMessage, SystemMessage
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
 from langchain_loop_guard._graph_state import STATE_KEY, GraphGuard, GuardData, OnStop, Update
 from langchain_loop_guard._hint import hinted_system
 from langchain_loop_guard._messages import hint
+from langchain_loop_guard._outcomes import holds_answer
 from langchain_loop_guard._runtime import ConfigInput
 
 __all__ = ["LoopGuardAgentState", "LoopGuardMiddleware"]
+
+_MAX_NOTED = 256  # model answers whose context flag waits for ``after_model``
 
 
 class LoopGuardAgentState(AgentState[Any]):
@@ -106,6 +110,9 @@ class LoopGuardMiddleware(GraphGuard, AgentMiddleware[LoopGuardAgentState, Any, 
     ) -> None:
         super().__init__(config, nudges=nudges, on_stop=on_stop, clock=clock, record_to=record_to)
         self._hint_cache: tuple[SystemMessage | None, str, SystemMessage] | None = None
+        # Whether the model's request held the run's previous answer, by the id of the answer
+        # it gave: ``after_model`` reads it (SPEC §11 N2). Ids and flags only, bounded.
+        self._seen_previous: OrderedDict[str, bool] = OrderedDict()
 
     @property
     def name(self) -> str:
@@ -148,6 +155,7 @@ class LoopGuardMiddleware(GraphGuard, AgentMiddleware[LoopGuardAgentState, Any, 
         if update is not None and update.jump == "end":
             return _with_state(ModelResponse(result=list(update.messages)), update)
         response = handler(self._model_request(request, update))
+        self._note_context(request, response)
         return _with_state(response, update)
 
     def awrap_model_call(  # a plain method returning a coroutine, on purpose (see below)
@@ -176,6 +184,7 @@ class LoopGuardMiddleware(GraphGuard, AgentMiddleware[LoopGuardAgentState, Any, 
         if update is not None and update.jump == "end":
             return _with_state(ModelResponse(result=list(update.messages)), update)
         response = await handler(self._model_request(request, update))
+        self._note_context(request, response)
         return _with_state(response, update)
 
     def _pass_before_model(self, request: ModelRequest[Any]) -> Update | None:
@@ -190,6 +199,40 @@ class LoopGuardMiddleware(GraphGuard, AgentMiddleware[LoopGuardAgentState, Any, 
         if quiet:
             return None  # the pass after the model call feeds this step's results
         return self._guard_pass(messages, stored, "before_model")
+
+    def _note_context(self, request: ModelRequest[Any], response: ModelResponse[Any]) -> None:
+        """Remember whether the request held the run's previous answer, for the answer given.
+
+        The request is what the model read: another middleware may have trimmed or rewritten
+        the state's history in it.
+        """
+        if self.mode == "off" or not request.state:
+            return
+        with self.failing_open("LoopGuardMiddleware.wrap_model_call"):
+            stored = request.state.get(STATE_KEY)
+            processed = stored.get("ai") if isinstance(stored, Mapping) else None
+            messages = request.messages
+            held = holds_answer(messages, len(messages), processed)
+            answers = [m.id for m in response.result if isinstance(m, AIMessage) and m.id]
+            with self._lock:
+                for answer_id in answers:
+                    self._seen_previous[answer_id] = held
+                    self._seen_previous.move_to_end(answer_id)
+                while len(self._seen_previous) > _MAX_NOTED:
+                    self._seen_previous.popitem(last=False)
+
+    def _in_context(
+        self, messages: Sequence[AnyMessage], index: int, processed: str | None
+    ) -> bool:
+        """What the model's request held, when ``wrap_model_call`` saw it; else the state's
+        messages before the answer."""
+        answer_id = messages[index].id
+        if answer_id is not None:
+            with self._lock:
+                held = self._seen_previous.get(answer_id)
+            if held is not None:
+                return held
+        return super()._in_context(messages, index, processed)
 
     def _model_request(
         self, request: ModelRequest[Any], update: Update | None

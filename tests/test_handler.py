@@ -9,9 +9,18 @@ from uuid import UUID, uuid4
 
 import pytest
 from langchain_core.callbacks import BaseCallbackHandler
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolCall, ToolMessage
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolCall,
+    ToolMessage,
+)
 from langchain_core.outputs import ChatGeneration, Generation, LLMResult
 from langgraph.errors import GraphInterrupt
+from langgraph.types import Command
+from pydantic import BaseModel, ValidationError
 
 from langchain_loop_guard import LoopGuardConfig, LoopGuardConfigError, Signal
 from langchain_loop_guard._handler import LoopGuardCallbackHandler
@@ -258,17 +267,107 @@ def test_interrupt_in_a_tool_is_a_pause_and_its_resumption_not_a_new_call() -> N
     assert (inspection.calls, [c.outcome for c in inspection.recent]) == (2, ["ok", "ok"])
 
 
+# --- what a tool returned -------------------------------------------------------------------------
+
+
+def test_command_results_are_keyed_by_their_tool_message_content() -> None:
+    """on_tool_end gets the tool's Command: identical calls returning one content repeat."""
+    handler = guard()
+    run = Run(handler)
+    for n in (1, 2):
+        update = {"messages": [ToolMessage("saved", tool_call_id=f"c{n}", id=f"m{n}")]}
+        run.tool("remember", {"fact": "x"}, Command(update=update), call_id=f"c{n}")
+    inspection = handler.inspect(run.id)
+    assert inspection is not None
+    assert [c.outcome for c in inspection.recent] == ["ok", "ok"]
+    assert inspection.recent[0].digest == inspection.recent[1].digest
+    with pytest.raises(LoopDetected) as caught:
+        run.tool("remember", {"fact": "x"}, call_id="c3")
+    assert caught.value.signal is Signal.REPEATED_TOOL_CALL
+
+
+def test_command_with_an_error_tool_message_is_a_failure() -> None:
+    """A Command whose tool message has status="error" counts toward the error streak."""
+    run = Run(guard())
+    failed = {"messages": [ToolMessage("quota exceeded", tool_call_id="c", status="error")]}
+    run.tool("book", {"n": 1}, Command(update=failed), call_id="c1")
+    run.tool("book", {"n": 2}, Command(update=failed), call_id="c2")
+    with pytest.raises(LoopDetected) as caught:
+        run.tool("book", {"n": 3}, Command(update=failed), call_id="c3")
+    assert caught.value.signal is Signal.REPEATED_TOOL_ERROR
+
+
+def test_a_validation_error_from_on_tool_error_is_an_error() -> None:
+    """Invalid arguments raise pydantic's ValidationError in on_tool_error: an error outcome."""
+
+    class Args(BaseModel):
+        count: int
+
+    handler = guard()
+    run = Run(handler)
+    with pytest.raises(ValidationError) as invalid:
+        Args.model_validate({"count": "abc"})
+    run.tool("repeat_word", {"count": "abc"}, error=invalid.value, call_id="c1")
+    inspection = handler.inspect(run.id)
+    assert inspection is not None
+    assert [c.outcome for c in inspection.recent] == ["error"]
+
+
 # --- model turns ----------------------------------------------------------------------------------
 
 
 def test_identical_assistant_text_raises_from_llm_end() -> None:
-    """The third identical answer raises at the end of that model call."""
+    """The third identical answer to an input holding the previous one raises at its end."""
     run = Run(guard())
-    run.model("I cannot find it.")
-    run.model("I  cannot find it. ")
+    history: list[BaseMessage] = [HumanMessage("Find the bug.")]
+    for answer in ("I cannot find it.", "I  cannot find it. "):
+        history += [run.model(answer, seen=history), HumanMessage("Look again.")]
     with pytest.raises(LoopDetected) as caught:
-        run.model("I cannot find it.")
+        run.model("I cannot find it.", seen=history)
     assert caught.value.signal is Signal.REPEATED_ASSISTANT_RESPONSE
+
+
+def test_helper_model_giving_the_same_answer_to_new_inputs_is_never_stopped() -> None:
+    """A grader answering "yes" to 5 documents, none of its inputs holding an answer, is no loop."""
+    handler = guard()
+    run = Run(handler)
+    for n in range(5):
+        run.model("yes", seen=[SystemMessage("Is it relevant?"), HumanMessage(f"document {n}")])
+    assert handler.status().stops == 0
+
+
+def test_a_few_shot_example_with_the_answer_text_is_not_the_previous_answer() -> None:
+    """A grader whose prompt ends with an example answer "no" may answer "no" to every input."""
+    handler = guard()
+    run = Run(handler)
+    for n in range(5):
+        example = AIMessage("no", id="example")
+        seen = [HumanMessage("doc: cats"), example, HumanMessage(f"doc: {n}")]
+        run.model(AIMessage("no", id=f"answer-{n}"), seen=seen)
+    assert handler.status().stops == 0
+
+
+def test_an_answer_whose_input_holds_the_previous_answer_by_id_repeats_it() -> None:
+    """The agent's history keeps its answers' ids: the third identical answer is stopped."""
+    run = Run(guard())
+    history: list[BaseMessage] = [HumanMessage("q")]
+    for n in range(2):
+        history += [run.model(AIMessage("Same.", id=f"a{n}"), seen=history), HumanMessage("more")]
+    with pytest.raises(LoopDetected) as caught:
+        run.model(AIMessage("Same.", id="a2"), seen=history)
+    assert caught.value.signal is Signal.REPEATED_ASSISTANT_RESPONSE
+
+
+def test_model_runs_in_flight_are_forgotten_when_they_end_or_fail() -> None:
+    """The per-call context flag is kept only while the model call is in flight."""
+    handler = guard()
+    run = Run(handler)
+    node, llm = run.node(), uuid4()
+    handler.on_chat_model_start({}, [[HumanMessage("q")]], run_id=llm, parent_run_id=node)
+    assert len(handler._runs[str(run.id)].in_context) == 1
+    handler.on_llm_error(RuntimeError("rate limited"), run_id=llm, parent_run_id=node)
+    run.model("done", seen=[HumanMessage("q")])
+    assert handler._runs[str(run.id)].in_context == {}
 
 
 def test_text_completion_models_count_turns() -> None:
@@ -664,6 +763,7 @@ def test_handler_failure_fails_open_with_one_warning(
         lambda h, p: h.on_llm_end(LLMResult(generations=[[]]), run_id=uuid4(), parent_run_id=p),
         lambda h, p: h.on_tool_end(object(), run_id=uuid4(), parent_run_id=p),
         lambda h, p: h.on_tool_error(KeyboardInterrupt(), run_id=uuid4(), parent_run_id=p),
+        lambda h, p: h.on_llm_error(RuntimeError(), run_id=uuid4(), parent_run_id=uuid4()),
         lambda h, p: h.on_chain_start(None, None, run_id=uuid4(), parent_run_id=p, metadata=None),
     ],
     ids=[
@@ -673,6 +773,7 @@ def test_handler_failure_fails_open_with_one_warning(
         "no generations",
         "odd output",
         "odd error",
+        "error of a model never started",
         "no metadata",
     ],
 )

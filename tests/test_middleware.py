@@ -297,6 +297,61 @@ def test_after_model_processes_an_answer_once() -> None:
     assert guard.after_model(state, None) is None  # type: ignore[arg-type]
 
 
+def _answer_reading(guard: LoopGuardMiddleware, state: dict[str, Any], answer: AIMessage) -> None:
+    """The model node, its request holding only the first and last state messages (another
+    middleware trimmed the history), then ``after_model``."""
+    request = ModelRequest(
+        model=ScriptedChatModel(script=["unused"]),
+        messages=[state["messages"][0], state["messages"][-1]],
+        state=state,  # type: ignore[arg-type]
+    )
+    _apply(state, _node_update(guard.wrap_model_call(request, lambda _: ModelResponse([answer]))))
+    _apply(state, guard.after_model(state, None))  # type: ignore[arg-type]
+
+
+def test_async_model_call_notes_what_its_request_held() -> None:
+    """awrap_model_call, like wrap_model_call, tells after_model that the request lacked the
+    previous answer."""
+    guard = _guard()
+    state: dict[str, Any] = {"messages": [HumanMessage("go")]}
+    for n in range(3):
+        request = ModelRequest(
+            model=ScriptedChatModel(script=["unused"]),
+            messages=[state["messages"][0]],
+            state=state,  # type: ignore[arg-type]
+        )
+        answer = AIMessage("I cannot do that.", id=f"answer-{n}")
+
+        async def model(_: ModelRequest[Any], answer: AIMessage = answer) -> Any:
+            return ModelResponse([answer])
+
+        _apply(state, _node_update(asyncio.run(guard.awrap_model_call(request, model))))
+        _apply(state, asyncio.run(guard.aafter_model(state, None)))  # type: ignore[arg-type]
+        state["messages"].append(SystemMessage("Try again."))
+    assert guard.status().stops == 0
+
+
+@pytest.mark.parametrize("trimmed", [False, True], ids=["full history", "trimmed request"])
+def test_an_answer_repeats_only_if_the_model_request_held_the_previous_one(trimmed: bool) -> None:
+    """Three identical answers stop the run unless the model's request lacked the previous one."""
+    guard = _guard()
+    state: dict[str, Any] = {"messages": [HumanMessage("go")]}
+    answers = [AIMessage("I cannot do that.", id=f"answer-{n}") for n in range(3)]
+    for answer in answers[:2]:
+        if trimmed:
+            _answer_reading(guard, state, answer)
+        else:
+            _step(guard, state, answer)
+        state["messages"].append(SystemMessage("Try again."))
+    if trimmed:
+        _answer_reading(guard, state, answers[2])
+        assert guard.status().stops == 0
+    else:
+        with pytest.raises(LoopDetected) as caught:
+            _step(guard, state, answers[2])
+        assert caught.value.signal is Signal.REPEATED_ASSISTANT_RESPONSE
+
+
 @pytest.mark.parametrize(
     ("system", "expected"),
     [

@@ -1,0 +1,172 @@
+"""What the integrations feed the detector from LangChain objects (SPEC §11).
+
+The callback handler, the middleware and the node guard see a tool's result in different
+shapes: a plain value, a ``ToolMessage`` (its ``status`` says whether it failed), a LangGraph
+``Command`` whose update carries the ``ToolMessage``, or a list of those. :func:`tool_outcome`
+turns any of them into the one thing the detector digests, so that every integration keys the
+same result the same way:
+
+* a message is its content; ids (``tool_call_id``, the message id) are never part of it, so a
+  tool that returns ``Command(update={"messages": [ToolMessage(...)]})`` repeats its outcome
+  when the content repeats;
+* a result is an error when a ``ToolMessage`` in it has ``status="error"``; the error text a
+  ``ToolNode`` writes for invalid arguments is fed without the arguments it quotes, so a model
+  that sends new invalid values every time repeats one error.
+
+:func:`previous_answer` finds the last model answer in a model's input, the cheap way: it looks
+back at most :data:`CONTEXT_SCAN` messages; :func:`holds_answer` tells whether that is a given
+answer, which is how a guard decides that a model saw the run's previous answer (SPEC §11 N2).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
+
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langgraph.types import Command
+
+__all__ = ["CONTEXT_SCAN", "Outcome", "holds_answer", "previous_answer", "tool_outcome"]
+
+CONTEXT_SCAN = 256
+"""Messages a guard looks back through, from the end of a model's input, for the last model
+answer. An answer further back is taken as not in the input (the safe side: a new streak)."""
+
+_MAX_PARTS = 64  # messages (or list items) of one result taken into its outcome
+
+# ``ToolNode``'s text for invalid arguments (``TOOL_INVOCATION_ERROR_TEMPLATE`` in
+# ``langgraph.prebuilt.tool_node``): "Error invoking tool '<name>' with kwargs <repr of the
+# arguments> with error:\n<errors>\n Please fix ...". The repr holds no newline.
+_INVOCATION_ERROR = re.compile(r"\A(Error invoking tool '[^'\n]*') with kwargs .* (with error:\n)")
+
+
+class Outcome(NamedTuple):
+    """What to feed ``LoopDetector.tool_result``: ``output`` for a success, else ``error``."""
+
+    output: object
+    error: object = None
+
+
+def tool_outcome(result: object) -> Outcome:
+    """The outcome of a tool's ``result``, whatever shape the host gave it.
+
+    Args:
+        result: what the tool returned (``on_tool_end``'s output), or the ``ToolMessage`` that
+            answered its call in the graph state.
+
+    Returns:
+        The content to digest, as ``error`` when the result is a failure.
+    """
+    if type(result) is str:  # the common case first: isinstance of a pydantic class is slow
+        return Outcome(result)
+    if isinstance(result, ToolMessage):
+        if result.status == "error":
+            return Outcome(None, _without_arguments(result.content))
+        return Outcome(result.content)
+    if isinstance(result, Command):
+        return _message_outcome(_command_messages(result), result)
+    if (
+        isinstance(result, list)
+        and result
+        and all(isinstance(item, ToolMessage | Command) for item in result)
+    ):
+        # a tool may return several commands and messages at once
+        messages: list[object] = []
+        for item in result[:_MAX_PARTS]:
+            messages += [item] if isinstance(item, ToolMessage) else _command_messages(item)
+        return _message_outcome(messages, result)
+    return Outcome(result)
+
+
+def previous_answer(messages: Sequence[object], end: int | None = None) -> AIMessage | None:
+    """The last model answer in ``messages[:end]``, looking back :data:`CONTEXT_SCAN` at most."""
+    stop = len(messages) if end is None else end
+    for index in range(stop - 1, max(-1, stop - 1 - CONTEXT_SCAN), -1):
+        message = messages[index]
+        if isinstance(message, AIMessage):
+            return message
+    return None
+
+
+def holds_answer(messages: Sequence[object], end: int, answer_id: str | None) -> bool:
+    """Whether the last model answer in ``messages[:end]`` is the one with id ``answer_id``.
+
+    A graph keeps every message's id, so the model whose input this was saw that answer. When
+    there is no id to compare (``answer_id`` or the message's is ``None``), any answer counts.
+    """
+    previous = previous_answer(messages, end)
+    if previous is None:
+        return False
+    return answer_id is None or previous.id is None or previous.id == answer_id
+
+
+def _message_outcome(messages: Sequence[object], result: object) -> Outcome:
+    """The contents of the tool messages among ``messages`` (all messages when none is one).
+
+    Without any message (a ``Command`` that only routes, say), where ``result`` goes and what
+    else it updates.
+    """
+    tool_messages = [m for m in messages if _kind(m) == "tool"] or list(messages)
+    if not tool_messages:
+        return Outcome(_command_view(result))
+    contents = [_content(m) for m in tool_messages]
+    failed = [c for m, c in zip(tool_messages, contents, strict=True) if _status(m) == "error"]
+    if failed:
+        errors = [_without_arguments(c) for c in failed]
+        return Outcome(None, errors[0] if len(errors) == 1 else errors)
+    return Outcome(contents[0] if len(contents) == 1 else contents)
+
+
+def _command_messages(command: Any) -> list[object]:
+    """The messages in a ``Command``'s update: any state key's, or the update list itself."""
+    update = getattr(command, "update", None)
+    if isinstance(update, Mapping):
+        values: list[object] = list(update.values())
+    elif isinstance(update, list | tuple):
+        # a list of messages (a ToolNode fed a message list), or of (key, value) pairs
+        pairs = all(isinstance(i, tuple) and len(i) == 2 and isinstance(i[0], str) for i in update)
+        values = [value for _, value in update] if pairs and update else [list(update)]
+    else:
+        return []
+    found: list[object] = []
+    for value in values:
+        items = value if isinstance(value, list | tuple) else [value]
+        found += [item for item in items[:_MAX_PARTS] if _kind(item) is not None]
+    return found[:_MAX_PARTS]
+
+
+def _kind(item: object) -> str | None:
+    """``"tool"`` for a tool message, another string for another message, else ``None``."""
+    if isinstance(item, BaseMessage):
+        return item.type
+    if isinstance(item, Mapping) and "content" in item:
+        kind = item.get("type") or item.get("role")
+        return kind if isinstance(kind, str) else None
+    return None
+
+
+def _content(message: object) -> object:
+    if isinstance(message, Mapping):
+        return message.get("content")
+    return getattr(message, "content", None)
+
+
+def _status(message: object) -> object:
+    if isinstance(message, Mapping):
+        return message.get("status")
+    return getattr(message, "status", None)
+
+
+def _command_view(result: object) -> object:
+    """A ``Command`` (or a list of them) by where it goes and what it updates."""
+    if isinstance(result, list):
+        return [_command_view(item) for item in result[:_MAX_PARTS]]
+    return {"goto": getattr(result, "goto", None), "update": getattr(result, "update", None)}
+
+
+def _without_arguments(content: object) -> object:
+    """A ``ToolNode`` invalid-arguments text without the arguments it quotes."""
+    if isinstance(content, str) and content.startswith("Error invoking tool '"):
+        return _INVOCATION_ERROR.sub(r"\1 \2", content, count=1)
+    return content
