@@ -19,7 +19,14 @@ from langchain_core.messages import SystemMessage
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
-from langchain_loop_guard._graph_state import STATE_KEY, GraphGuard, GuardData, OnStop, Update
+from langchain_loop_guard._graph_state import (
+    STATE_KEY,
+    GraphGuard,
+    GuardData,
+    OnStop,
+    Update,
+    repair_update,
+)
 from langchain_loop_guard._hint import hinted_system
 from langchain_loop_guard._messages import hint
 from langchain_loop_guard._runtime import ConfigInput
@@ -113,6 +120,43 @@ class LoopGuardMiddleware(GraphGuard, AgentMiddleware[LoopGuardAgentState, Any, 
         return type(self).__name__
 
     # --- hooks ----------------------------------------------------------------------------------
+
+    def before_agent(
+        self, state: LoopGuardAgentState, runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
+        """Repair a thread an earlier run left with unanswered tool calls.
+
+        A stop by any guard (the callback handler's, an interrupt answered with a new message
+        instead of a resume), a crash or another middleware's error can leave a model answer
+        whose calls no ``ToolMessage`` answers; providers reject such a history. Each such
+        call is answered with a "not executed" error ``ToolMessage`` before the model runs.
+        """
+        if self.mode == "off":
+            return None
+        update: list[Any] | None = None
+        with self.failing_open("LoopGuardMiddleware.before_agent"):
+            update = repair_update(state["messages"], self.config.locale)
+        return None if update is None else {"messages": update}
+
+    async def abefore_agent(
+        self, state: LoopGuardAgentState, runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
+        """:meth:`before_agent`, for async runs."""
+        return self.before_agent(state, runtime)
+
+    def after_agent(self, state: LoopGuardAgentState, runtime: Runtime[Any]) -> None:
+        """Raise the stop of ``on_stop="raise"``, now that its answers are saved.
+
+        ``after_model`` answered the refused answer's calls and ended the run; raising there
+        would have discarded those answers with the rest of the step.
+        """
+        halt = self._pending_halt(state["messages"], state.get(STATE_KEY))
+        if halt is not None:
+            raise halt
+
+    async def aafter_agent(self, state: LoopGuardAgentState, runtime: Runtime[Any]) -> None:
+        """:meth:`after_agent`, for async runs."""
+        self.after_agent(state, runtime)
 
     @hook_config(can_jump_to=["end", "model"])
     def after_model(

@@ -194,7 +194,8 @@ def node_graph(
     hub: bool = True,
     interrupt_before: Sequence[str] | None = None,
 ) -> Any:
-    """``START -> agent -> loop_guard -> (tools | agent | END)``, ``tools -> loop_guard``.
+    """``START -> loop_guard -> (tools | agent | END)``, ``agent -> loop_guard``,
+    ``tools -> loop_guard``.
 
     With ``hub=False`` the tools go straight back to the model (``tools -> agent``) and the
     guard sees their results one model call later.
@@ -208,7 +209,7 @@ def node_graph(
     builder.add_node("agent", agent)
     builder.add_node("tools", ToolNode(list(tools)))
     builder.add_node("loop_guard", guard)
-    builder.add_edge(START, "agent")
+    builder.add_edge(START, "loop_guard")
     builder.add_edge("agent", "loop_guard")
     builder.add_edge("tools", "loop_guard" if hub else "agent")
     builder.add_conditional_edges("loop_guard", guard.route, list(guard.destinations))
