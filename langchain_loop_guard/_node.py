@@ -27,8 +27,9 @@ nudge, and to ``END`` after a final answer or a stop. ``START -> loop_guard`` le
 repair a thread an earlier stop or crash left with unanswered tool calls before the model
 reads it (with ``START -> agent`` everything else still works). Keep no static
 ``tools -> agent`` edge: a static edge fires whatever a router or a ``Command(goto=END)``
-says, so the model would run on after the guard stopped the run. (With ``"tools" -> "agent"`` instead of ``"tools" -> "loop_guard"`` the
-guard still works, but sees tool results one model call later.)
+says, so the model would run on after the guard stopped the run. (With ``"tools" -> "agent"``
+instead of ``"tools" -> "loop_guard"`` the guard still works, but sees tool results one model
+call later.)
 """
 
 from __future__ import annotations
