@@ -20,7 +20,7 @@ from uuid import UUID
 
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.callbacks.manager import dispatch_custom_event
-from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langgraph.errors import GraphBubbleUp, GraphInterrupt
 
 from langchain_loop_guard._detector import ALLOW, LoopDetector, Verdict
@@ -72,6 +72,8 @@ class _Run:
     """Calls the model named (by call id) that no tool has started yet."""
     paused: dict[str, bool] = field(default_factory=dict)
     """Call ids whose tool was interrupted; its resumption is not a new call."""
+    human: object = None
+    """The last human message the model was called with (its id, or position and text)."""
 
 
 @dataclass(slots=True, eq=False)
@@ -323,13 +325,17 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
         """A model turn begins; a stopped run is aborted here, before the model is paid for.
 
         Tool calls the model named that never reached a tool (an unknown tool name, say) are
-        counted first, with the error message the agent answered them with.
+        counted first, with the error message the agent answered them with. A human message
+        the run's model has not seen yet starts a fresh run (``scope="run"``) or releases a
+        stopped thread (``scope="thread"``).
         """
         with self._lock:
             run = self._start(run_id, parent_run_id, metadata)
             if run is None:
                 return
-            verdicts = self._unexecuted_calls(run, messages[0] if messages else ())
+            sent = messages[0] if messages else ()
+            self._human_input(run, sent)
+            verdicts = self._unexecuted_calls(run, sent)
             if not any(v.stops for v in verdicts):
                 verdicts.append(self.decide(run.detector, "turn_start"))
         self._act(run.key, verdicts)
@@ -592,6 +598,25 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
                     self._open.pop(member, None)
                 root.members.clear()
 
+    def _human_input(self, run: _Run, messages: Sequence[BaseMessage]) -> None:
+        """Start afresh, or release the thread, when a new human message reached the model.
+
+        The first model call a run (or a thread, in this process) makes only records the
+        latest human message: a new top-level run starts afresh anyway.
+        """
+        latest = _latest_human(messages)
+        if latest is None or latest == run.human:
+            return
+        seen, run.human = run.human, latest
+        if seen is None:
+            return
+        if run.per_thread:
+            self.decide(run.detector, "user_message")
+        else:
+            self.decide(run.detector, "reset")
+            run.announced.clear()
+            run.paused.clear()
+
     def _unexecuted_calls(self, run: _Run, messages: Sequence[BaseMessage]) -> list[Verdict]:
         """Count the calls the model named that no tool started but the agent answered.
 
@@ -657,6 +682,18 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
         # RuntimeError: no run to attach the event to (a model called outside any runnable)
         with self.failing_open("trace event"), contextlib.suppress(RuntimeError):
             dispatch_custom_event(TRACE_EVENT, data)
+
+
+def _latest_human(messages: Sequence[BaseMessage]) -> object:
+    """The last human message of ``messages``: its id, or its position and text; or ``None``.
+
+    The guard's own messages (named ``"loop_guard"``) are not a human's.
+    """
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if isinstance(message, HumanMessage) and message.name != "loop_guard":
+            return message.id if message.id else (index, str(message.content))
+    return None
 
 
 def _answer(response: LLMResult) -> tuple[str, list[tuple[str, Any, str | None]]]:
