@@ -368,7 +368,13 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
         parent_run_id: UUID | None = None,
         **kwargs: Any,
     ) -> None:
-        """The model answered: check the text, and remember the tool calls it named."""
+        """The model answered: check the text, and remember the tool calls it named.
+
+        An answer with several calls, one of which would stop the run, is stopped here, so
+        that none of them runs: each call is its own parallel task, and raising from one
+        task's ``on_tool_start`` would not keep its siblings from running. The middleware and
+        the node guard decide such an answer the same way.
+        """
         with self._lock:
             run = self._resolve(run_id, parent_run_id)
             verdict = ALLOW
@@ -380,6 +386,11 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
                     text,
                     [(name, args) for name, args, _ in tool_calls],
                 )
+                if not verdict.stops and len(tool_calls) > 1 and self._stops_any(run, tool_calls):
+                    for name, args, call_id in tool_calls:
+                        verdict = self.decide(run.detector, "tool_call", name, args, call_id)
+                        if verdict.stops:
+                            break
                 for name, args, call_id in tool_calls:
                     if call_id:
                         _put(run.announced, call_id, (name, args), _MAX_ANNOUNCED)
@@ -597,6 +608,17 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
                 for member in root.members:
                     self._open.pop(member, None)
                 root.members.clear()
+
+    def _stops_any(self, run: _Run, tool_calls: Sequence[tuple[str, Any, str | None]]) -> bool:
+        """Whether one of an answer's calls, made in order, would stop the run (a dry run on
+        a copy of the run's detector)."""
+        probe = self.new_detector(config=run.detector.config)
+        if not probe.restore_state(run.detector.export_state()):
+            return False
+        for name, args, call_id in tool_calls:
+            if self.decide(probe, "tool_call", name, args, call_id).stops:
+                return True
+        return False
 
     def _human_input(self, run: _Run, messages: Sequence[BaseMessage]) -> None:
         """Start afresh, or release the thread, when a new human message reached the model.

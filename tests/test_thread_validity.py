@@ -34,6 +34,7 @@ from langchain_loop_guard.testing import (
     ScriptedChatModel,
     assert_valid_history,
     call,
+    calls,
     history_problems,
     scripted_tool,
 )
@@ -94,11 +95,15 @@ def saver(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[BaseCheckp
 
 
 def _agent(
-    integration: Integration, on_stop: str, saver: BaseCheckpointSaver[Any]
+    integration: Integration,
+    on_stop: str,
+    saver: BaseCheckpointSaver[Any],
+    model: ScriptedChatModel | None = None,
+    tools: list[Any] | None = None,
 ) -> tuple[Any, ScriptedChatModel, dict[str, Any]]:
     """The looping agent of ``integration``, its model and a fresh thread's configuration."""
-    model = ScriptedChatModel(script=[_looping], then="repeat")
-    tools = [scripted_tool("read_file", "contents")]
+    model = model or ScriptedChatModel(script=[_looping], then="repeat")
+    tools = tools or [scripted_tool("read_file", "contents")]
     config: dict[str, Any] = {"configurable": {"thread_id": f"validity-{uuid.uuid4().hex}"}}
     loop_config = LoopGuardConfig(nudges=0)
     if integration == "middleware":
@@ -241,3 +246,40 @@ def test_history_problems_names_an_answer_to_no_call() -> None:
     assert history_problems([*both, ToolMessage("z", tool_call_id="c1")]) == [
         "message 3 answers 'c1' twice"
     ]
+
+
+# --- identical parallel calls -------------------------------------------------------------------
+
+
+def _parallel(messages: Sequence[BaseMessage]) -> AIMessage | str:
+    """Asks for the same read three times in one answer, then answers the next message."""
+    if _humans(messages) >= 2:
+        return FINE
+    return calls(*[("read_file", {"path": "a.txt"})] * 3)
+
+
+@pytest.mark.parametrize("integration", ["middleware", "node", "handler"])
+def test_identical_parallel_calls_of_one_answer_all_stay_unrun(integration: Integration) -> None:
+    """Three identical calls in one answer (repeat limit 3): the run stops and none runs."""
+    read_file = scripted_tool("read_file", "contents")
+    model = ScriptedChatModel(script=[_parallel], then="repeat")
+    graph, _, config = _agent(integration, "raise", InMemorySaver(), model, [read_file])
+    with pytest.raises(LoopDetected) as caught:
+        graph.invoke({"messages": [HumanMessage("Read a.txt.")]}, config)
+    assert caught.value.signal is Signal.REPEATED_TOOL_CALL
+    assert read_file.calls == 0
+    assert_valid_history(graph.get_state(config).values["messages"])
+    graph.invoke({"messages": [HumanMessage(LATER)]}, config)
+    assert_valid_history(model.seen[-1])
+
+
+@pytest.mark.parametrize("integration", ["middleware", "node", "handler"])
+def test_two_identical_parallel_calls_below_the_limit_both_run(integration: Integration) -> None:
+    """Two identical calls in one answer (repeat limit 3) are no loop: both run."""
+    read_file = scripted_tool("read_file", "contents")
+    steps = iter([calls(*[("read_file", {"path": "a.txt"})] * 2), FINE])
+    model = ScriptedChatModel(script=[lambda messages: next(steps)], then="repeat")
+    graph, _, config = _agent(integration, "raise", InMemorySaver(), model, [read_file])
+    result = graph.invoke({"messages": [HumanMessage("Read a.txt.")]}, config)
+    assert read_file.calls == 2
+    assert result["messages"][-1].content == FINE
