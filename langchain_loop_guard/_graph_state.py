@@ -29,6 +29,7 @@ the same saved state and must reach the same decision, which is what makes
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 import uuid
@@ -55,7 +56,13 @@ from langchain_loop_guard._config import LoopGuardConfig
 from langchain_loop_guard._detector import LoopDetector, Signal, Verdict
 from langchain_loop_guard._errors import LoopGuardConfigError
 from langchain_loop_guard._interrupt import LoopDetected
-from langchain_loop_guard._messages import HINT_MARKER, not_executed, nudge, translator
+from langchain_loop_guard._messages import (
+    HINT_MARKER,
+    not_executed,
+    nudge,
+    stopped_after_nudge,
+    translator,
+)
 from langchain_loop_guard._runtime import ConfigInput, GuardRuntime, RunInspection, logger
 
 if TYPE_CHECKING:
@@ -166,6 +173,9 @@ class GuardData(TypedDict, total=False):
     """Whether the next model turn was already counted (before the model ran)."""
     nudged: int
     """Nudges given in this run."""
+    last_nudge: list[Any]
+    """``[key, count]`` of the verdict the last nudge answered: a stop on the same loop
+    counts the nudged attempts too."""
     at: float
     """When the state was written (the guard's clock), to count time spent between steps."""
     halt: dict[str, Any]
@@ -692,13 +702,18 @@ class GraphGuard(GuardRuntime):
             verdict = self._feed(work, "tool_call", name, args, call_id=call_id)
             if malformed and not verdict.stops:  # it fails without reaching a tool
                 verdict = self._feed(work, "tool_result", name, error=_MALFORMED, call_id=call_id)
-            if call_id in answered or not verdict.stops:
-                continue  # answered by another middleware: it counts, but is not ours to refuse
+            if not verdict.stops:
+                continue
             self._resolve(work, verdict, calls=calls, answered=answered)
             if work.stop is not None:
                 return
             text = nudge(verdict.tool or name, verdict.count, work.config.locale)
-            work.messages.append(_tool_answer(call_id, name, text))
+            if call_id in answered:
+                # Answered already (a structured-output call, answered by the agent itself):
+                # nothing to refuse, so the nudge follows the answers as a message of its own.
+                work.messages.append(_separate_nudge(text))
+            else:
+                work.messages.append(_tool_answer(call_id, name, text))
 
     def _resolve(
         self,
@@ -713,6 +728,7 @@ class GraphGuard(GuardRuntime):
         if not verdict.tripped and used < work.nudges:
             work.detector.release()
             work.data["nudged"] = used + 1
+            work.data["last_nudge"] = [verdict.key, verdict.count]
             logger.info(
                 "loop-guard nudge: run=%s signal=%s tool=%s count=%d nudge=%d/%d",
                 work.run_id,
@@ -723,6 +739,11 @@ class GraphGuard(GuardRuntime):
                 work.nudges,
             )
             return
+        original = work.detector.tripped
+        if verdict.tripped and original is not None and not original.tripped:
+            # A call of a run stopped earlier in this pass: the stop gives the real reason.
+            verdict = dataclasses.replace(original, action=verdict.action)
+        verdict = _after_nudge(verdict, work.data.get("last_nudge"), work.config.locale)
         work.stop = verdict
         done = answered | {getattr(m, "tool_call_id", None) for m in work.messages}
         text = not_executed(work.config.locale)
@@ -861,6 +882,23 @@ def _open_calls(
     return _calls_of(cast(AIMessage, messages[index])), answered
 
 
+def _after_nudge(verdict: Verdict, last: object, locale: str) -> Verdict:
+    """``verdict`` counting the attempts a nudge refused, when it stops the loop nudged last.
+
+    After a nudge about a repeated call the detector starts that loop's count again, so its
+    stop would say "3 times" of what is the 4th identical attempt in a row.
+    """
+    if not isinstance(last, list | tuple) or len(last) != 2 or last[0] is None:
+        return verdict
+    key, nudged = last
+    if key != verdict.key or type(nudged) is not int or verdict.count > nudged:
+        return verdict  # another loop, or one whose count went on (an error streak, say)
+    count = nudged + 1
+    return dataclasses.replace(
+        verdict, count=count, message=stopped_after_nudge(verdict.tool, count, locale)
+    )
+
+
 def _tool_answer(call_id: str, name: str, text: str, kind: GuardKind = "nudge") -> ToolMessage:
     return ToolMessage(
         content=text,
@@ -969,6 +1007,11 @@ def _standalone_nudge(verdict: Verdict, locale: str) -> HumanMessage:
         )
     content = f"{HINT_MARKER} {text.format(tool=verdict.tool, count=verdict.count)}"
     return HumanMessage(content=content, name=MESSAGE_NAME, additional_kwargs={GUARD_KEY: "nudge"})
+
+
+def _separate_nudge(text: str) -> HumanMessage:
+    """A nudge no tool message can carry, marked as the guard's (see :data:`GUARD_KEY`)."""
+    return HumanMessage(content=text, name=MESSAGE_NAME, additional_kwargs={GUARD_KEY: "nudge"})
 
 
 def _payload(verdict: Verdict) -> dict[str, Any]:
