@@ -73,9 +73,12 @@ class LoopGuardMiddleware(GraphGuard, AgentMiddleware[LoopGuardAgentState, Any, 
     (digests and counters only), so any checkpointer saves it. A run starts with a human
     message and goes on across interrupts and resumes; ``scope="thread"`` keeps the history for
     the whole thread. See :data:`~langchain_loop_guard._graph_state.OnStop` for what happens on
-    a stop; with ``"raise"`` the answer whose call was refused stays unanswered in the
-    checkpoint (as with ``ToolCallLimitMiddleware``'s ``"error"``), ``"end"`` keeps the history
-    valid for the thread's next message.
+    a stop. Every stop leaves the thread valid for its next message: ``"raise"`` answers the
+    refused answer's calls in ``after_model`` and raises from ``after_agent`` once they are
+    saved (a raise in ``after_model`` would discard them with the step, which is how
+    ``ToolCallLimitMiddleware``'s ``"error"`` leaves a thread), and ``before_agent`` answers any
+    call an earlier run left open (another guard's stop, a crash, an interrupt answered with a
+    new message instead of a resume).
 
     Args:
         config: a :class:`~langchain_loop_guard.LoopGuardConfig`, a mapping of values (over
@@ -83,7 +86,8 @@ class LoopGuardMiddleware(GraphGuard, AgentMiddleware[LoopGuardAgentState, Any, 
         nudges: hard detections that only refuse the call and tell the model (in the
             configured locale) what it repeated, before one stops the run; ``None`` takes
             ``config.nudges``. The same repeat right after a nudge is detected again at once.
-        on_stop: ``"raise"`` (default) raises :class:`~langchain_loop_guard.LoopDetected`;
+        on_stop: ``"raise"`` (default) answers the pending tool calls, then raises
+            :class:`~langchain_loop_guard.LoopDetected`;
             ``"end"`` answers every pending tool call, adds a final message explaining the stop
             and ends the run normally; ``"interrupt"`` pauses the thread for a human, who
             resumes with ``Command(resume="continue")`` (fresh counters) or
