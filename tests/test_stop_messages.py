@@ -25,7 +25,7 @@ from langchain_loop_guard import (
     guard_kind,
 )
 from langchain_loop_guard._graph_state import dangling_calls, repair_update, repaired_history
-from langchain_loop_guard._messages import not_executed
+from langchain_loop_guard._messages import not_executed, stopped_after_nudge
 from langchain_loop_guard.testing import ScriptedChatModel, call, scripted_tool
 
 REPEAT = next(loop for loop in LOOPS if loop.name == "repeat")
@@ -76,6 +76,24 @@ def test_stop_of_a_streak_that_counts_on_after_a_nudge_keeps_its_own_message(kin
     agent = loop_harness(kind, RESPONSE, config={"nudges": 1}, on_stop="end")
     final = stop_message(agent.invoke()["messages"])
     assert "same response 4 times" in final.content
+
+
+@pytest.mark.parametrize(
+    ("tool", "locale", "expected"),
+    [
+        (
+            "read_file",
+            "en",
+            "`read_file` was called again the same way after a warning (attempt 4)",
+        ),
+        (None, "en", "the agent repeated the same step again after a warning (attempt 4)"),
+        ("read_file", "ko", "`read_file`이(가) 같은 방식으로 다시 호출되었습니다(4번째 시도)"),
+        (None, "ko", "같은 단계를 다시 반복했습니다(4번째 시도)"),
+    ],
+)
+def test_after_nudge_stop_names_the_attempt(tool: str | None, locale: str, expected: str) -> None:
+    """The after-nudge reason names the tool (or the step) and the attempt, per locale."""
+    assert expected in stopped_after_nudge(tool, 4, locale)
 
 
 # --- item: structured output ----------------------------------------------------------------------
