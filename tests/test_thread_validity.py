@@ -283,3 +283,21 @@ def test_two_identical_parallel_calls_below_the_limit_both_run(integration: Inte
     result = graph.invoke({"messages": [HumanMessage("Read a.txt.")]}, config)
     assert read_file.calls == 2
     assert result["messages"][-1].content == FINE
+
+
+# --- a crash, then the graph guards repair the thread ---------------------------------------------
+
+
+@pytest.mark.parametrize("integration", ["middleware", "node"])
+def test_graph_guards_repair_a_thread_a_crash_left_open(integration: Integration) -> None:
+    """A tool crash leaves its call unanswered; the next run answers it before the model."""
+    crashing = scripted_tool("read_file", RuntimeError("the disk went away"))
+    graph, model, config = _agent(integration, "raise", InMemorySaver(), tools=[crashing])
+    with pytest.raises(RuntimeError, match="disk went away"):
+        graph.invoke({"messages": [HumanMessage("Read a.txt.")]}, config)
+    assert history_problems(graph.get_state(config).values["messages"])
+    result = graph.invoke({"messages": [HumanMessage(LATER)]}, config)
+    assert_valid_history(model.seen[-1])
+    assert result["messages"][-1].content == FINE
+    repaired = [m for m in model.seen[-1] if guard_kind(m) == "not_executed"]
+    assert len(repaired) == 1
