@@ -25,6 +25,7 @@ from langchain_loop_guard import (
     LoopGuardMiddleware,
     LoopGuardNode,
     Signal,
+    arepair_thread,
     guard_kind,
     repair_thread,
 )
@@ -301,3 +302,28 @@ def test_graph_guards_repair_a_thread_a_crash_left_open(integration: Integration
     assert result["messages"][-1].content == FINE
     repaired = [m for m in model.seen[-1] if guard_kind(m) == "not_executed"]
     assert len(repaired) == 1
+
+
+@pytest.mark.parametrize("scope", ["run", "thread"])
+def test_handler_next_message_after_a_stop_is_answered_in_either_scope(scope: str) -> None:
+    """A new human message releases a thread-scoped handler too; no reset() is needed."""
+    graph, model, config = _agent("handler", "raise", InMemorySaver())
+    handler = LoopGuardCallbackHandler(LoopGuardConfig(nudges=0, scope=scope))
+    config["callbacks"] = [handler]
+    with pytest.raises(LoopDetected) as caught:
+        graph.invoke({"messages": [HumanMessage("Read a.txt.")]}, config)
+    caught.value.repair(graph, config)
+    result = graph.invoke({"messages": [HumanMessage(LATER)]}, config)
+    assert result["messages"][-1].content == FINE
+    assert_valid_history(model.seen[-1])
+    assert handler.status().active_runs == (1 if scope == "thread" else 0)
+
+
+def test_arepair_thread_answers_with_an_async_checkpointer() -> None:
+    """The async repair writes the same answers through aget_state/aupdate_state."""
+    graph, _, config = _agent("handler", "raise", InMemorySaver())
+    with pytest.raises(LoopDetected) as caught:
+        graph.invoke({"messages": [HumanMessage("Read a.txt.")]}, config)
+    assert asyncio.run(caught.value.arepair(graph, config)) == 1
+    assert asyncio.run(arepair_thread(graph, config)) == 0
+    assert_valid_history(graph.get_state(config).values["messages"])
