@@ -76,6 +76,7 @@ __all__ = [
     "STATE_KEY",
     "GraphGuard",
     "GuardData",
+    "GuardKind",
     "LoopGuardResume",
     "LoopGuardState",
     "OnStop",
@@ -102,6 +103,7 @@ answered because the run stopped) or ``"stop"`` (the final message of an ended r
 UI tells the guard's messages from the user's and the model's with :func:`guard_kind`."""
 
 GuardKind = Literal["nudge", "not_executed", "stop"]
+"""What a message the guard wrote is (the value under :data:`GUARD_KEY`)."""
 
 OnStop = Literal["raise", "end", "interrupt"]
 """What a guard does when it stops a run.
