@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from langchain_loop_guard._errors import LoopGuardError as LoopGuardError
     from langchain_loop_guard._graph_state import LoopGuardState as LoopGuardState
     from langchain_loop_guard._graph_state import OnStop as OnStop
+    from langchain_loop_guard._graph_state import guard_kind as guard_kind
     from langchain_loop_guard._handler import LoopGuardCallbackHandler as LoopGuardCallbackHandler
     from langchain_loop_guard._hint import with_loop_hint as with_loop_hint
     from langchain_loop_guard._interrupt import LoopDetected as LoopDetected
@@ -26,6 +27,8 @@ if TYPE_CHECKING:
     from langchain_loop_guard._magic import unload_ipython_extension as unload_ipython_extension
     from langchain_loop_guard._middleware import LoopGuardMiddleware as LoopGuardMiddleware
     from langchain_loop_guard._node import LoopGuardNode as LoopGuardNode
+    from langchain_loop_guard._repair import arepair_thread as arepair_thread
+    from langchain_loop_guard._repair import repair_thread as repair_thread
     from langchain_loop_guard._replay import ReplayReport as ReplayReport
     from langchain_loop_guard._replay import replay as replay
     from langchain_loop_guard._trace import TraceFormatError as TraceFormatError
@@ -47,7 +50,10 @@ _EXPORTS: dict[str, str] = {
     "Signal": "langchain_loop_guard._detector",
     "TraceFormatError": "langchain_loop_guard._trace",
     "Verdict": "langchain_loop_guard._detector",
+    "arepair_thread": "langchain_loop_guard._repair",
+    "guard_kind": "langchain_loop_guard._graph_state",
     "load_ipython_extension": "langchain_loop_guard._magic",
+    "repair_thread": "langchain_loop_guard._repair",
     "replay": "langchain_loop_guard._replay",
     "unload_ipython_extension": "langchain_loop_guard._magic",
     "with_loop_hint": "langchain_loop_guard._hint",
@@ -68,7 +74,10 @@ __all__ = [
     "Signal",
     "TraceFormatError",
     "Verdict",
+    "arepair_thread",
+    "guard_kind",
     "load_ipython_extension",
+    "repair_thread",
     "replay",
     "unload_ipython_extension",
     "with_loop_hint",

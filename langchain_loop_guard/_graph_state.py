@@ -29,15 +29,25 @@ the same saved state and must reach the same decision, which is what makes
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
+import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any, Literal, NotRequired, TypeVar, cast, get_args
 
-from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.messages import (
+    AIMessage,
+    AnyMessage,
+    BaseMessage,
+    HumanMessage,
+    RemoveMessage,
+    ToolMessage,
+)
 from langgraph.config import get_config
+from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.types import interrupt
 from pydantic import BeforeValidator
 from typing_extensions import TypedDict
@@ -46,7 +56,13 @@ from langchain_loop_guard._config import LoopGuardConfig
 from langchain_loop_guard._detector import LoopDetector, Signal, Verdict
 from langchain_loop_guard._errors import LoopGuardConfigError
 from langchain_loop_guard._interrupt import LoopDetected
-from langchain_loop_guard._messages import HINT_MARKER, not_executed, nudge, translator
+from langchain_loop_guard._messages import (
+    HINT_MARKER,
+    not_executed,
+    nudge,
+    stopped_after_nudge,
+    translator,
+)
 from langchain_loop_guard._outcomes import holds_answer, tool_outcome
 from langchain_loop_guard._runtime import ConfigInput, GuardRuntime, RunInspection, logger
 
@@ -54,18 +70,25 @@ if TYPE_CHECKING:
     from langchain_loop_guard._detector import DetectorEvent
 
 __all__ = [
+    "GUARD_KEY",
     "MESSAGE_NAME",
     "ON_STOP_VALUES",
     "RESUME_VALUES",
     "STATE_KEY",
     "GraphGuard",
     "GuardData",
+    "GuardKind",
     "LoopGuardResume",
     "LoopGuardState",
     "OnStop",
     "ResumeAction",
     "Update",
     "check_name",
+    "dangling_calls",
+    "guard_kind",
+    "is_human_input",
+    "repair_update",
+    "repaired_history",
 ]
 
 STATE_KEY = "loop_guard"
@@ -74,11 +97,21 @@ STATE_KEY = "loop_guard"
 MESSAGE_NAME = "loop_guard"
 """The ``name`` of the messages the guard adds on its own: nudges and the stop message."""
 
+GUARD_KEY = "loop_guard"
+"""The ``additional_kwargs`` key that marks every message the guard writes, with its kind:
+``"nudge"`` (a refused call's answer, or a separate nudge), ``"not_executed"`` (a call
+answered because the run stopped) or ``"stop"`` (the final message of an ended run). A chat
+UI tells the guard's messages from the user's and the model's with :func:`guard_kind`."""
+
+GuardKind = Literal["nudge", "not_executed", "stop"]
+"""What a message the guard wrote is (the value under :data:`GUARD_KEY`)."""
+
 OnStop = Literal["raise", "end", "interrupt"]
 """What a guard does when it stops a run.
 
-- ``"raise"``: raise :class:`~langchain_loop_guard.LoopDetected` to the caller of
-  ``invoke``/``stream`` (the checkpoint, if any, stays resumable).
+- ``"raise"``: answer every pending tool call with an error ``ToolMessage`` in the graph state,
+  then raise :class:`~langchain_loop_guard.LoopDetected` to the caller of
+  ``invoke``/``stream`` from the next step, so the saved thread is valid for its next message.
 - ``"end"``: answer every pending tool call with an error ``ToolMessage``, add a final
   ``AIMessage`` that explains the stop to the user, and end the run normally. The history stays
   valid for the next model call.
@@ -143,8 +176,13 @@ class GuardData(TypedDict, total=False):
     """Whether the next model turn was already counted (before the model ran)."""
     nudged: int
     """Nudges given in this run."""
+    last_nudge: list[Any]
+    """``[key, count]`` of the verdict the last nudge answered: a stop on the same loop
+    counts the nudged attempts too."""
     at: float
     """When the state was written (the guard's clock), to count time spent between steps."""
+    halt: dict[str, Any]
+    """A stop to raise at the next step (``on_stop="raise"``), once its answers are saved."""
 
 
 class LoopGuardState(TypedDict, total=False):
@@ -169,11 +207,14 @@ class Update:
             final message of an ended run).
         jump: ``"model"`` to give the model another turn after a nudge (when it would
             otherwise end), ``"end"`` when the guard ended the run, else ``None``.
+        halt: the stop to raise at the next step, once these messages are saved
+            (``on_stop="raise"`` with calls to answer); see :meth:`GraphGuard._pending_halt`.
     """
 
     data: GuardData
     messages: tuple[BaseMessage, ...] = ()
     jump: Literal["model", "end"] | None = None
+    halt: LoopDetected | None = None
 
 
 @dataclass(slots=True)
@@ -251,6 +292,8 @@ class GraphGuard(GuardRuntime):
         # The detector of each recent pass, keyed by the id of the state it exported (see
         # ``_take_live``): the next pass that reads that very state object continues it.
         self._live: OrderedDict[int, tuple[object, LoopDetector]] = OrderedDict()
+        # Stops waiting for the step that raises them, by token (see ``_pending_halt``).
+        self._halts: OrderedDict[str, LoopDetected] = OrderedDict()
 
     # --- settings -------------------------------------------------------------------------------
 
@@ -332,7 +375,9 @@ class GraphGuard(GuardRuntime):
         """Feed what happened since the last pass, decide, and act on a stop.
 
         Returns ``None`` when nothing changes (the guard is off, or it failed open). Raises
-        :class:`LoopDetected` (``on_stop="raise"``) or pauses the graph (``"interrupt"``).
+        :class:`LoopDetected` (``on_stop="raise"``, when no call needs an answer; otherwise
+        the update answers them and carries the stop in :attr:`Update.halt`, for the next
+        step to raise) or pauses the graph (``"interrupt"``).
         """
         if self.mode == "off":
             return None
@@ -341,6 +386,7 @@ class GraphGuard(GuardRuntime):
         # The pass's events are recorded once it is committed: a pass that fails open, or
         # that an interrupt will execute again on resume, records nothing.
         events: list[DetectorEvent] = []
+        halt: LoopDetected | None = None
         while True:
             decided: _Pass | None = None
             with self.failing_open(f"{type(self).__name__}.{position}"):
@@ -353,8 +399,19 @@ class GraphGuard(GuardRuntime):
             if stop is None:
                 break
             if self._on_stop == "raise":
-                self._record(thread, events)
-                raise LoopDetected.from_verdict(stop, run_id=thread)
+                halt = LoopDetected.from_verdict(stop, run_id=thread)
+                answers = [m for m in decided.ending if isinstance(m, ToolMessage)]
+                if position == "before_model" or not answers or not _in_graph():
+                    # No call is left open (the saved state is valid as it is), or no graph
+                    # will save the answers (a hook called directly).
+                    self._record(thread, events)
+                    raise halt
+                # Answer the open calls first: the step after this one raises (see
+                # ``_pending_halt``), once the answers are saved.
+                decided.messages.extend(answers)
+                decided.data["halt"] = self._hold(halt, decided.data.get("ai"))
+                decided.jump = "end"
+                break
             if self._on_stop == "interrupt":
                 answer = interrupt(_payload(stop), response_schema=_RESUME_SCHEMA)
                 if _action(answer) == "continue":
@@ -368,7 +425,67 @@ class GraphGuard(GuardRuntime):
             with self._lock:
                 _put(self._threads, thread, decided.data)
         self._record(thread, events)
-        return Update(data=decided.data, messages=tuple(decided.messages), jump=decided.jump)
+        return Update(
+            data=decided.data, messages=tuple(decided.messages), jump=decided.jump, halt=halt
+        )
+
+    def _hold(self, halt: LoopDetected, ai: str | None) -> dict[str, Any]:
+        """The state marker of a stop to raise at the next step (``_pending_halt``)."""
+        token = uuid.uuid4().hex
+        with self._lock:
+            _put(self._halts, token, halt)
+        return {
+            "token": token,
+            "ai": ai,
+            "signal": halt.signal.value,
+            "tool": halt.tool,
+            "tools": list(halt.tools),
+            "count": halt.count,
+            "threshold": halt.threshold,
+            "message": halt.message,
+        }
+
+    def _halt_marker(
+        self, messages: Sequence[AnyMessage], stored: object
+    ) -> Mapping[str, Any] | None:
+        """The marker of a stop due at this step (see :meth:`_pending_halt`), if any."""
+        if self.mode == "off" or not isinstance(stored, Mapping):
+            return None
+        marker = stored.get("halt")
+        if not isinstance(marker, Mapping) or not messages:
+            return None
+        index = _last_ai(messages, len(messages))
+        if not isinstance(messages[-1], ToolMessage) or index < 0:
+            return None
+        return marker if messages[index].id == marker.get("ai") else None
+
+    def _pending_halt(self, messages: Sequence[AnyMessage], stored: object) -> LoopDetected | None:
+        """The stop an earlier pass answered the calls of and left to this step to raise.
+
+        Only right after that pass: its model answer is still the last one and the guard's
+        answers to it are the last messages. The same exception object is raised when this
+        process made it; otherwise (another process, a resume after a restart) it is rebuilt
+        from the marker, without :attr:`LoopDetected.verdict`.
+        """
+        marker = self._halt_marker(messages, stored)
+        if marker is None:
+            return None
+        with self._lock:
+            halt = self._halts.pop(str(marker.get("token")), None)
+        if halt is not None:
+            return halt
+        try:
+            return LoopDetected(
+                str(marker.get("message", "")),
+                signal=Signal(str(marker.get("signal"))),
+                tool=marker.get("tool"),
+                tools=tuple(marker.get("tools") or ()),
+                count=int(marker.get("count") or 0),
+                threshold=int(marker.get("threshold") or 0),
+                run_id=_thread_id(),
+            )
+        except (TypeError, ValueError):  # a marker written by hand: the stop still happens
+            return LoopDetected("loop detected", signal=Signal.REPEATED_TOOL_CALL)
 
     def _decide(
         self,
@@ -385,6 +502,7 @@ class GraphGuard(GuardRuntime):
         With a recorder, the detector's events are appended to ``events``.
         """
         work = self._restore(None if fresh else stored, thread, events, fresh=fresh)
+        work.data.pop("halt", None)  # raised already, or left behind by a newer step
         target: AIMessage | None = None
         end = len(messages)
         if position == "after_model":
@@ -397,7 +515,7 @@ class GraphGuard(GuardRuntime):
             if target.name == MESSAGE_NAME:
                 return None  # the guard's own final message, in the model's place
         tail = _tail(messages, work.data.get("ai"), end)
-        if any(_is_human_input(m) for m in tail):
+        if any(is_human_input(m) for m in tail):
             self._new_run(work)
         hard = self._feed_results(work, tail)
         if target is None:
@@ -502,7 +620,7 @@ class GraphGuard(GuardRuntime):
             work.detector.reset()
             work.data = _load(None)
         else:
-            work.detector.release()
+            self._feed(work, "user_message")
             work.data["turn"] = False
 
     def _feed(self, work: _Pass, event: Any, *args: Any, **kwargs: Any) -> Verdict:
@@ -597,13 +715,18 @@ class GraphGuard(GuardRuntime):
             verdict = self._feed(work, "tool_call", name, args, call_id=call_id)
             if malformed and not verdict.stops:  # it fails without reaching a tool
                 verdict = self._feed(work, "tool_result", name, error=_MALFORMED, call_id=call_id)
-            if call_id in answered or not verdict.stops:
-                continue  # answered by another middleware: it counts, but is not ours to refuse
+            if not verdict.stops:
+                continue
             self._resolve(work, verdict, calls=calls, answered=answered)
             if work.stop is not None:
                 return
             text = nudge(verdict.tool or name, verdict.count, work.config.locale)
-            work.messages.append(_tool_answer(call_id, name, text))
+            if call_id in answered:
+                # Answered already (a structured-output call, answered by the agent itself):
+                # nothing to refuse, so the nudge follows the answers as a message of its own.
+                work.messages.append(_separate_nudge(text))
+            else:
+                work.messages.append(_tool_answer(call_id, name, text))
 
     def _resolve(
         self,
@@ -618,6 +741,7 @@ class GraphGuard(GuardRuntime):
         if not verdict.tripped and used < work.nudges:
             work.detector.release()
             work.data["nudged"] = used + 1
+            work.data["last_nudge"] = [verdict.key, verdict.count]
             logger.info(
                 "loop-guard nudge: run=%s signal=%s tool=%s count=%d nudge=%d/%d",
                 work.run_id,
@@ -628,15 +752,26 @@ class GraphGuard(GuardRuntime):
                 work.nudges,
             )
             return
+        original = work.detector.tripped
+        if verdict.tripped and original is not None and not original.tripped:
+            # A call of a run stopped earlier in this pass: the stop gives the real reason.
+            verdict = dataclasses.replace(original, action=verdict.action)
+        verdict = _after_nudge(verdict, work.data.get("last_nudge"), work.config.locale)
         work.stop = verdict
         done = answered | {getattr(m, "tool_call_id", None) for m in work.messages}
         text = not_executed(work.config.locale)
         work.ending = [
-            _tool_answer(call_id, name, text)
+            _tool_answer(call_id, name, text, "not_executed")
             for call_id, name, _, _ in calls
             if call_id not in done
         ]
-        work.ending.append(AIMessage(content=verdict.message, name=MESSAGE_NAME))
+        work.ending.append(
+            AIMessage(
+                content=verdict.message,
+                name=MESSAGE_NAME,
+                additional_kwargs={GUARD_KEY: "stop"},
+            )
+        )
 
     def _record(self, thread: str | None, events: list[DetectorEvent]) -> None:
         """Record a committed pass's events under its thread (``"-"`` without one)."""
@@ -676,6 +811,14 @@ def _put(bounded: OrderedDict[_K, _V], key: _K, value: _V) -> None:
     bounded.move_to_end(key)
     while len(bounded) > _MAX_THREADS:
         bounded.popitem(last=False)
+
+
+def _in_graph() -> bool:
+    try:
+        get_config()
+    except RuntimeError:  # called outside a graph (a direct call in a test, say)
+        return False
+    return True
 
 
 def _thread_id() -> str | None:
@@ -725,7 +868,8 @@ def _tail(messages: Sequence[AnyMessage], cursor: str | None, end: int) -> Seque
     return messages[start + 1 : end]
 
 
-def _is_human_input(message: BaseMessage) -> bool:
+def is_human_input(message: BaseMessage) -> bool:
+    """Whether ``message`` is a human's (a ``HumanMessage`` the guard did not write)."""
     return isinstance(message, HumanMessage) and message.name != MESSAGE_NAME
 
 
@@ -751,8 +895,114 @@ def _open_calls(
     return _calls_of(cast(AIMessage, messages[index])), answered
 
 
-def _tool_answer(call_id: str, name: str, text: str) -> ToolMessage:
-    return ToolMessage(content=text, tool_call_id=call_id, name=name, status="error")
+def _after_nudge(verdict: Verdict, last: object, locale: str) -> Verdict:
+    """``verdict`` counting the attempts a nudge refused, when it stops the loop nudged last.
+
+    After a nudge about a repeated call the detector starts that loop's count again, so its
+    stop would say "3 times" of what is the 4th identical attempt in a row.
+    """
+    if not isinstance(last, list | tuple) or len(last) != 2 or last[0] is None:
+        return verdict
+    key, nudged = last
+    if key != verdict.key or type(nudged) is not int or verdict.count > nudged:
+        return verdict  # another loop, or one whose count went on (an error streak, say)
+    count = nudged + 1
+    return dataclasses.replace(
+        verdict, count=count, message=stopped_after_nudge(verdict.tool, count, locale)
+    )
+
+
+def _tool_answer(call_id: str, name: str, text: str, kind: GuardKind = "nudge") -> ToolMessage:
+    return ToolMessage(
+        content=text,
+        tool_call_id=call_id,
+        name=name,
+        status="error",
+        additional_kwargs={GUARD_KEY: kind},
+    )
+
+
+def guard_kind(message: BaseMessage) -> GuardKind | None:
+    """What the guard wrote ``message`` as (``"nudge"``, ``"not_executed"``, ``"stop"``), or
+    ``None`` for a message the guard did not write (the user's, the model's, a tool's)."""
+    kind = message.additional_kwargs.get(GUARD_KEY)
+    return kind if kind in get_args(GuardKind) else None
+
+
+def dangling_calls(messages: Sequence[BaseMessage]) -> list[tuple[int, str, str]]:
+    """The tool calls no ``ToolMessage`` answers before the next other message.
+
+    Providers (OpenAI, Anthropic) reject a history where a model answer's ``tool_calls`` are
+    not each answered right after it. Returns ``(index of the model answer, call id, tool
+    name)`` for each such call.
+    """
+    found: list[tuple[int, str, str]] = []
+    index = 0
+    while index < len(messages):
+        message = messages[index]
+        index += 1
+        if not isinstance(message, AIMessage) or not message.tool_calls:
+            continue
+        owner = index - 1
+        answered: set[str] = set()
+        while index < len(messages) and isinstance(messages[index], ToolMessage):
+            answered.add(cast(ToolMessage, messages[index]).tool_call_id)
+            index += 1
+        for call in message.tool_calls:
+            call_id = call.get("id")
+            if call_id and call_id not in answered:
+                found.append((owner, call_id, call["name"]))
+    return found
+
+
+def repaired_history(
+    messages: Sequence[BaseMessage], locale: str | None = None
+) -> list[BaseMessage] | None:
+    """``messages`` with every dangling tool call answered, or ``None`` when none is.
+
+    Each unanswered call gets a "not executed" error ``ToolMessage`` (marked
+    ``additional_kwargs={"loop_guard": "not_executed"}``) right after its model answer's other
+    answers, before any later message.
+    """
+    if not dangling_calls(messages):
+        return None
+    text = not_executed(locale)
+    repaired: list[BaseMessage] = []
+    index = 0
+    while index < len(messages):
+        message = messages[index]
+        repaired.append(message)
+        index += 1
+        if not isinstance(message, AIMessage) or not message.tool_calls:
+            continue
+        answered: set[str] = set()
+        while index < len(messages) and isinstance(messages[index], ToolMessage):
+            answered.add(cast(ToolMessage, messages[index]).tool_call_id)
+            repaired.append(messages[index])
+            index += 1
+        repaired += [
+            _tool_answer(call_id, call["name"], text, "not_executed")
+            for call in message.tool_calls
+            if (call_id := call.get("id")) and call_id not in answered
+        ]
+    return repaired
+
+
+def repair_update(
+    messages: Sequence[BaseMessage], locale: str | None = None
+) -> list[BaseMessage] | None:
+    """A ``messages`` update (for the ``add_messages`` reducer) that repairs ``messages``.
+
+    Answers that belong at the end are appended; otherwise the whole history is rewritten
+    (``RemoveMessage(REMOVE_ALL_MESSAGES)`` first), since the reducer cannot insert.
+    ``None`` when nothing dangles.
+    """
+    repaired = repaired_history(messages, locale)
+    if repaired is None:
+        return None
+    if repaired[: len(messages)] == list(messages):
+        return repaired[len(messages) :]
+    return [RemoveMessage(id=REMOVE_ALL_MESSAGES), *repaired]
 
 
 def _standalone_nudge(verdict: Verdict, locale: str) -> HumanMessage:
@@ -769,7 +1019,12 @@ def _standalone_nudge(verdict: Verdict, locale: str) -> HumanMessage:
             "the same way; change your approach, or stop and report what is blocking you."
         )
     content = f"{HINT_MARKER} {text.format(tool=verdict.tool, count=verdict.count)}"
-    return HumanMessage(content=content, name=MESSAGE_NAME)
+    return HumanMessage(content=content, name=MESSAGE_NAME, additional_kwargs={GUARD_KEY: "nudge"})
+
+
+def _separate_nudge(text: str) -> HumanMessage:
+    """A nudge no tool message can carry, marked as the guard's (see :data:`GUARD_KEY`)."""
+    return HumanMessage(content=text, name=MESSAGE_NAME, additional_kwargs={GUARD_KEY: "nudge"})
 
 
 def _payload(verdict: Verdict) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from uuid import UUID
 
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.callbacks.manager import dispatch_custom_event
-from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langgraph.errors import GraphBubbleUp, GraphInterrupt
 
 from langchain_loop_guard._detector import ALLOW, LoopDetector, Verdict
@@ -28,7 +28,7 @@ from langchain_loop_guard._errors import LoopGuardError
 from langchain_loop_guard._interrupt import LoopDetected
 from langchain_loop_guard._outcomes import previous_answer, tool_outcome
 from langchain_loop_guard._runtime import ConfigInput, GuardRuntime, RunInspection
-from langchain_loop_guard._signature import assistant_key
+from langchain_loop_guard._signature import assistant_key, digest
 
 if TYPE_CHECKING:
     from langchain_core.outputs import LLMResult
@@ -78,6 +78,8 @@ class _Run:
     """The run's previous model answer: its message id, or (without one) its key."""
     in_context: dict[UUID, bool] = field(default_factory=dict)
     """Model runs in flight: whether the model's input held the run's previous answer."""
+    human: object = None
+    """The last human message the model was called with (its id, or position and text)."""
 
 
 @dataclass(slots=True, eq=False)
@@ -329,15 +331,18 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
         """A model turn begins; a stopped run is aborted here, before the model is paid for.
 
         Tool calls the model named that never reached a tool (an unknown tool name, say) are
-        counted first, with the error message the agent answered them with.
+        counted first, with the error message the agent answered them with. A human message
+        the run's model has not seen yet starts a fresh run (``scope="run"``) or releases a
+        stopped thread (``scope="thread"``).
         """
         with self._lock:
             run = self._start(run_id, parent_run_id, metadata)
             if run is None:
                 return
-            seen = messages[0] if messages else ()
-            _put(run.in_context, run_id, _holds(seen, run.said), _MAX_TOOLS)
-            verdicts = self._unexecuted_calls(run, seen)
+            sent = messages[0] if messages else ()
+            self._human_input(run, sent)
+            _put(run.in_context, run_id, _holds(sent, run.said), _MAX_TOOLS)
+            verdicts = self._unexecuted_calls(run, sent)
             if not any(v.stops for v in verdicts):
                 verdicts.append(self.decide(run.detector, "turn_start"))
         self._act(run.key, verdicts)
@@ -375,6 +380,11 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
         The answer repeats the run's previous one only if the model's input held that one
         (SPEC §11 N2): a grader that answers ``yes`` to each new document is no loop. A
         text-completion model's input is not looked into: its answers always may repeat.
+
+        An answer with several calls, one of which would stop the run, is stopped here, so
+        that none of them runs: each call is its own parallel task, and raising from one
+        task's ``on_tool_start`` would not keep its siblings from running. The middleware and
+        the node guard decide such an answer the same way.
         """
         with self._lock:
             run = self._resolve(run_id, parent_run_id)
@@ -390,6 +400,11 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
                 )
                 # the key is only compared when the answer has no id
                 run.said = (answer_id, "" if answer_id else assistant_key(text) or "")
+                if not verdict.stops and len(tool_calls) > 1 and self._stops_any(run, tool_calls):
+                    for name, args, call_id in tool_calls:
+                        verdict = self.decide(run.detector, "tool_call", name, args, call_id)
+                        if verdict.stops:
+                            break
                 for name, args, call_id in tool_calls:
                     if call_id:
                         _put(run.announced, call_id, (name, args), _MAX_ANNOUNCED)
@@ -615,6 +630,36 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
                     self._open.pop(member, None)
                 root.members.clear()
 
+    def _stops_any(self, run: _Run, tool_calls: Sequence[tuple[str, Any, str | None]]) -> bool:
+        """Whether one of an answer's calls, made in order, would stop the run (a dry run on
+        a copy of the run's detector)."""
+        probe = self.new_detector(config=run.detector.config)
+        if not probe.restore_state(run.detector.export_state()):
+            return False
+        for name, args, call_id in tool_calls:
+            if self.decide(probe, "tool_call", name, args, call_id).stops:
+                return True
+        return False
+
+    def _human_input(self, run: _Run, messages: Sequence[BaseMessage]) -> None:
+        """Start afresh, or release the thread, when a new human message reached the model.
+
+        The first model call a run (or a thread, in this process) makes only records the
+        latest human message: a new top-level run starts afresh anyway.
+        """
+        latest = _latest_human(messages)
+        if latest is None or latest == run.human:
+            return
+        seen, run.human = run.human, latest
+        if seen is None:
+            return
+        if run.per_thread:
+            self.decide(run.detector, "user_message")
+        else:
+            self.decide(run.detector, "reset")
+            run.announced.clear()
+            run.paused.clear()
+
     def _unexecuted_calls(self, run: _Run, messages: Sequence[BaseMessage]) -> list[Verdict]:
         """Count the calls the model named that no tool started but the agent answered.
 
@@ -683,6 +728,18 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
         # RuntimeError: no run to attach the event to (a model called outside any runnable)
         with self.failing_open("trace event"), contextlib.suppress(RuntimeError):
             dispatch_custom_event(TRACE_EVENT, data)
+
+
+def _latest_human(messages: Sequence[BaseMessage]) -> object:
+    """The last human message of ``messages``: its id, or its position and a digest of its text; or ``None``.
+
+    The guard's own messages (named ``"loop_guard"``) are not a human's.
+    """
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if isinstance(message, HumanMessage) and message.name != "loop_guard":
+            return message.id if message.id else (index, digest("human", str(message.content)))
+    return None
 
 
 def _holds(messages: Sequence[BaseMessage], said: tuple[str | None, str] | None) -> bool:

@@ -69,6 +69,31 @@ class LoopDetected(LoopGuardError, GraphBubbleUp):
             verdict=verdict,
         )
 
+    def repair(self, graph: Any, config: Any, **options: Any) -> int:
+        """Answer the tool calls this stop left unanswered in ``config``'s thread.
+
+        The callback handler stops a run from inside a step, which LangGraph does not save, so
+        the thread keeps the model answer whose calls were refused; providers reject the next
+        message on it until each call is answered. One line after the stop does it::
+
+            except LoopDetected as stop:
+                stop.repair(agent, config)
+
+        Same as :func:`~langchain_loop_guard.repair_thread` (``options`` go to it); the
+        middleware and the node guard answer their own stops' calls, so it answers nothing
+        there. Returns how many calls were answered.
+        """
+        # imported here: the repair module imports the graph state, which imports this one
+        from langchain_loop_guard._repair import repair_thread  # noqa: PLC0415
+
+        return repair_thread(graph, config, **options)
+
+    async def arepair(self, graph: Any, config: Any, **options: Any) -> int:
+        """:meth:`repair`, for async checkpointers."""
+        from langchain_loop_guard._repair import arepair_thread  # noqa: PLC0415 - as in repair
+
+        return await arepair_thread(graph, config, **options)
+
     def __reduce__(self) -> tuple[Any, ...]:
         return (
             _rebuild,

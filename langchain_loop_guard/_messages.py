@@ -28,6 +28,7 @@ __all__ = [
     "load_catalog",
     "not_executed",
     "nudge",
+    "stopped_after_nudge",
     "translator",
     "use_locale",
 ]
@@ -129,3 +130,20 @@ def not_executed(locale: str | None = None) -> str:
         "itself without progress."
     )
     return f"{HINT_MARKER} {text}"
+
+
+def stopped_after_nudge(tool: str | None, count: int, locale: str | None = None) -> str:
+    """User-facing reason of a stop that follows a nudge: the model repeated the refused step
+    again: this is attempt ``count`` (the nudged count plus one) of the same loop."""
+    tr = translator(locale)
+    if tool is None:
+        text = tr.gettext(
+            "Loop guard stopped the run: the agent repeated the same step again after a "
+            "warning (attempt {count})."
+        )
+    else:
+        text = tr.gettext(
+            "Loop guard stopped the run: `{tool}` was called again the same way after a "
+            "warning (attempt {count})."
+        )
+    return text.format(tool=tool, count=count)

@@ -20,7 +20,14 @@ from langchain_core.messages import AIMessage, AnyMessage, SystemMessage
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
-from langchain_loop_guard._graph_state import STATE_KEY, GraphGuard, GuardData, OnStop, Update
+from langchain_loop_guard._graph_state import (
+    STATE_KEY,
+    GraphGuard,
+    GuardData,
+    OnStop,
+    Update,
+    repair_update,
+)
 from langchain_loop_guard._hint import hinted_system
 from langchain_loop_guard._messages import hint
 from langchain_loop_guard._outcomes import holds_answer
@@ -70,9 +77,12 @@ class LoopGuardMiddleware(GraphGuard, AgentMiddleware[LoopGuardAgentState, Any, 
     (digests and counters only), so any checkpointer saves it. A run starts with a human
     message and goes on across interrupts and resumes; ``scope="thread"`` keeps the history for
     the whole thread. See :data:`~langchain_loop_guard._graph_state.OnStop` for what happens on
-    a stop; with ``"raise"`` the answer whose call was refused stays unanswered in the
-    checkpoint (as with ``ToolCallLimitMiddleware``'s ``"error"``), ``"end"`` keeps the history
-    valid for the thread's next message.
+    a stop. Every stop leaves the thread valid for its next message: ``"raise"`` answers the
+    refused answer's calls in ``after_model`` and raises from ``after_agent`` once they are
+    saved (a raise in ``after_model`` would discard them with the step, which is how
+    ``ToolCallLimitMiddleware``'s ``"error"`` leaves a thread), and ``before_agent`` answers any
+    call an earlier run left open (another guard's stop, a crash, an interrupt answered with a
+    new message instead of a resume).
 
     Args:
         config: a :class:`~langchain_loop_guard.LoopGuardConfig`, a mapping of values (over
@@ -80,7 +90,8 @@ class LoopGuardMiddleware(GraphGuard, AgentMiddleware[LoopGuardAgentState, Any, 
         nudges: hard detections that only refuse the call and tell the model (in the
             configured locale) what it repeated, before one stops the run; ``None`` takes
             ``config.nudges``. The same repeat right after a nudge is detected again at once.
-        on_stop: ``"raise"`` (default) raises :class:`~langchain_loop_guard.LoopDetected`;
+        on_stop: ``"raise"`` (default) answers the pending tool calls, then raises
+            :class:`~langchain_loop_guard.LoopDetected`;
             ``"end"`` answers every pending tool call, adds a final message explaining the stop
             and ends the run normally; ``"interrupt"`` pauses the thread for a human, who
             resumes with ``Command(resume="continue")`` (fresh counters) or
@@ -120,6 +131,43 @@ class LoopGuardMiddleware(GraphGuard, AgentMiddleware[LoopGuardAgentState, Any, 
         return type(self).__name__
 
     # --- hooks ----------------------------------------------------------------------------------
+
+    def before_agent(
+        self, state: LoopGuardAgentState, runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
+        """Repair a thread an earlier run left with unanswered tool calls.
+
+        A stop by any guard (the callback handler's, an interrupt answered with a new message
+        instead of a resume), a crash or another middleware's error can leave a model answer
+        whose calls no ``ToolMessage`` answers; providers reject such a history. Each such
+        call is answered with a "not executed" error ``ToolMessage`` before the model runs.
+        """
+        if self.mode == "off":
+            return None
+        update: list[Any] | None = None
+        with self.failing_open("LoopGuardMiddleware.before_agent"):
+            update = repair_update(state["messages"], self.config.locale)
+        return None if update is None else {"messages": update}
+
+    async def abefore_agent(
+        self, state: LoopGuardAgentState, runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
+        """:meth:`before_agent`, for async runs."""
+        return self.before_agent(state, runtime)
+
+    def after_agent(self, state: LoopGuardAgentState, runtime: Runtime[Any]) -> None:
+        """Raise the stop of ``on_stop="raise"``, now that its answers are saved.
+
+        ``after_model`` answered the refused answer's calls and ended the run; raising there
+        would have discarded those answers with the rest of the step.
+        """
+        halt = self._pending_halt(state["messages"], state.get(STATE_KEY))
+        if halt is not None:
+            raise halt
+
+    async def aafter_agent(self, state: LoopGuardAgentState, runtime: Runtime[Any]) -> None:
+        """:meth:`after_agent`, for async runs."""
+        self.after_agent(state, runtime)
 
     @hook_config(can_jump_to=["end", "model"])
     def after_model(

@@ -15,18 +15,21 @@ batch of tool results passes through it, and its router decides where the graph 
     builder.add_node("agent", call_model)
     builder.add_node("tools", ToolNode(tools))
     builder.add_node("loop_guard", guard)
-    builder.add_edge(START, "agent")
+    builder.add_edge(START, "loop_guard")                 # the guard sees each new message
     builder.add_edge("agent", "loop_guard")
     builder.add_edge("tools", "loop_guard")               # not "tools" -> "agent"
     builder.add_conditional_edges("loop_guard", guard.route, guard.destinations)
     graph = builder.compile(checkpointer=...)
 
 ``guard.route`` replaces ``tools_condition``: to the tools when the model asked for calls (only
-the ones the guard did not answer), back to the model after tool results or a nudge, and to
-``END`` after a final answer or a stop. Keep no static ``tools -> agent`` edge: a static edge
-fires whatever a router or a ``Command(goto=END)`` says, so the model would run on after the
-guard stopped the run. (With ``"tools" -> "agent"`` instead of ``"tools" -> "loop_guard"`` the
-guard still works, but sees tool results one model call later.)
+the ones the guard did not answer), to the model after a new human message, tool results or a
+nudge, and to ``END`` after a final answer or a stop. ``START -> loop_guard`` lets the guard
+repair a thread an earlier stop or crash left with unanswered tool calls before the model
+reads it (with ``START -> agent`` everything else still works). Keep no static
+``tools -> agent`` edge: a static edge fires whatever a router or a ``Command(goto=END)``
+says, so the model would run on after the guard stopped the run. (With ``"tools" -> "agent"``
+instead of ``"tools" -> "loop_guard"`` the guard still works, but sees tool results one model
+call later.)
 """
 
 from __future__ import annotations
@@ -36,10 +39,18 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from langchain_core.messages import AIMessage, AnyMessage, ToolMessage
+from langgraph.config import get_config
 from langgraph.graph import END
-from langgraph.types import Send
+from langgraph.types import Command, Send
 
-from langchain_loop_guard._graph_state import STATE_KEY, GraphGuard, OnStop, check_name
+from langchain_loop_guard._graph_state import (
+    STATE_KEY,
+    GraphGuard,
+    OnStop,
+    check_name,
+    is_human_input,
+    repair_update,
+)
 from langchain_loop_guard._runtime import ConfigInput
 
 __all__ = ["LoopGuardNode"]
@@ -108,20 +119,39 @@ class LoopGuardNode(GraphGuard):
         """Where :meth:`route` can go: the tools, the model and ``END`` (for the path map)."""
         return (self._tools, self._model, END)
 
-    def __call__(self, state: Any) -> dict[str, Any] | None:
-        """One pass of the guard: the state update (``None`` when nothing changes)."""
+    def __call__(self, state: Any) -> dict[str, Any] | Command[Any] | None:
+        """One pass of the guard: the state update (``None`` when nothing changes).
+
+        With ``on_stop="raise"``, a stop whose calls need answers returns them with a
+        ``Command`` back to this node, which raises :class:`~langchain_loop_guard.LoopDetected`
+        at the next step, once the answers are saved. After a new human message, calls an
+        earlier run left unanswered are answered first ("not executed").
+        """
         messages = _messages(state, self._messages_key)
         if not messages:
             return None
+        stored = _get(state, self.state_key)
+        halt = self._pending_halt(messages, stored)
+        if halt is not None:
+            raise halt
+        repair: list[Any] | None = None
+        if is_human_input(messages[-1]):
+            with self.failing_open("LoopGuardNode.repair"):
+                repair = repair_update(messages, self.config.locale)
         after_model = isinstance(messages[-1], AIMessage)
         update = self._guard_pass(
-            messages, _get(state, self.state_key), "after_model" if after_model else "before_model"
+            messages, stored, "after_model" if after_model else "before_model"
         )
         if update is None:
-            return None
+            return None if repair is None else {self._messages_key: repair}
         result: dict[str, Any] = {self.state_key: update.data}
-        if update.messages:
-            result[self._messages_key] = list(update.messages)
+        if update.messages or repair:
+            result[self._messages_key] = [*(repair or ()), *update.messages]
+        if update.halt is not None:
+            node = _own_node()
+            if node is None:  # called outside a graph: nothing will save the answers
+                raise update.halt
+            return Command(update=result, goto=node)
         return result
 
     def route(self, state: Any) -> str | list[Send]:
@@ -134,6 +164,10 @@ class LoopGuardNode(GraphGuard):
         messages = _messages(state, self._messages_key)
         if not messages:
             return END
+        if self._halt_marker(messages, _get(state, self.state_key)) is not None:
+            return []  # the node itself runs next, to raise the stop (see ``__call__``)
+        if is_human_input(messages[-1]):
+            return self._model
         index = len(messages) - 1
         while index >= 0 and not isinstance(messages[index], AIMessage):
             index -= 1
@@ -148,6 +182,15 @@ class LoopGuardNode(GraphGuard):
         if not open_calls:
             return self._model
         return [Send(self._tools, open_calls)]
+
+
+def _own_node() -> str | None:
+    """The name of the graph node running this guard pass, if known."""
+    try:
+        node = get_config().get("metadata", {}).get("langgraph_node")
+    except RuntimeError:  # outside a graph
+        return None
+    return node if isinstance(node, str) and node else None
 
 
 def _get(state: Any, key: str) -> Any:

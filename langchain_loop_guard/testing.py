@@ -23,19 +23,22 @@ from typing import Any, Literal
 
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
-from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, ToolCall
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, ToolCall, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool, StructuredTool
 from pydantic import ConfigDict, Field, PrivateAttr
 
 __all__ = [
+    "InvalidHistoryError",
     "ScriptExhaustedError",
     "ScriptedChatModel",
     "ScriptedTool",
     "Step",
+    "assert_valid_history",
     "call",
     "calls",
+    "history_problems",
     "scripted_tool",
 ]
 
@@ -287,3 +290,68 @@ def scripted_tool(
     )
     holder.append(tool)
     return tool
+
+
+# --- the provider-validity check ------------------------------------------------------------------
+
+
+class InvalidHistoryError(AssertionError):
+    """A message list a chat provider would reject; :attr:`problems` says why."""
+
+    def __init__(self, problems: Sequence[str]) -> None:
+        super().__init__("; ".join(problems))
+        self.problems = list(problems)
+
+
+def history_problems(messages: Sequence[BaseMessage]) -> list[str]:
+    """Why OpenAI or Anthropic would reject ``messages`` as a chat history (empty if valid).
+
+    Their rule: every tool call of a model answer (``AIMessage.tool_calls``, invalid ones
+    too) is answered by a ``ToolMessage`` with its id before any other message, and every
+    ``ToolMessage`` answers a call of the model answer right before it. A thread a stop left
+    with an unanswered call fails every later request with HTTP 400.
+    """
+    problems: list[str] = []
+    open_ids: list[str] = []
+    asked: set[str] = set()
+    for index, message in enumerate(messages):
+        if isinstance(message, ToolMessage):
+            if message.tool_call_id in open_ids:
+                open_ids.remove(message.tool_call_id)
+            elif message.tool_call_id in asked:
+                problems.append(f"message {index} answers {message.tool_call_id!r} twice")
+            else:
+                problems.append(
+                    f"message {index} answers {message.tool_call_id!r}, which the model answer "
+                    "before it did not call"
+                )
+            continue
+        if open_ids:
+            problems.append(
+                f"tool calls {', '.join(map(repr, open_ids))} are not answered before "
+                f"message {index} ({type(message).__name__})"
+            )
+        open_ids, asked = [], set()
+        if isinstance(message, AIMessage):
+            ids = [str(c.get("id")) for c in [*message.tool_calls, *message.invalid_tool_calls]]
+            open_ids, asked = list(ids), set(ids)
+    if open_ids:
+        problems.append(
+            f"tool calls {', '.join(map(repr, open_ids))} are not answered at the end of the "
+            "history (the next message would be rejected)"
+        )
+    return problems
+
+
+def assert_valid_history(messages: Sequence[BaseMessage]) -> None:
+    """Raise :class:`InvalidHistoryError` (an ``AssertionError``) unless a chat provider would
+    accept ``messages`` (see :func:`history_problems`).
+
+    Check what your model receives after a stop, for example the last call a
+    :class:`ScriptedChatModel` saw::
+
+        assert_valid_history(model.seen[-1])
+    """
+    problems = history_problems(messages)
+    if problems:
+        raise InvalidHistoryError(problems)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from langchain.agents import create_agent
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.tools import BaseTool, ToolException
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
@@ -28,7 +28,13 @@ from langchain_loop_guard import LoopGuardConfig, Signal
 from langchain_loop_guard._graph_state import LoopGuardState
 from langchain_loop_guard._middleware import LoopGuardMiddleware
 from langchain_loop_guard._node import LoopGuardNode
-from langchain_loop_guard.testing import ScriptedChatModel, call, calls, scripted_tool
+from langchain_loop_guard.testing import (
+    ScriptedChatModel,
+    assert_valid_history,
+    call,
+    calls,
+    scripted_tool,
+)
 
 Kind = Literal["middleware", "node"]
 KINDS: tuple[Kind, ...] = ("middleware", "node")
@@ -36,21 +42,6 @@ KINDS: tuple[Kind, ...] = ("middleware", "node")
 AGAIN = "Thanks. One more question."
 """A user message after a run; the model answers it with :data:`FINE`."""
 FINE = "Fine."
-
-
-def assert_valid_history(messages: Sequence[BaseMessage]) -> None:
-    """Every tool call is answered by the tool messages right after its model answer."""
-    open_ids: set[str] = set()
-    for message in messages:
-        if isinstance(message, ToolMessage):
-            assert message.tool_call_id in open_ids, f"unexpected answer {message!r}"
-            open_ids.discard(message.tool_call_id)
-            continue
-        assert not open_ids, f"calls {sorted(open_ids)} unanswered before {message!r}"
-        if isinstance(message, AIMessage):
-            open_ids = {str(tc["id"]) for tc in message.tool_calls}
-            open_ids |= {str(tc["id"]) for tc in message.invalid_tool_calls}
-    assert not open_ids, f"calls {sorted(open_ids)} left unanswered"
 
 
 Step = Callable[[int], AIMessage | str]
@@ -194,7 +185,8 @@ def node_graph(
     hub: bool = True,
     interrupt_before: Sequence[str] | None = None,
 ) -> Any:
-    """``START -> agent -> loop_guard -> (tools | agent | END)``, ``tools -> loop_guard``.
+    """``START -> loop_guard -> (tools | agent | END)``, ``agent -> loop_guard``,
+    ``tools -> loop_guard``.
 
     With ``hub=False`` the tools go straight back to the model (``tools -> agent``) and the
     guard sees their results one model call later.
@@ -208,7 +200,7 @@ def node_graph(
     builder.add_node("agent", agent)
     builder.add_node("tools", ToolNode(list(tools)))
     builder.add_node("loop_guard", guard)
-    builder.add_edge(START, "agent")
+    builder.add_edge(START, "loop_guard")
     builder.add_edge("agent", "loop_guard")
     builder.add_edge("tools", "loop_guard" if hub else "agent")
     builder.add_conditional_edges("loop_guard", guard.route, list(guard.destinations))

@@ -432,7 +432,8 @@ def test_korean_locale_gives_a_korean_stop_message(build: Callable[..., Any], ho
 def test_loop_spread_over_invocations_of_one_thread(
     build: Callable[..., Any], how: str, scope: str, stopped_at: int | None
 ) -> None:
-    """With scope="thread" three invocations of one thread_id that each read a.py are one loop."""
+    """scope="thread": each new message makes the read a.py progress (SPEC N3), but the same
+    answer to three messages of one thread_id is a loop; scope="run" sees three short runs."""
     read_file = scripted_tool("read_file", "contents")
     model = ScriptedChatModel(script=[call("read_file", {"path": "a.py"}), "Here it is."] * 3)
     agent = build(model, [read_file], checkpointer=InMemorySaver())
@@ -444,8 +445,8 @@ def test_loop_spread_over_invocations_of_one_thread(
             drive(agent, how, "read a.py again", config)
         except LoopDetected as error:
             stops.append((invocation, error.signal, error.run_id))
-    assert stops == ([(3, Signal.REPEATED_TOOL_CALL, "chat-1")] if stopped_at else [])
-    assert read_file.calls == (2 if stopped_at else 3)
+    assert stops == ([(3, Signal.REPEATED_ASSISTANT_RESPONSE, "chat-1")] if stopped_at else [])
+    assert read_file.calls == 3
     assert handler.status().active_runs == (1 if scope == "thread" else 0)
 
 

@@ -488,10 +488,13 @@ def test_middleware_follows_langchain_etiquette() -> None:
     # a plain method returning a coroutine, so that LangSmith's traceable, which create_agent
     # puts around it, takes its synchronous path (no thread hops per model call)
     assert not inspect.iscoroutinefunction(LoopGuardMiddleware.awrap_model_call)
-    # like ToolCallLimitMiddleware, one graph node per step: no before_model node
-    for hook in ("before_model", "before_agent", "after_agent"):
+    # like ToolCallLimitMiddleware, one graph node per step: no before_model node; the
+    # once-per-run hooks repair a thread (before_agent) and raise a stop (after_agent)
+    for name in ("before_model", "abefore_model"):
+        assert getattr(LoopGuardMiddleware, name) is getattr(AgentMiddleware, name)
+    for hook in ("before_agent", "after_agent"):
         for name in (hook, f"a{hook}"):
-            assert getattr(LoopGuardMiddleware, name) is getattr(AgentMiddleware, name)
+            assert getattr(LoopGuardMiddleware, name) is not getattr(AgentMiddleware, name)
 
 
 def test_middleware_has_the_runtime_commands() -> None:

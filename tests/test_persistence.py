@@ -75,12 +75,12 @@ def test_run_scope_starts_each_invocation_afresh(kind: Kind) -> None:
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_new_message_releases_a_stopped_thread_and_keeps_its_history(kind: Kind) -> None:
-    """scope="thread": after a stop the user may go on, but the same repeat stops at once."""
+    """scope="thread": after a stop the user may go on; a loop that goes on is stopped again."""
     agent = _reader_agent(kind, "thread", on_stop="end")
     agent.invoke()
     assert agent.tool("read_file").calls == 2
     result = agent.invoke(text="please try again")
-    assert agent.tool("read_file").calls == 2
+    assert agent.tool("read_file").calls > 2  # released: the call ran again
     assert result["messages"][-1].name == "loop_guard"
 
 
