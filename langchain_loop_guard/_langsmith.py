@@ -327,17 +327,26 @@ def _root(run: _Run, by_id: Mapping[str, _Run]) -> str:
 
 
 def _events(key: str, runs: list[_Run]) -> Iterator[TraceItem]:
-    """The detector events of one trace, ordered by time (a run's start before its end)."""
+    """The detector events of one trace, ordered by time (a run's start before its end).
+
+    In a trace the guard stopped, a tool run that never finished is the call whose result the
+    guard stopped on (it acts before the tracer, which so never saw the end), and the calls
+    the last model turn named that no tool run took were blocked, or never ran and were
+    counted as failed at the model turn the guard refused. Their outcome is not in the export
+    and is taken to be the one the same tool gave last.
+    """
+    stopped = any(run.stopped for run in runs)
     steps: list[tuple[_dt.datetime, int, str, _Run]] = []
     for run in runs:
         if run.kind in ("llm", "tool"):
             steps.append((run.start, len(steps), "start", run))
-            if run.kind == "llm" or run.result is not None:
+            if run.kind == "llm" or run.result is not None or (stopped and run.end is None):
                 steps.append((run.end or run.start, len(steps), "end", run))
     steps.sort(key=lambda step: (step[0], step[1]))
     origin = runs[0].start
     named: dict[str, tuple[str, str]] = {}  # calls the model named that no tool run took yet
     tool_ids: dict[str, str] = {}  # tool run id -> the call id its call and result share
+    last: dict[str, tuple[bool, str]] = {}  # tool -> its latest outcome
 
     def item(run: _Run, moment: _dt.datetime, **values: Any) -> TraceItem:
         elapsed = max(0.0, (moment - origin).total_seconds())
@@ -349,8 +358,9 @@ def _events(key: str, runs: list[_Run]) -> Iterator[TraceItem]:
             for call_id, (name, sig) in list(named.items()):
                 del named[call_id]
                 yield item(run, moment, kind="tool_call", tool=name, digest=sig, call_id=call_id)
-                failed, outcome = run.answers.get(call_id) or (True, error_key(name, _NOT_EXECUTED))
-                yield item(run, moment, **_result(name, outcome, failed, call_id))
+                answer = run.answers.get(call_id) or (True, error_key(name, _NOT_EXECUTED))
+                last[name] = answer
+                yield item(run, moment, **_result(name, answer[1], answer[0], call_id))
             yield item(run, moment, kind="turn_start")
         elif run.kind == "llm":
             if run.end is None or run.failed:
@@ -363,15 +373,21 @@ def _events(key: str, runs: list[_Run]) -> Iterator[TraceItem]:
             tool_ids[run.id] = call_id
             sig = run.signature
             yield item(run, moment, kind="tool_call", tool=run.name, digest=sig, call_id=call_id)
-        elif run.result is not None:
-            failed, outcome = run.result
-            yield item(run, moment, **_result(run.name, outcome, failed, tool_ids[run.id]))
-    if named and steps and any(run.stopped for run in runs):
-        # the guard stopped the trace: the calls its last turn named never finished, the first
-        # of them is the one it blocked
-        moment, _, _, last = steps[-1]
+        else:
+            outcome_of = run.result or last.get(run.name)
+            if outcome_of is not None:
+                last[run.name] = outcome_of
+                failed, outcome = outcome_of
+                yield item(run, moment, **_result(run.name, outcome, failed, tool_ids[run.id]))
+    if named and steps and stopped:
+        # the guard stopped the run before any tracer saw what came next: the calls the last
+        # turn named were blocked (the first of them) or, never run, counted as failed calls
+        # at the model turn the guard then refused, as the callback handler counts them live
+        moment, _, _, final = steps[-1]
         for call_id, (name, sig) in named.items():
-            yield item(last, moment, kind="tool_call", tool=name, digest=sig, call_id=call_id)
+            yield item(final, moment, kind="tool_call", tool=name, digest=sig, call_id=call_id)
+            failed, outcome = last.get(name) or (True, error_key(name, _NOT_EXECUTED))
+            yield item(final, moment, **_result(name, outcome, failed, call_id))
 
 
 def _result(name: str, outcome: str, failed: bool, call_id: str) -> dict[str, Any]:

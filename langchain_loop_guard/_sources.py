@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import codecs
 import gzip
+import importlib
 import json
 import os
 import zlib
@@ -25,7 +26,7 @@ from typing import IO, Any, Final
 
 from langchain_loop_guard._trace import TraceFormatError
 
-__all__ = ["MAX_VALUE_CHARS", "json_type", "json_values", "trace_files"]
+__all__ = ["MAX_VALUE_CHARS", "json_type", "json_values", "parquet_rows", "trace_files"]
 
 MAX_VALUE_CHARS: Final = 256 * 1024 * 1024
 """The largest single JSON value (one run, one line) a replay reads, in characters."""
@@ -36,6 +37,8 @@ _SLACK: Final = 16
 """A decoding error this close to the end of the text read so far may be a value cut in two
 by the chunking (``tr`` of ``true``, ``1.`` of ``1.5``): read on before calling it an error."""
 _GZIP_MAGIC: Final = b"\x1f\x8b"
+_PARQUET_MAGIC: Final = b"PAR1"
+_PARQUET_BATCH: Final = 1024
 
 
 def trace_files(path: str | os.PathLike[str]) -> list[Path]:
@@ -90,11 +93,46 @@ def json_values(
     """
     with path.open("rb") as raw:
         binary: IO[bytes] | gzip.GzipFile = raw
-        if raw.read(2) == _GZIP_MAGIC:
+        magic = raw.read(4)
+        if magic == _PARQUET_MAGIC:
+            raw.close()
+            yield from parquet_rows(path, progress=progress)
+            return
+        if magic[:2] == _GZIP_MAGIC:
             binary = gzip.GzipFile(fileobj=raw, mode="rb")
         raw.seek(0)
         tell = None if progress is None else (lambda: progress(raw.tell()))
         yield from _Scanner(path, binary, tell).values(items=items)
+
+
+def parquet_rows(
+    path: Path, *, progress: Callable[[int], None] | None = None
+) -> Iterator[tuple[int, Any]]:
+    """``(row, object)`` for each row of a Parquet file (a LangSmith bulk export), in batches.
+
+    Raises:
+        TraceFormatError: pyarrow is not installed (saying how to install it), or the file is
+            not valid Parquet.
+    """
+    try:
+        pq: Any = importlib.import_module("pyarrow.parquet")  # an optional extra
+    except ImportError:
+        msg = (
+            "a Parquet file: reading it needs pyarrow (pip install 'langchain-loop-guard[parquet]')"
+        )
+        raise TraceFormatError(path, 0, msg) from None
+    try:
+        table = pq.ParquetFile(path)
+        number = 0
+        for batch in table.iter_batches(batch_size=_PARQUET_BATCH):
+            for row in batch.to_pylist():
+                number += 1
+                yield number, row
+            if progress is not None:
+                progress(path.stat().st_size * number // max(1, table.metadata.num_rows))
+    except (OSError, ValueError, TypeError) as exc:  # pyarrow's ArrowInvalid is a ValueError
+        problem = str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__
+        raise TraceFormatError(path, 0, f"not a readable Parquet file ({problem})") from None
 
 
 class _Scanner:
