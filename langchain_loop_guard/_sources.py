@@ -184,8 +184,10 @@ class _Scanner:
             raise self.fail(f"the compressed file is damaged ({exc})") from None
         try:
             chunk = self._utf8.decode(data, final=not data)
-        except UnicodeDecodeError:
-            raise self.fail("not UTF-8 text", len(self._text)) from None
+        except UnicodeDecodeError as exc:
+            line = self._line + self._text.count("\n", self._pos)
+            line += data.count(b"\n", 0, max(0, exc.start))
+            raise TraceFormatError(self._path, line, "not UTF-8 text") from None
         self._text = self._text[self._pos :] + chunk
         self._pos = 0
         if not data:
