@@ -26,13 +26,16 @@ if TYPE_CHECKING:
     from langchain_loop_guard._magic import unload_ipython_extension as unload_ipython_extension
     from langchain_loop_guard._middleware import LoopGuardMiddleware as LoopGuardMiddleware
     from langchain_loop_guard._node import LoopGuardNode as LoopGuardNode
+    from langchain_loop_guard._replay import Calibration as Calibration
     from langchain_loop_guard._replay import ReplayReport as ReplayReport
+    from langchain_loop_guard._replay import calibrate as calibrate
     from langchain_loop_guard._replay import replay as replay
     from langchain_loop_guard._trace import TraceFormatError as TraceFormatError
 
 __version__ = "0.1.0"
 
 _EXPORTS: dict[str, str] = {
+    "Calibration": "langchain_loop_guard._replay",
     "LoopDetected": "langchain_loop_guard._interrupt",
     "LoopDetector": "langchain_loop_guard._detector",
     "LoopGuardCallbackHandler": "langchain_loop_guard._handler",
@@ -47,6 +50,7 @@ _EXPORTS: dict[str, str] = {
     "Signal": "langchain_loop_guard._detector",
     "TraceFormatError": "langchain_loop_guard._trace",
     "Verdict": "langchain_loop_guard._detector",
+    "calibrate": "langchain_loop_guard._replay",
     "load_ipython_extension": "langchain_loop_guard._magic",
     "replay": "langchain_loop_guard._replay",
     "unload_ipython_extension": "langchain_loop_guard._magic",
@@ -54,6 +58,7 @@ _EXPORTS: dict[str, str] = {
 }
 
 __all__ = [
+    "Calibration",
     "LoopDetected",
     "LoopDetector",
     "LoopGuardCallbackHandler",
@@ -68,6 +73,7 @@ __all__ = [
     "Signal",
     "TraceFormatError",
     "Verdict",
+    "calibrate",
     "load_ipython_extension",
     "replay",
     "unload_ipython_extension",

@@ -9,6 +9,7 @@ import pytest
 import langchain_loop_guard
 
 EXPECTED = [
+    "Calibration",
     "LoopDetected",
     "LoopDetector",
     "LoopGuardCallbackHandler",
@@ -23,6 +24,7 @@ EXPECTED = [
     "Signal",
     "TraceFormatError",
     "Verdict",
+    "calibrate",
     "load_ipython_extension",
     "replay",
     "unload_ipython_extension",
