@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -85,7 +86,7 @@ class _Run:
     name: str
     start: _dt.datetime
     end: _dt.datetime | None
-    order: str
+    order: int  # position in the export: the tie-break of runs that start together
     parent: str | None
     trace: str | None
     thread: str | None
@@ -122,7 +123,7 @@ def read_langsmith(
     runs: dict[str, _Run] = {}
     for path, line, value in values:
         for obj in _flatten(path, line, value):
-            run = _run(path, line, obj)
+            run = _run(path, line, obj, len(runs))
             known = runs.get(run.id)
             if known is None or run.complete > known.complete:
                 runs[run.id] = run
@@ -155,7 +156,7 @@ def _flatten(path: str, line: int, value: object) -> Iterator[Mapping[str, Any]]
         yield item
 
 
-def _run(path: str, line: int, obj: Mapping[str, Any]) -> _Run:
+def _run(path: str, line: int, obj: Mapping[str, Any], order: int) -> _Run:
     def fail(problem: str) -> TraceFormatError:
         return TraceFormatError(path, line, problem)
 
@@ -192,10 +193,10 @@ def _run(path: str, line: int, obj: Mapping[str, Any]) -> _Run:
         name=name,
         start=_time(obj["start_time"], "start_time", fail),
         end=None if end is None else _time(end, "end_time", fail),
-        order=str(obj.get("dotted_order") or ""),
-        parent=_parent(obj, fail),
-        trace=_optional_id(obj.get("trace_id"), "trace_id", fail),
-        thread=_thread(obj),
+        order=order,
+        parent=_interned(_parent(obj, fail)),
+        trace=_interned(_optional_id(obj.get("trace_id"), "trace_id", fail)),
+        thread=_interned(_thread(obj)),
         failed=failed,
         stopped=isinstance(error, str) and error.lstrip().startswith(_STOPPED),
         io=True,
@@ -217,6 +218,11 @@ def _run(path: str, line: int, obj: Mapping[str, Any]) -> _Run:
         else:
             run.result = _tool_output(name, outputs or {})
     return run
+
+
+def _interned(value: str | None) -> str | None:
+    """One copy of an id many runs share (their trace, parent or thread)."""
+    return None if value is None else sys.intern(value)
 
 
 def _shown(value: str) -> str:
