@@ -1,14 +1,16 @@
 """``loop-guard replay`` of a large LangSmith export: throughput and peak memory.
 
 A ~100 MB export (list_runs() runs of looping and productive agent traces, with message
-histories and tool outputs of realistic size) is generated in a temporary directory, written
-as JSON Lines and as one JSON array (on one line, as ``json.dump(runs, file)`` writes it),
-and each is replayed in a fresh Python process that reports its time and its peak resident
-memory above what it held before the replay. Targets: the JSON array within 1.5x of JSON Lines (no quadratic parse), and the peak
-memory of either at most 40% of the file's size: the text streams, and what stays is a compact
-record of digests per run (runs are grouped by trace only once all are read, since an export
-need not keep a trace's runs together), so memory grows with the number of runs, not the
-bytes; this export averages about 2.9 KB per run.
+histories and tool outputs of realistic size) is generated in a temporary directory and
+written twice: as JSON Lines and as one JSON array on one line (as ``json.dump(runs, file)``
+writes it). Each is replayed in a fresh Python process that reports its time and its peak
+resident memory above what it held before the replay.
+
+Targets: the JSON array within 1.5x of JSON Lines (no quadratic parse), and the peak memory
+of either at most 40% of the file's size. The text streams; what stays is a compact record
+of digests per run (runs are grouped by trace only once all are read, since an export need
+not keep a trace's runs together), so memory grows with the number of runs, not the bytes;
+this export averages about 2.9 KB per run.
 """
 
 from __future__ import annotations
