@@ -36,7 +36,7 @@ import datetime as _dt
 import json
 import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Final
 
 from langchain_loop_guard._detector import DetectorEvent
@@ -97,8 +97,8 @@ class _Run:
     signature: str = ""  # a tool run's call signature
     call_id: str | None = None  # a tool run: the model's call it executes
     key: str | None = None  # a model run: the assistant key of its answer
-    calls: list[tuple[str, str, str]] = field(default_factory=list)  # (id, name, signature)
-    answers: dict[str, tuple[bool, str]] = field(default_factory=dict)  # tool messages
+    calls: tuple[tuple[str, str, str], ...] = ()  # a model run's calls: (id, name, signature)
+    answers: Mapping[str, tuple[bool, str]] | None = None  # tool messages in its input
 
     @property
     def complete(self) -> int:
@@ -128,7 +128,7 @@ def read_langsmith(
             if known is None or run.complete > known.complete:
                 runs[run.id] = run
     _check_io(runs.values())
-    for key, trace in _traces(list(runs.values()), scope):
+    for key, trace in _traces(runs, scope):
         yield from _events(key, trace)
 
 
@@ -190,7 +190,7 @@ def _run(path: str, line: int, obj: Mapping[str, Any], order: int) -> _Run:
         line=line,
         id=run_id,
         kind=kind,
-        name=name,
+        name=sys.intern(name),
         start=_time(obj["start_time"], "start_time", fail),
         end=None if end is None else _time(end, "end_time", fail),
         order=order,
@@ -203,9 +203,10 @@ def _run(path: str, line: int, obj: Mapping[str, Any], order: int) -> _Run:
     )
     if kind == "llm":
         run.io = bool(inputs) and (bool(outputs) or failed or run.end is None)
-        text, run.calls = _answer(outputs or {})
+        text, calls = _answer(outputs or {})
+        run.calls = tuple(calls)
         run.key = assistant_key(text) if run.end is not None and not failed else None
-        run.answers = _answers(inputs or {})
+        run.answers = _answers(inputs or {}) or None
     elif kind == "tool":
         done = run.end is not None
         run.io = inputs is not None and (bool(outputs) or failed or not done)
@@ -306,16 +307,16 @@ def _check_io(runs: Iterable[_Run]) -> None:
         raise TraceFormatError(first.path, first.line, msg)
 
 
-def _traces(runs: list[_Run], scope: str) -> list[tuple[str, list[_Run]]]:
-    """Runs grouped by trace (or thread), in start order."""
-    by_id = {run.id: run for run in runs}
+def _traces(by_id: dict[str, _Run], scope: str) -> list[tuple[str, list[_Run]]]:
+    """Runs grouped by trace (or thread), in start order (``by_id`` is emptied)."""
     groups: dict[str, list[_Run]] = {}
-    for run in runs:
+    for run in by_id.values():
         key = run.trace or _root(run, by_id)
         if scope == "thread":
             thread = run.thread or by_id.get(key, run).thread
             key = f"thread:{thread}" if thread else key
         groups.setdefault(key, []).append(run)
+    by_id.clear()
     for group in groups.values():
         group.sort(key=lambda r: (r.start, r.order))
     return sorted(groups.items(), key=lambda item: (item[1][0].start, item[1][0].order))
@@ -364,7 +365,10 @@ def _events(key: str, runs: list[_Run]) -> Iterator[TraceItem]:
             for call_id, (name, sig) in list(named.items()):
                 del named[call_id]
                 yield item(run, moment, kind="tool_call", tool=name, digest=sig, call_id=call_id)
-                answer = run.answers.get(call_id) or (True, error_key(name, _NOT_EXECUTED))
+                answer = (run.answers or {}).get(call_id) or (
+                    True,
+                    error_key(name, _NOT_EXECUTED),
+                )
                 last[name] = answer
                 yield item(run, moment, **_result(name, answer[1], answer[0], call_id))
             yield item(run, moment, kind="turn_start")
