@@ -175,8 +175,7 @@ class _Scanner:
         if self._eof:
             return False
         if len(self._text) - self._pos > MAX_VALUE_CHARS:
-            msg = f"a JSON value longer than {MAX_VALUE_CHARS // (1024 * 1024)} MiB"
-            raise self.fail(msg)
+            raise self.fail(f"a JSON value longer than {MAX_VALUE_CHARS:,} characters")
         size = max(_CHUNK, len(self._text) - self._pos)
         try:
             data = self._binary.read(size)

@@ -16,11 +16,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from langchain_loop_guard import LoopGuardConfig, Signal
+from langchain_loop_guard import LoopGuardConfig, Signal, _sources
 from langchain_loop_guard._cli import EXIT_OK, EXIT_USAGE, main
 from langchain_loop_guard._errors import LoopGuardConfigError
 from langchain_loop_guard._replay import ReplayVerdict, calibrate, replay, terminal_safe
-from langchain_loop_guard._trace import TraceFormatError
+from langchain_loop_guard._trace import TraceFormatError, parse_json_line
 
 DEFAULTS = LoopGuardConfig()
 
@@ -132,6 +132,27 @@ def test_bad_input_is_one_line_naming_file_and_line_and_exit_2(
     assert err.startswith(f"loop-guard: {path}:{line}: "), err
     assert problem in err
     assert "at at" not in err
+
+
+def test_a_value_longer_than_the_limit_is_an_error_not_unbounded_memory(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One run (or line) longer than the limit stops the read instead of growing without end."""
+    monkeypatch.setattr(_sources, "MAX_VALUE_CHARS", 5_000)
+    monkeypatch.setattr(_sources, "_CHUNK", 1_000)
+    path = tmp_path / "runs.jsonl"
+    huge = {**_looping_runs()[0], "inputs": {"messages": [["x" * 50_000]]}}
+    path.write_text(_jsonl([_looping_runs()[0], huge]))
+    err = _cli_error(path, capsys)
+    assert err.startswith(f"loop-guard: {path}:2: a JSON value longer than 5,000 characters")
+
+
+def test_parse_json_line_says_at_once() -> None:
+    """The loop-guard line parser no longer writes "at at column"."""
+    with pytest.raises(TraceFormatError) as caught:
+        parse_json_line("t.jsonl", 3, '{"a": "x\x01"}')
+    assert "at at" not in caught.value.problem
+    assert "Invalid control character at column" in caught.value.problem
 
 
 def test_a_truncated_gzip_file_is_an_error_not_a_traceback(
