@@ -455,6 +455,7 @@ def _replay_path(
     format: TraceFormat | None,
     progress: Progress | None,
 ) -> list[ReplayReport]:
+    """Replay ``path`` under each of ``configs`` (which share one ``scope``) in one pass."""
     name = os.fspath(path)
     files = trace_files(path)
     total = sum(file.stat().st_size for file in files)
@@ -655,5 +656,25 @@ def calibrate(
         problem = f"{key}: not a setting" if values else f"{key}: no values to try"
         raise LoopGuardConfigError(problem, key=key)
     configs = [base.merged(source="calibrate", **{key: value}) for value in values]
-    reports = _replay_path(path, configs, format=format, progress=progress)
-    return Calibration(key=key, values=tuple(values), reports=tuple(reports))
+    return Calibration(
+        key=key,
+        values=tuple(values),
+        reports=tuple(_replay_scopes(path, configs, format=format, progress=progress)),
+    )
+
+
+def _replay_scopes(
+    path: str | os.PathLike[str],
+    configs: Sequence[LoopGuardConfig],
+    *,
+    format: TraceFormat | None,
+    progress: Progress | None,
+) -> list[ReplayReport]:
+    """:func:`_replay_path` with one pass per ``scope`` among ``configs`` (the scope decides
+    how a trace is read into runs), the reports in the order of ``configs``."""
+    reports: dict[int, ReplayReport] = {}
+    for scope in dict.fromkeys(config.scope for config in configs):
+        indexes = [i for i, config in enumerate(configs) if config.scope == scope]
+        found = _replay_path(path, [configs[i] for i in indexes], format=format, progress=progress)
+        reports.update(zip(indexes, found, strict=True))
+    return [reports[i] for i in range(len(configs))]

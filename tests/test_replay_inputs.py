@@ -451,6 +451,16 @@ def test_cli_sweep_takes_a_json_array_of_values(
     assert data["settings"][1]["would_stop"] == 0
 
 
+def test_a_sweep_over_scope_reads_the_trace_once_per_scope(tmp_path: Path) -> None:
+    """``scope`` decides how runs are grouped: each value gives what a plain replay gives."""
+    folder = _write_events(tmp_path / "events")
+    result = calibrate(folder, "scope", ["thread", "run"], DEFAULTS)
+    for value, report in zip(result.values, result.reports, strict=True):
+        single = replay(folder, DEFAULTS.merged(scope=value))
+        assert [_where(r.stop) for r in report.runs] == [_where(r.stop) for r in single.runs]
+    assert [run for run, _, _ in result.changes(1)] == ["users"]
+
+
 @pytest.mark.parametrize(
     "option", [["--set", "_cwd=/"], ["--set", "_environ={}"], ["--sweep", "_cwd=a,b"]]
 )
