@@ -19,6 +19,7 @@ import time
 import bench_agent
 import bench_detector
 import bench_memory
+import bench_replay
 from _harness import Row, format_table
 
 
@@ -37,12 +38,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-fail", action="store_true", help="exit 0 even if a target is missed")
     parser.add_argument(
         "--only",
-        choices=("detector", "agent", "memory"),
+        choices=("detector", "agent", "memory", "replay"),
         action="append",
         help="run only these sections (repeatable)",
     )
     options = parser.parse_args(argv)
-    sections = options.only or ["detector", "agent", "memory"]
+    sections = options.only or ["detector", "agent", "memory", "replay"]
     quick = options.quick
     # the guard's reports must not reach stderr in the middle of the table
     logging.getLogger("langchain_loop_guard").addHandler(logging.NullHandler())
@@ -67,6 +68,9 @@ def main(argv: list[str] | None = None) -> int:
             agent_runs=20 if quick else 60,
         )
         print("memory done", flush=True)
+    if "replay" in sections:
+        rows += bench_replay.large_export(target_mb=20 if quick else 100, rounds=1 if quick else 3)
+        print("replay done", flush=True)
     elapsed = time.perf_counter() - start
 
     print()

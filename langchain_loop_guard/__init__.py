@@ -29,13 +29,16 @@ if TYPE_CHECKING:
     from langchain_loop_guard._node import LoopGuardNode as LoopGuardNode
     from langchain_loop_guard._repair import arepair_thread as arepair_thread
     from langchain_loop_guard._repair import repair_thread as repair_thread
+    from langchain_loop_guard._replay import Calibration as Calibration
     from langchain_loop_guard._replay import ReplayReport as ReplayReport
+    from langchain_loop_guard._replay import calibrate as calibrate
     from langchain_loop_guard._replay import replay as replay
     from langchain_loop_guard._trace import TraceFormatError as TraceFormatError
 
 __version__ = "0.1.0"
 
 _EXPORTS: dict[str, str] = {
+    "Calibration": "langchain_loop_guard._replay",
     "LoopDetected": "langchain_loop_guard._interrupt",
     "LoopDetector": "langchain_loop_guard._detector",
     "LoopGuardCallbackHandler": "langchain_loop_guard._handler",
@@ -51,6 +54,7 @@ _EXPORTS: dict[str, str] = {
     "TraceFormatError": "langchain_loop_guard._trace",
     "Verdict": "langchain_loop_guard._detector",
     "arepair_thread": "langchain_loop_guard._repair",
+    "calibrate": "langchain_loop_guard._replay",
     "guard_kind": "langchain_loop_guard._graph_state",
     "load_ipython_extension": "langchain_loop_guard._magic",
     "repair_thread": "langchain_loop_guard._repair",
@@ -60,6 +64,7 @@ _EXPORTS: dict[str, str] = {
 }
 
 __all__ = [
+    "Calibration",
     "LoopDetected",
     "LoopDetector",
     "LoopGuardCallbackHandler",
@@ -75,6 +80,7 @@ __all__ = [
     "TraceFormatError",
     "Verdict",
     "arepair_thread",
+    "calibrate",
     "guard_kind",
     "load_ipython_extension",
     "repair_thread",

@@ -249,13 +249,17 @@ configuration prints one line per problem on stderr and exits with status 2.""",
 
 
 def _replay_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("trace", metavar="TRACE", help="the trace file to replay")
+    parser.add_argument(
+        "trace", metavar="TRACE", help="the trace file (or a directory of trace files) to replay"
+    )
     parser.add_argument(
         "--format",
-        choices=("auto", "loop-guard", "langsmith"),  # _replay.TRACE_FORMATS, not imported here
+        # _replay.TRACE_FORMATS, not imported here
+        choices=("auto", "loop-guard", "langsmith", "trajectories"),
         default="auto",
-        help="loop-guard: a trace a guard recorded with record_to=; langsmith: a LangSmith "
-        "runs export, a JSON array or JSON Lines (default: %(default)s, from the first line)",
+        help="loop-guard: a trace a guard recorded with record_to=; langsmith: LangSmith runs "
+        "(any export shape); trajectories: recorded agent runs as detector events "
+        "(default: %(default)s, from the content)",
     )
     parser.add_argument(
         "--set",
@@ -265,6 +269,13 @@ def _replay_arguments(parser: argparse.ArgumentParser) -> None:
         dest="values",
         help="evaluate with this configuration value, over files and environment; VALUE is "
         'JSON when it parses as JSON (5, true, ["sleep"]), else a string; repeatable',
+    )
+    parser.add_argument(
+        "--sweep",
+        metavar="KEY=V1,V2,...",
+        help="replay under each value of one setting (in one pass) and report, per value, how "
+        "many runs would stop and which runs change from one value to the next; the values "
+        'are comma-separated, or one JSON array (ignore_tools=[[],["sleep"]])',
     )
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument(
@@ -276,54 +287,90 @@ def _replay_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _run_replay(args: argparse.Namespace) -> int:
-    from langchain_loop_guard._replay import replay  # noqa: PLC0415
+    from langchain_loop_guard._replay import (  # noqa: PLC0415
+        calibrate,
+        json_text,
+        replay,
+        terminal_safe,
+    )
     from langchain_loop_guard._trace import TraceFormatError  # noqa: PLC0415
 
     try:
         values: dict[str, Any] = dict(_setting(text) for text in args.values)
+        sweep = _sweep(args.sweep) if args.sweep is not None else None
         config = LoopGuardConfig.load(**values)
     except ValueError as exc:
-        problems = exc.problems if isinstance(exc, LoopGuardConfigError) else (str(exc),)
-        for problem in problems:
-            print(f"{_PROG}: {problem}", file=sys.stderr)
-        return EXIT_USAGE
+        return _usage(exc, terminal_safe)
     show = args.progress if args.progress is not None else sys.stderr.isatty()
     bar = _ProgressBar(sys.stderr) if show else None
+    trace_format = None if args.format == "auto" else args.format
+    result: Any
     try:
-        report = replay(
-            args.trace,
-            config,
-            format=None if args.format == "auto" else args.format,
-            progress=bar,
-        )
+        if sweep is None:
+            result = replay(args.trace, config, format=trace_format, progress=bar)
+        else:
+            key, tried = sweep
+            result = calibrate(args.trace, key, tried, config, format=trace_format, progress=bar)
+    except LoopGuardConfigError as exc:
+        return _usage(exc, terminal_safe)
     except TraceFormatError as exc:
-        print(f"{_PROG}: {exc}", file=sys.stderr)
+        print(f"{_PROG}: {terminal_safe(str(exc))}", file=sys.stderr)
         return EXIT_USAGE
     except OSError as exc:
-        print(f"{_PROG}: {args.trace}: {exc.strerror or exc}", file=sys.stderr)
+        problem = f"{args.trace}: {exc.strerror or exc}"
+        print(f"{_PROG}: {terminal_safe(problem)}", file=sys.stderr)
         return EXIT_USAGE
     finally:
         if bar is not None:
             bar.close()
     if args.json:
-        print(json.dumps(report.to_json(), indent=2, ensure_ascii=False))
+        print(json_text(result.to_json()))
     else:
-        for line in report.lines():
+        for line in result.lines():
             print(line)
     return EXIT_OK
+
+
+def _usage(exc: ValueError, safe: Callable[[str], str]) -> int:
+    """Print a configuration problem (one line each) and return the usage status."""
+    problems = exc.problems if isinstance(exc, LoopGuardConfigError) else (str(exc),)
+    for problem in problems:
+        print(f"{_PROG}: {safe(problem)}", file=sys.stderr)
+    return EXIT_USAGE
 
 
 def _setting(text: str) -> tuple[str, object]:
     """``KEY=VALUE`` as a configuration value: JSON when it parses, else the string."""
     key, sep, raw = text.partition("=")
-    if not sep or not key.strip():
+    key = key.strip()
+    if not sep or not key:
         msg = f"--set takes KEY=VALUE, not {text!r}"
         raise ValueError(msg)
+    if key.startswith("_"):
+        msg = f"--set: {key!r} is not a setting (names starting with '_' are not configuration)"
+        raise ValueError(msg)
+    return key, _parsed(raw)
+
+
+def _parsed(raw: str) -> object:
     try:
-        value: object = json.loads(raw)
-    except json.JSONDecodeError:
-        value = raw
-    return key.strip(), value
+        return json.loads(raw)
+    except (ValueError, RecursionError):
+        return raw
+
+
+def _sweep(text: str) -> tuple[str, list[object]]:
+    """``KEY=V1,V2,...`` (or ``KEY=[V1, V2, ...]``) as the key and its values."""
+    key, raw = _setting(text)
+    if isinstance(raw, list):
+        values = raw
+    else:
+        _, _, listed = text.partition("=")
+        values = [_parsed(part.strip()) for part in listed.split(",") if part.strip()]
+    if not values:
+        msg = f"--sweep takes KEY=V1,V2,..., not {text!r}"
+        raise ValueError(msg)
+    return key, values
 
 
 class _ProgressBar:
@@ -364,9 +411,16 @@ to on. A nudging integration's first detections would only refuse the call; the 
 reports the first detection.
 
 TRACE is a trace a guard recorded with record_to= (tool names, digests and timings; each run
-also says whether the replay stops where the live run did), or a LangSmith runs export (a
-JSON array or JSON Lines of runs), whose content is digested as it is read and not kept.
-A malformed trace is reported as TRACE:LINE: problem, with exit status 2.""",
+also says whether the replay stops where the live run did), LangSmith runs (list_runs() or
+runs.query() dumps, the langsmith CLI's export with --include-io, run trees, API pages;
+JSON, JSON Lines or Parquet), or recorded agent trajectories; plain or gzip, a file or a
+directory of files. Content is digested as it is read and not kept. A malformed trace is
+reported as TRACE:LINE: problem, with exit status 2.
+
+--sweep KEY=V1,V2,... replays the trace once under each value of one setting (over the
+configuration and --set values) and reports how many runs each value would stop, and which
+runs change from one value to the next: choose thresholds from your own history before
+turning the guard on.""",
     add_arguments=_replay_arguments,
     run=_run_replay,
 )

@@ -1,25 +1,42 @@
-"""Read a LangSmith runs export as detector events, digesting content as it is read.
+"""Read LangSmith runs as detector events, digesting content as each run is read.
 
-The export is a JSON array, or JSON Lines, of run objects as LangSmith's API returns them
-(``id``, ``trace_id``, ``parent_run_id``, ``dotted_order``, ``run_type``, ``name``, ``inputs``,
-``outputs``, ``error``, ``start_time``, ``end_time``…). Each trace (``trace_id``, else the root
-reached through ``parent_run_id``) is one run of the guard. Model runs (``run_type`` ``"llm"``)
-become a turn start at their start and an assistant message at their end; tool runs a tool call
-at their start and its result at their end, so parallel calls interleave as they did live.
-Tool calls the model named that no tool run answered count as a call with an error result
-before the next model turn, as the callback handler counts them live.
+Every shape a LangSmith user has is read, each recognised by its content:
+
+- ``Client.list_runs()`` dumped as JSON Lines or one JSON array (``id``, ``trace_id``,
+  ``parent_run_id``, ``dotted_order``, ``run_type`` ``"llm"``…);
+- SmithDB v2 runs from ``client.runs.query()`` (``run_type`` ``"LLM"``, ``status``,
+  ``parent_run_ids``, ``thread_id`` and ``metadata`` at the top level);
+- the ``langsmith`` CLI's JSON Lines (``run_id`` instead of ``id``), one file or a directory of
+  per-trace files;
+- run trees (``read_run(load_child_runs=True)``: ``child_runs`` nested in their parent);
+- a raw API page ``{"runs": [...], "cursors": ...}``; a single pretty-printed run;
+- the rows of a Parquet bulk export (see :mod:`langchain_loop_guard._parquet`).
+
+Each trace (``trace_id``, else the root reached through the parents) is one run of the guard;
+with ``scope="thread"`` the traces of one thread (metadata ``thread_id``, ``session_id`` or
+``conversation_id``, as LangSmith groups threads) are one run. Model runs become a turn start
+at their start and an assistant message at their end; tool runs a tool call at their start
+and its result at their end, so parallel calls interleave as they did live. Tool calls the
+model named that no tool run answered count as a call with an error result before the next
+model turn, as the callback handler counts them live. A trace the guard stopped (a run failed
+with ``LoopDetected``) ends with the calls its last model turn named that never finished: the
+blocked call is where the live guard stopped, and the replay stops there too. A tool run that
+never finished (an interrupted trace) has no result.
 
 Arguments, outputs, errors and message text are digested with the detector's own functions as
-each run is read and are not kept: only tool names, digests and times reach the replay.
+each run is read and are not kept: only tool names, digests and times reach the replay. A run
+exported twice (two overlapping exports joined) is merged. An export without the inputs and
+outputs the loop signals need is refused, naming how to export them: replaying it would stop
+runs that never looped.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
 import json
-import os
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+import sys
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Final
 
 from langchain_loop_guard._detector import DetectorEvent
@@ -29,170 +46,280 @@ from langchain_loop_guard._signature import (
     error_key,
     outcome_digest,
 )
-from langchain_loop_guard._trace import TraceFormatError, TraceItem, parse_json_line
+from langchain_loop_guard._sources import json_type
+from langchain_loop_guard._trace import TraceFormatError, TraceItem
 
-__all__ = ["looks_like_langsmith", "read_langsmith"]
+__all__ = ["MISSING_IO_HELP", "looks_like_langsmith", "read_langsmith"]
 
 _RUN_TYPES: Final = frozenset(
     {"llm", "tool", "chain", "prompt", "parser", "retriever", "embedding"}
 )
 _NOT_EXECUTED: Final = "the tool call was not executed"
 """The error of a call the model named that no tool ran, when no message says why."""
+_STOPPED: Final = "LoopDetected"
+"""What the error of a run the guard stopped starts with (the exception's name)."""
+_THREAD_KEYS: Final = ("thread_id", "session_id", "conversation_id")
+MISSING_IO_HELP: Final = (
+    "export them with `langsmith run export --include-io`, or "
+    '`Client.list_runs(select=[..., "inputs", "outputs"])`'
+)
+"""How to export the inputs and outputs a replay needs (for the refusal message)."""
 
 
 def looks_like_langsmith(obj: Mapping[str, Any]) -> bool:
-    """Whether a JSON object is a LangSmith run (rather than a loop-guard trace line)."""
-    return "run_type" in obj
+    """Whether a JSON object is LangSmith data: a run, a run tree or a page of runs."""
+    if "run_type" in obj or "child_runs" in obj:
+        return True
+    if isinstance(obj.get("runs"), list):
+        return True
+    return "run_id" in obj and "start_time" in obj
 
 
 @dataclass(slots=True)
 class _Run:
+    """One run, digested: what the replay needs of it and nothing else."""
+
+    path: str
     line: int
     id: str
-    run_type: str
+    kind: str  # the run_type, lower case
     name: str
     start: _dt.datetime
     end: _dt.datetime | None
-    order: str
+    order: int  # position in the export: the tie-break of runs that start together
     parent: str | None
     trace: str | None
-    inputs: Mapping[str, Any]
-    outputs: Mapping[str, Any]
-    error: str | None
+    thread: str | None
+    failed: bool
+    stopped: bool  # failed with the guard's LoopDetected
+    io: bool  # holds the inputs and outputs a replay needs
+    result: tuple[bool, str] | None = None  # a tool run: (failed, outcome digest or error key)
+    signature: str = ""  # a tool run's call signature
+    call_id: str | None = None  # a tool run: the model's call it executes
+    key: str | None = None  # a model run: the assistant key of its answer
+    calls: tuple[tuple[str, str, str], ...] = ()  # a model run's calls: (id, name, signature)
+    answers: Mapping[str, tuple[bool, str]] | None = None  # tool messages in its input
+
+    @property
+    def complete(self) -> int:
+        """How complete this copy of the run is (the better copy of a duplicate wins)."""
+        return (self.end is not None or self.failed) * 2 + self.io
 
 
-@dataclass(slots=True)
-class _Trace:
-    key: str
-    runs: list[_Run] = field(default_factory=list)
-
-
-def read_langsmith(path: str | os.PathLike[str], text: str) -> Iterator[TraceItem]:
+def read_langsmith(
+    values: Iterable[tuple[str, int, Any]], *, scope: str = "run"
+) -> Iterator[TraceItem]:
     """The events of every trace of a LangSmith export, trace after trace.
 
+    Args:
+        values: ``(file, line, value)`` of each JSON value read (a run, a run tree or a page).
+        scope: ``"thread"`` replays the traces of one thread as one run.
+
     Raises:
-        TraceFormatError: invalid JSON, a run that is not an object, or a run without the
-            fields a replay needs (``id``, ``run_type``, ``name``, ``start_time``), naming the
-            line.
+        TraceFormatError: a value that is no run, a run without the fields a replay needs
+            (``id``, ``run_type``, ``name``, ``start_time``) or with a field of the wrong type,
+            or an export without inputs and outputs; naming the file and line.
     """
-    runs = [_run(path, line, obj) for line, obj in _objects(path, text)]
-    if not runs:
-        raise TraceFormatError(path, 0, "the LangSmith export holds no runs")
-    for trace in _traces(runs):
-        yield from _events(trace)
+    runs: dict[str, _Run] = {}
+    for path, line, value in values:
+        for obj in _flatten(path, line, value):
+            run = _run(path, line, obj, len(runs))
+            known = runs.get(run.id)
+            if known is None or run.complete > known.complete:
+                runs[run.id] = run
+    _check_io(runs.values())
+    for key, trace in _traces(runs, scope):
+        yield from _events(key, trace)
 
 
 # --- parsing ----------------------------------------------------------------------------------
 
 
-def _objects(path: str | os.PathLike[str], text: str) -> Iterator[tuple[int, dict[str, Any]]]:
-    """``(line, object)`` of each run: the items of a JSON array, or one per JSON line."""
-    start = len(text) - len(text.lstrip())
-    if not text.startswith("[", start):
-        for number, source in enumerate(text.splitlines(), start=1):
-            if source.strip():
-                yield number, parse_json_line(path, number, source)
-        return
-    decoder = json.JSONDecoder()
-    pos, first = start + 1, True
-    while True:
-        pos = _skip_space(text, pos)
-        if pos >= len(text):
-            raise TraceFormatError(path, _line_at(text, pos), "the JSON array is not closed")
-        if text[pos] == "]":
-            break
-        if not first:
-            if text[pos] != ",":
-                msg = "expected ',' or ']' between the runs of the array"
-                raise TraceFormatError(path, _line_at(text, pos), msg)
-            pos = _skip_space(text, pos + 1)
-        first = False
-        line = _line_at(text, pos)
-        try:
-            value, pos = decoder.raw_decode(text, pos)
-        except json.JSONDecodeError as exc:
-            msg = f"not valid JSON ({exc.msg})"
-            raise TraceFormatError(path, _line_at(text, exc.pos), msg) from None
-        if not isinstance(value, dict):
-            raise TraceFormatError(path, line, "expected a run object in the array")
-        yield line, value
-    if text[pos + 1 :].strip():
-        raise TraceFormatError(path, _line_at(text, pos + 1), "text after the JSON array")
+def _flatten(path: str, line: int, value: object) -> Iterator[Mapping[str, Any]]:
+    """The runs of one JSON value: a run and its ``child_runs``, or a page's ``runs``."""
+    if not isinstance(value, Mapping):
+        raise TraceFormatError(path, line, f"expected a LangSmith run, found {json_type(value)}")
+    if "run_type" not in value and isinstance(value.get("runs"), list):
+        stack: list[object] = list(reversed(value["runs"]))
+    else:
+        stack = [value]
+    while stack:
+        item = stack.pop()
+        if not isinstance(item, Mapping):
+            msg = f"expected a LangSmith run, found {json_type(item)}"
+            raise TraceFormatError(path, line, msg)
+        children = item.get("child_runs")
+        if children is not None:
+            if not isinstance(children, list):
+                raise TraceFormatError(path, line, '"child_runs" must be an array or null')
+            stack.extend(reversed(children))
+        yield item
 
 
-def _skip_space(text: str, pos: int) -> int:
-    while pos < len(text) and text[pos] in " \t\r\n":
-        pos += 1
-    return pos
-
-
-def _line_at(text: str, pos: int) -> int:
-    return text.count("\n", 0, pos) + 1
-
-
-def _run(path: str | os.PathLike[str], line: int, obj: Mapping[str, Any]) -> _Run:
+def _run(path: str, line: int, obj: Mapping[str, Any], order: int) -> _Run:
     def fail(problem: str) -> TraceFormatError:
         return TraceFormatError(path, line, problem)
 
-    missing = [key for key in ("id", "run_type", "name", "start_time") if key not in obj]
+    run_id = obj.get("id", obj.get("run_id"))
+    missing = [key for key in ("run_type", "name", "start_time") if key not in obj]
+    if run_id is None:
+        missing.insert(0, "id")
     if missing:
         raise fail(f"missing field(s) {', '.join(map(repr, missing))} in a LangSmith run")
     run_type = obj["run_type"]
-    if run_type not in _RUN_TYPES:
+    if not isinstance(run_type, str):
+        raise fail(f'"run_type" must be a string, not {json_type(run_type)}')
+    kind = run_type.lower()
+    if kind not in _RUN_TYPES:
         allowed = ", ".join(sorted(_RUN_TYPES))
-        raise fail(f'unknown "run_type": {json.dumps(run_type)} (expected one of {allowed})')
-    for key in ("id", "name"):
-        if not isinstance(obj[key], str) or not obj[key]:
-            raise fail(f'"{key}" must be a non-empty string')
-    for key in ("inputs", "outputs"):
-        if obj.get(key) is not None and not isinstance(obj[key], dict):
-            raise fail(f'"{key}" must be an object or null')
+        raise fail(f'unknown "run_type": {_shown(run_type)} (expected one of {allowed})')
+    name = obj["name"]
+    if not isinstance(run_id, str) or not run_id:
+        raise fail('"id" must be a non-empty string')
+    if not isinstance(name, str) or not name:
+        raise fail('"name" must be a non-empty string')
+    inputs = _mapping(obj.get("inputs"), "inputs", fail)
+    outputs = _mapping(obj.get("outputs"), "outputs", fail)
     error = obj.get("error")
     if error is not None and not isinstance(error, str):
-        raise fail('"error" must be a string or null')
+        raise fail(f'"error" must be a string or null, not {json_type(error)}')
+    failed = error is not None or obj.get("status") in ("ERROR", "error")
     end = obj.get("end_time")
-    return _Run(
+    run = _Run(
+        path=path,
         line=line,
-        id=obj["id"],
-        run_type=run_type,
-        name=obj["name"],
+        id=run_id,
+        kind=kind,
+        name=sys.intern(name),
         start=_time(obj["start_time"], "start_time", fail),
         end=None if end is None else _time(end, "end_time", fail),
-        order=str(obj.get("dotted_order") or ""),
-        parent=_optional_id(obj.get("parent_run_id")),
-        trace=_optional_id(obj.get("trace_id")),
-        inputs=obj.get("inputs") or {},
-        outputs=obj.get("outputs") or {},
-        error=error,
+        order=order,
+        parent=_interned(_parent(obj, fail)),
+        trace=_interned(_optional_id(obj.get("trace_id"), "trace_id", fail)),
+        thread=_interned(_thread(obj)),
+        failed=failed,
+        stopped=isinstance(error, str) and error.lstrip().startswith(_STOPPED),
+        io=True,
     )
+    if kind == "llm":
+        run.io = bool(inputs) and (bool(outputs) or failed or run.end is None)
+        text, calls = _answer(outputs or {})
+        run.calls = tuple(calls)
+        run.key = assistant_key(text) if run.end is not None and not failed else None
+        run.answers = _answers(inputs or {}) or None
+    elif kind == "tool":
+        done = run.end is not None
+        run.io = inputs is not None and (bool(outputs) or failed or not done)
+        run.signature = call_signature(name, dict(inputs or {}))
+        run.call_id = _tool_call_id(obj, outputs or {})
+        if run.stopped or not (done or failed):
+            run.result = None  # blocked by the guard, or never finished: no outcome
+        elif failed:
+            run.result = (True, error_key(name, error or ""))
+        else:
+            run.result = _tool_output(name, outputs or {})
+    return run
 
 
-def _optional_id(value: object) -> str | None:
-    return None if value in (None, "") else str(value)
+def _interned(value: str | None) -> str | None:
+    """One copy of an id many runs share (their trace, parent or thread)."""
+    return None if value is None else sys.intern(value)
+
+
+def _shown(value: str) -> str:
+    return json.dumps(value[:40])
+
+
+def _mapping(value: object, key: str, fail: Any) -> Mapping[str, Any] | None:
+    if isinstance(value, str) and value.lstrip().startswith("{"):
+        try:  # a Parquet bulk export holds inputs and outputs as JSON text
+            value = json.loads(value)
+        except (ValueError, RecursionError):
+            raise fail(f'"{key}" is text that is not a JSON object') from None
+    if value is not None and not isinstance(value, Mapping):
+        raise fail(f'"{key}" must be an object or null, not {json_type(value)}')
+    return value
+
+
+def _optional_id(value: object, key: str, fail: Any) -> str | None:
+    if value in (None, ""):
+        return None
+    if not isinstance(value, str | int):
+        raise fail(f'"{key}" must be a string or null, not {json_type(value)}')
+    return str(value)
+
+
+def _parent(obj: Mapping[str, Any], fail: Any) -> str | None:
+    parent = _optional_id(obj.get("parent_run_id"), "parent_run_id", fail)
+    if parent is not None:
+        return parent
+    ancestors = obj.get("parent_run_ids")  # SmithDB v2: the ancestors, the parent last
+    if ancestors in (None, []):
+        return None
+    if not isinstance(ancestors, list):
+        raise fail(f'"parent_run_ids" must be an array or null, not {json_type(ancestors)}')
+    return _optional_id(ancestors[-1], "parent_run_ids", fail)
+
+
+def _thread(obj: Mapping[str, Any]) -> str | None:
+    """The run's thread, as LangSmith finds it: ``thread_id``, ``session_id`` or
+    ``conversation_id`` in its metadata (or SmithDB's top-level ``thread_id``)."""
+    top = obj.get("thread_id")
+    if isinstance(top, str) and top:
+        return top
+    extra = obj.get("extra")
+    for metadata in (
+        obj.get("metadata"),
+        extra.get("metadata") if isinstance(extra, Mapping) else None,
+    ):
+        if isinstance(metadata, Mapping):
+            for key in _THREAD_KEYS:
+                value = metadata.get(key)
+                if isinstance(value, str | int) and not isinstance(value, bool) and value != "":
+                    return str(value)
+    return None
 
 
 def _time(value: object, key: str, fail: Any) -> _dt.datetime:
-    if isinstance(value, str):
+    if isinstance(value, _dt.datetime):
+        return value if value.tzinfo else value.replace(tzinfo=_dt.UTC)
+    if isinstance(value, str) and len(value) <= 64:
         try:
             moment = _dt.datetime.fromisoformat(value)
         except ValueError:
             pass
         else:
             return moment if moment.tzinfo else moment.replace(tzinfo=_dt.UTC)
-    raise fail(f'"{key}" must be an ISO 8601 time, not {json.dumps(value)}')
+    shown = _shown(value) if isinstance(value, str) else json_type(value)
+    raise fail(f'"{key}" must be an ISO 8601 time, not {shown}')
 
 
-def _traces(runs: list[_Run]) -> list[_Trace]:
-    """Runs grouped by trace (``trace_id``, else the root of ``parent_run_id``), in start order."""
-    by_id = {run.id: run for run in runs}
-    traces: dict[str, _Trace] = {}
-    for run in runs:
+def _check_io(runs: Iterable[_Run]) -> None:
+    """Refuse an export whose model or tool runs lack their inputs or outputs."""
+    lacking = [run for run in runs if run.kind in ("llm", "tool") and not run.io]
+    if lacking:
+        first = min(lacking, key=lambda run: (run.path, run.line))
+        total = sum(1 for run in lacking)
+        msg = (
+            f"{total} model or tool run(s) have no inputs or outputs, which the loop signals "
+            f"need: {MISSING_IO_HELP}"
+        )
+        raise TraceFormatError(first.path, first.line, msg)
+
+
+def _traces(by_id: dict[str, _Run], scope: str) -> list[tuple[str, list[_Run]]]:
+    """Runs grouped by trace (or thread), in start order (``by_id`` is emptied)."""
+    groups: dict[str, list[_Run]] = {}
+    for run in by_id.values():
         key = run.trace or _root(run, by_id)
-        traces.setdefault(key, _Trace(key)).runs.append(run)
-    ordered = sorted(traces.values(), key=lambda t: min((r.start, r.order) for r in t.runs))
-    for trace in ordered:
-        trace.runs.sort(key=lambda r: (r.start, r.order))
-    return ordered
+        if scope == "thread":
+            thread = run.thread or by_id.get(key, run).thread
+            key = f"thread:{thread}" if thread else key
+        groups.setdefault(key, []).append(run)
+    by_id.clear()
+    for group in groups.values():
+        group.sort(key=lambda r: (r.start, r.order))
+    return sorted(groups.items(), key=lambda item: (item[1][0].start, item[1][0].order))
 
 
 def _root(run: _Run, by_id: Mapping[str, _Run]) -> str:
@@ -206,56 +333,74 @@ def _root(run: _Run, by_id: Mapping[str, _Run]) -> str:
 # --- events -------------------------------------------------------------------------------------
 
 
-def _events(trace: _Trace) -> Iterator[TraceItem]:
-    """The detector events of one trace, ordered by time (a run's start before its end)."""
+def _events(key: str, runs: list[_Run]) -> Iterator[TraceItem]:
+    """The detector events of one trace, ordered by time (a run's start before its end).
+
+    In a trace the guard stopped, a tool run that never finished is the call whose result the
+    guard stopped on (it acts before the tracer, which so never saw the end), and the calls
+    the last model turn named that no tool run took were blocked, or never ran and were
+    counted as failed at the model turn the guard refused. Their outcome is not in the export
+    and is taken to be the one the same tool gave last.
+    """
+    stopped = any(run.stopped for run in runs)
     steps: list[tuple[_dt.datetime, int, str, _Run]] = []
-    for run in trace.runs:
-        if run.run_type in ("llm", "tool"):
+    for run in runs:
+        if run.kind in ("llm", "tool"):
             steps.append((run.start, len(steps), "start", run))
-            steps.append((run.end or run.start, len(steps), "end", run))
+            if run.kind == "llm" or run.result is not None or (stopped and run.end is None):
+                steps.append((run.end or run.start, len(steps), "end", run))
     steps.sort(key=lambda step: (step[0], step[1]))
-    origin = trace.runs[0].start
-    named: dict[str, tuple[str, Any]] = {}  # calls the model named that no tool run took yet
+    origin = runs[0].start
+    named: dict[str, tuple[str, str]] = {}  # calls the model named that no tool run took yet
     tool_ids: dict[str, str] = {}  # tool run id -> the call id its call and result share
+    last: dict[str, tuple[bool, str]] = {}  # tool -> its latest outcome
 
     def item(run: _Run, moment: _dt.datetime, **values: Any) -> TraceItem:
         elapsed = max(0.0, (moment - origin).total_seconds())
         event = DetectorEvent(elapsed=elapsed, **values)
-        return TraceItem(run=trace.key, line=run.line, event=event, recorded=False)
+        return TraceItem(run=key, line=run.line, event=event, recorded=False)
 
     for moment, _, phase, run in steps:
-        if run.run_type == "llm" and phase == "start":
-            answers = _answers(run.inputs)
-            for call_id, (name, args) in list(named.items()):
+        if run.kind == "llm" and phase == "start":
+            for call_id, (name, sig) in list(named.items()):
                 del named[call_id]
-                sig = call_signature(name, args)
                 yield item(run, moment, kind="tool_call", tool=name, digest=sig, call_id=call_id)
-                content, failed = answers.get(call_id, (_NOT_EXECUTED, True))
-                yield item(run, moment, **_result(name, content, failed, call_id))
+                answer = (run.answers or {}).get(call_id) or (
+                    True,
+                    error_key(name, _NOT_EXECUTED),
+                )
+                last[name] = answer
+                yield item(run, moment, **_result(name, answer[1], answer[0], call_id))
             yield item(run, moment, kind="turn_start")
-        elif run.run_type == "llm":
-            text, calls = _answer(run.outputs)
-            for call_id, name, args in calls:
-                named[call_id] = (name, args)
-            key = assistant_key(text)
-            yield item(run, moment, kind="assistant_message", digest=key, calls=len(calls))
+        elif run.kind == "llm":
+            if run.end is None or run.failed:
+                continue  # no answer: the model call failed or never finished
+            for call_id, name, sig in run.calls:
+                named[call_id] = (name, sig)
+            yield item(run, moment, kind="assistant_message", digest=run.key, calls=len(run.calls))
         elif phase == "start":
-            call_id = _tool_call_id(run, named)
+            call_id = _claim(run, named)
             tool_ids[run.id] = call_id
-            sig = call_signature(run.name, dict(run.inputs))
+            sig = run.signature
             yield item(run, moment, kind="tool_call", tool=run.name, digest=sig, call_id=call_id)
         else:
-            call_id = tool_ids.pop(run.id)
-            if run.error is not None:
-                result = _result(run.name, run.error, True, call_id)
-            else:
-                content, failed = _tool_output(run.outputs)
-                result = _result(run.name, content, failed, call_id)
-            yield item(run, moment, **result)
+            outcome_of = run.result or last.get(run.name)
+            if outcome_of is not None:
+                last[run.name] = outcome_of
+                failed, outcome = outcome_of
+                yield item(run, moment, **_result(run.name, outcome, failed, tool_ids[run.id]))
+    if named and steps and stopped:
+        # the guard stopped the run before any tracer saw what came next: the calls the last
+        # turn named were blocked (the first of them) or, never run, counted as failed calls
+        # at the model turn the guard then refused, as the callback handler counts them live
+        moment, _, _, final = steps[-1]
+        for call_id, (name, sig) in named.items():
+            yield item(final, moment, kind="tool_call", tool=name, digest=sig, call_id=call_id)
+            failed, outcome = last.get(name) or (True, error_key(name, _NOT_EXECUTED))
+            yield item(final, moment, **_result(name, outcome, failed, call_id))
 
 
-def _result(name: str, content: object, failed: bool, call_id: str) -> dict[str, Any]:
-    outcome = error_key(name, content) if failed else outcome_digest(content)
+def _result(name: str, outcome: str, failed: bool, call_id: str) -> dict[str, Any]:
     return {
         "kind": "tool_result",
         "tool": name,
@@ -265,11 +410,10 @@ def _result(name: str, content: object, failed: bool, call_id: str) -> dict[str,
     }
 
 
-def _tool_call_id(run: _Run, named: dict[str, tuple[str, Any]]) -> str:
-    """The id of the model's call a tool run executes (and takes it off ``named``)."""
-    message = _message(run.outputs.get("output"))
-    call_id = message.get("tool_call_id") if message is not None else None
-    if not isinstance(call_id, str) or not call_id:
+def _claim(run: _Run, named: dict[str, tuple[str, str]]) -> str:
+    """The id of the model's call a tool run executes (and take it off ``named``)."""
+    call_id = run.call_id
+    if call_id is None:
         call_id = next((c for c, (name, _) in named.items() if name == run.name), None)
     if call_id is None:
         return f"run:{run.id}"
@@ -277,34 +421,60 @@ def _tool_call_id(run: _Run, named: dict[str, tuple[str, Any]]) -> str:
     return call_id
 
 
-def _tool_output(outputs: Mapping[str, Any]) -> tuple[object, bool]:
-    """A tool run's output and whether it is an error (an error ``ToolMessage``)."""
+def _tool_call_id(obj: Mapping[str, Any], outputs: Mapping[str, Any]) -> str | None:
+    extra = obj.get("extra")
+    call_id = extra.get("tool_call_id") if isinstance(extra, Mapping) else None
+    if not isinstance(call_id, str) or not call_id:
+        message = _message(outputs.get("output"))
+        call_id = message.get("tool_call_id") if message is not None else None
+    return call_id if isinstance(call_id, str) and call_id else None
+
+
+def _tool_output(name: str, outputs: Mapping[str, Any]) -> tuple[bool, str]:
+    """A tool run's outcome: whether it failed (an error ``ToolMessage``) and its digest."""
     output = outputs.get("output", outputs)
     message = _message(output)
     if message is None:
-        return output, False
-    return _text(message.get("content")), message.get("status") == "error"
+        return False, outcome_digest(output)
+    content = _text(message.get("content"))
+    if message.get("status") == "error":
+        return True, error_key(name, content)
+    return False, outcome_digest(content)
 
 
-def _answers(inputs: Mapping[str, Any]) -> dict[str, tuple[object, bool]]:
-    """Tool messages in a model's input, by call id: their content and whether they failed."""
-    answers: dict[str, tuple[object, bool]] = {}
+def _answers(inputs: Mapping[str, Any]) -> dict[str, tuple[bool, str]]:
+    """The tool messages after the last model message of a model's input, by call id."""
+    answers: dict[str, tuple[bool, str]] = {}
     messages = inputs.get("messages")
     if not isinstance(messages, list):
         return answers
     flat = [m for batch in messages for m in (batch if isinstance(batch, list) else [batch])]
+    names: dict[str, str] = {}
     for candidate in flat:
         message = _message(candidate)
-        if message is None or _kind(candidate, message) != "tool":
+        if message is None:
             continue
-        call_id = message.get("tool_call_id")
-        if isinstance(call_id, str):
-            answers[call_id] = (_text(message.get("content")), message.get("status") == "error")
+        kind = _kind(candidate, message)
+        if kind == "ai":
+            answers.clear()
+            for call in _tool_calls(message):
+                if isinstance(call.get("id"), str):
+                    names[call["id"]] = str(call.get("name") or "unknown_tool")
+        elif kind == "tool":
+            call_id = message.get("tool_call_id")
+            if not isinstance(call_id, str):
+                continue
+            name = names.get(call_id) or str(message.get("name") or "unknown_tool")
+            content = _text(message.get("content"))
+            if message.get("status") == "error":
+                answers[call_id] = (True, error_key(name, content))
+            else:
+                answers[call_id] = (False, outcome_digest(content))
     return answers
 
 
-def _answer(outputs: Mapping[str, Any]) -> tuple[str, list[tuple[str, str, Any]]]:
-    """The text and the tool calls ``(id, name, args)`` of a model run's answer.
+def _answer(outputs: Mapping[str, Any]) -> tuple[str, list[tuple[str, str, str]]]:
+    """The text and the tool calls ``(id, name, signature)`` of a model run's answer.
 
     Handles ``generations[0][0].message``, ``generations[0][0].text`` and ``output``.
     """
@@ -322,10 +492,11 @@ def _answer(outputs: Mapping[str, Any]) -> tuple[str, list[tuple[str, str, Any]]
         message = _message(outputs["output"])
     if message is None:
         return _text(text), []
-    calls: list[tuple[str, str, Any]] = []
+    calls: list[tuple[str, str, str]] = []
     for index, call in enumerate(_tool_calls(message)):
-        call_id = call.get("id") or f"#{index}"
-        calls.append((str(call_id), str(call.get("name") or "unknown_tool"), call.get("args")))
+        call_id = str(call.get("id") or f"#{index}")
+        name = str(call.get("name") or "unknown_tool")
+        calls.append((call_id, name, call_signature(name, call.get("args"))))
     return _text(message.get("content")), calls
 
 
@@ -346,7 +517,7 @@ def _tool_calls(message: Mapping[str, Any]) -> list[Mapping[str, Any]]:
         arguments = function.get("arguments")
         try:
             args = json.loads(arguments) if isinstance(arguments, str) else arguments
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):
             args = arguments  # malformed arguments still make a call (it fails)
         parsed.append({"id": call.get("id"), "name": function.get("name"), "args": args})
     return parsed

@@ -243,7 +243,8 @@ def parse_json_line(path: str | os.PathLike[str], number: int, text: str) -> dic
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
-        msg = f"not valid JSON ({exc.msg} at column {exc.colno})"
+        problem = exc.msg.removesuffix(" at")  # "Invalid control character at"
+        msg = f"not valid JSON ({problem} at column {exc.colno})"
         raise TraceFormatError(path, number, msg) from None
     if not isinstance(value, dict):
         msg = f"expected a JSON object, found {_json_type(value)}"

@@ -9,6 +9,7 @@ import pytest
 import langchain_loop_guard
 
 EXPECTED = [
+    "Calibration",
     "LoopDetected",
     "LoopDetector",
     "LoopGuardCallbackHandler",
@@ -24,6 +25,7 @@ EXPECTED = [
     "TraceFormatError",
     "Verdict",
     "arepair_thread",
+    "calibrate",
     "guard_kind",
     "load_ipython_extension",
     "repair_thread",

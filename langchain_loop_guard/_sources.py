@@ -1,0 +1,271 @@
+"""The JSON values of a trace file, streamed: plain or gzip, a file or a directory of files.
+
+A trace file is read as a sequence of JSON values, whatever its layout: one value per line
+(JSON Lines), one pretty-printed value (or several, one after the other), or one JSON array
+whose items are the values. The text is read in chunks and each value is decoded as soon as it
+is complete, so time is linear in the file's size and memory is bounded by the largest value,
+never the whole file (a JSON array is not parsed as one document). A UTF-8 byte-order mark is
+skipped; a gzip file (recognised by its magic bytes, not its name) is decompressed as it is read.
+
+Every problem is a :class:`~langchain_loop_guard._trace.TraceFormatError` naming the file and
+the line: invalid JSON, text that is not UTF-8, nesting too deep for the decoder, a number too
+long to convert, a value larger than :data:`MAX_VALUE_CHARS`.
+"""
+
+from __future__ import annotations
+
+import codecs
+import gzip
+import importlib
+import json
+import os
+import zlib
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import IO, Any, Final
+
+from langchain_loop_guard._trace import TraceFormatError
+
+__all__ = ["MAX_VALUE_CHARS", "json_type", "json_values", "parquet_rows", "trace_files"]
+
+MAX_VALUE_CHARS: Final = 256 * 1024 * 1024
+"""The largest single JSON value (one run, one line) a replay reads, in characters."""
+
+_CHUNK: Final = 1 << 20
+_SPACE: Final = " \t\r\n"
+_SLACK: Final = 16
+"""A decoding error this close to the end of the text read so far may be a value cut in two
+by the chunking (``tr`` of ``true``, ``1.`` of ``1.5``): read on before calling it an error."""
+_GZIP_MAGIC: Final = b"\x1f\x8b"
+_PARQUET_MAGIC: Final = b"PAR1"
+_PARQUET_BATCH: Final = 1024
+
+
+def trace_files(path: str | os.PathLike[str]) -> list[Path]:
+    """The files to read: ``path`` itself, or the regular files of a directory, sorted by name.
+
+    Hidden files (a leading ``.``) of a directory are skipped.
+
+    Raises:
+        TraceFormatError: a directory without files.
+        OSError: ``path`` does not exist.
+    """
+    root = Path(path)
+    if not root.is_dir():
+        os.stat(root)  # the missing file's OSError, with its errno
+        return [root]
+    files = sorted(
+        child for child in root.iterdir() if child.is_file() and not child.name.startswith(".")
+    )
+    if not files:
+        raise TraceFormatError(root, 0, "the directory holds no trace files")
+    return files
+
+
+def json_type(value: object) -> str:
+    """How a JSON value is named in messages ("an array", "a string"…): never its content."""
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, bool):
+        return "a boolean"
+    if value is None:
+        return "null"
+    return "a number"
+
+
+def json_values(
+    path: Path, *, items: bool = True, progress: Callable[[int], None] | None = None
+) -> Iterator[tuple[int, Any]]:
+    """``(line, value)`` for each JSON value of the file, in order.
+
+    Args:
+        path: the file (plain or gzip).
+        items: when the file is one JSON array, yield its items rather than the array.
+        progress: told the bytes of the file read so far, after each chunk.
+
+    Raises:
+        TraceFormatError: the file is not a sequence of JSON values (naming the line).
+        OSError: the file cannot be read.
+    """
+    with path.open("rb") as raw:
+        binary: IO[bytes] | gzip.GzipFile = raw
+        magic = raw.read(4)
+        if magic == _PARQUET_MAGIC:
+            raw.close()
+            yield from parquet_rows(path, progress=progress)
+            return
+        if magic[:2] == _GZIP_MAGIC:
+            binary = gzip.GzipFile(fileobj=raw, mode="rb")
+        raw.seek(0)
+        tell = None if progress is None else (lambda: progress(raw.tell()))
+        yield from _Scanner(path, binary, tell).values(items=items)
+
+
+def parquet_rows(
+    path: Path, *, progress: Callable[[int], None] | None = None
+) -> Iterator[tuple[int, Any]]:
+    """``(row, object)`` for each row of a Parquet file (a LangSmith bulk export), in batches.
+
+    Raises:
+        TraceFormatError: pyarrow is not installed (saying how to install it), or the file is
+            not valid Parquet.
+    """
+    try:
+        pq: Any = importlib.import_module("pyarrow.parquet")  # an optional extra
+    except ImportError:
+        msg = (
+            "a Parquet file: reading it needs pyarrow (pip install 'langchain-loop-guard[parquet]')"
+        )
+        raise TraceFormatError(path, 0, msg) from None
+    try:
+        table = pq.ParquetFile(path)
+        number = 0
+        for batch in table.iter_batches(batch_size=_PARQUET_BATCH):
+            for row in batch.to_pylist():
+                number += 1
+                yield number, row
+            if progress is not None:
+                progress(path.stat().st_size * number // max(1, table.metadata.num_rows))
+    except (OSError, ValueError, TypeError) as exc:  # pyarrow's ArrowInvalid is a ValueError
+        problem = str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__
+        raise TraceFormatError(path, 0, f"not a readable Parquet file ({problem})") from None
+
+
+class _Scanner:
+    """A chunked JSON scanner: a window of text, its start line, and a position in it."""
+
+    __slots__ = (
+        "_binary",
+        "_decoder",
+        "_eof",
+        "_line",
+        "_path",
+        "_pos",
+        "_tell",
+        "_text",
+        "_utf8",
+    )
+
+    def __init__(
+        self, path: Path, binary: IO[bytes] | gzip.GzipFile, tell: Callable[[], None] | None
+    ) -> None:
+        self._path = path
+        self._tell = tell
+        self._binary = binary
+        self._utf8 = codecs.getincrementaldecoder("utf-8-sig")("strict")
+        self._decoder = json.JSONDecoder()
+        self._text = ""
+        self._pos = 0
+        self._line = 1  # the line of self._pos
+        self._eof = False
+
+    def fail(self, problem: str, pos: int | None = None) -> TraceFormatError:
+        """The error for ``problem`` at ``pos`` (default: the scanner's position)."""
+        line = self._line
+        if pos is not None and pos > self._pos:
+            line += self._text.count("\n", self._pos, pos)
+        return TraceFormatError(self._path, line, problem)
+
+    def _more(self) -> bool:
+        """Read the next chunk (at least as much as is buffered, to stay linear)."""
+        if self._eof:
+            return False
+        if len(self._text) - self._pos > MAX_VALUE_CHARS:
+            raise self.fail(f"a JSON value longer than {MAX_VALUE_CHARS:,} characters")
+        size = max(_CHUNK, len(self._text) - self._pos)
+        try:
+            data = self._binary.read(size)
+        except (OSError, EOFError, zlib.error) as exc:  # a truncated or corrupt gzip stream
+            raise self.fail(f"the compressed file is damaged ({exc})") from None
+        try:
+            chunk = self._utf8.decode(data, final=not data)
+        except UnicodeDecodeError as exc:
+            line = self._line + self._text.count("\n", self._pos)
+            line += data.count(b"\n", 0, max(0, exc.start))
+            raise TraceFormatError(self._path, line, "not UTF-8 text") from None
+        self._text = self._text[self._pos :] + chunk
+        self._pos = 0
+        if not data:
+            self._eof = True
+        if self._tell is not None:
+            self._tell()
+        return bool(chunk) or not self._eof
+
+    def _advance(self, pos: int) -> None:
+        self._line += self._text.count("\n", self._pos, pos)
+        self._pos = pos
+
+    def _peek(self) -> str:
+        """The next character that is not white space ("" at the end), not consumed."""
+        while True:
+            text, pos = self._text, self._pos
+            while pos < len(text) and text[pos] in _SPACE:
+                pos += 1
+            self._advance(pos)
+            if pos < len(text):
+                return text[pos]
+            if not self._more():
+                return ""
+
+    def _value(self) -> Any:
+        """Decode the value at the position (the caller checked there is one)."""
+        while True:
+            text, pos = self._text, self._pos
+            try:
+                value, end = self._decoder.raw_decode(text, pos)
+            except json.JSONDecodeError as exc:
+                cut = exc.pos >= len(text) - _SLACK or exc.msg.startswith("Unterminated")
+                if cut and self._more():
+                    continue
+                message = exc.msg.removesuffix(" at")  # "Invalid control character at"
+                raise self.fail(f"not valid JSON ({message})", exc.pos) from None
+            except RecursionError:
+                raise self.fail("JSON nested too deeply to read") from None
+            except ValueError as exc:  # a number with more digits than int() converts
+                raise self.fail(f"a JSON number too long to read ({_first_words(exc)})") from None
+            if end >= len(text) - _SLACK and not isinstance(value, dict | list) and self._more():
+                continue  # a number or literal may go on in the next chunk
+            self._advance(end)
+            return value
+
+    def values(self, *, items: bool) -> Iterator[tuple[int, Any]]:
+        """The values of the file (the items of a top-level array when ``items``)."""
+        first = self._peek()
+        if first == "[" and items:
+            yield from self._items()
+            return
+        while self._peek():
+            line = self._line
+            yield line, self._value()
+
+    def _items(self) -> Iterator[tuple[int, Any]]:
+        self._advance(self._pos + 1)  # the "["
+        if self._peek() == "]":
+            self._advance(self._pos + 1)
+        else:
+            while True:
+                if not self._peek():
+                    raise self.fail("the JSON array is not closed")
+                line = self._line
+                yield line, self._value()
+                after = self._peek()
+                if after == "]":
+                    self._advance(self._pos + 1)
+                    break
+                if not after:
+                    raise self.fail("the JSON array is not closed")
+                if after != ",":
+                    raise self.fail("expected ',' or ']' between the items of the array")
+                self._advance(self._pos + 1)
+                if self._peek() == "]":
+                    raise self.fail("expected an item after ',' in the array")
+        if self._peek():
+            raise self.fail("text after the JSON array")
+
+
+def _first_words(exc: BaseException) -> str:
+    return str(exc).split(";")[0].split(":")[0][:80]

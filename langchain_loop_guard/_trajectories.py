@@ -1,0 +1,101 @@
+"""Read recorded agent trajectories (detector events written as JSON) as replay items.
+
+One JSON object per run, with its ``id`` and its ``events``, each one of::
+
+    {"t": "turn"}                                           -> turn_start()
+    {"t": "assistant", "text": str, "tool_calls": [[name, args], ...]}
+                                                            -> assistant_message(text, calls)
+    {"t": "call", "name": str, "args": ..., "id": str}      -> tool_call(name, args, call_id=id)
+    {"t": "result", "name": str, "id": str, "output": ...}  -> tool_result(name, output, ...)
+    {"t": "error", "name": str, "id": str, "error": ...}    -> tool_result(name, error=error, ...)
+    {"t": "user"}   a new user message: reset() with scope "run"; nothing with scope "thread"
+
+Other fields (``step``, ``rc``…) are ignored. Content is digested with the detector's own
+functions as each run is read and is not kept. This is the format of converted third-party
+agent runs used to benchmark and calibrate the detector; a run's events are numbered from 1,
+so event ``n`` of a report is ``events[n - 1]`` (user markers included).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any, Final
+
+from langchain_loop_guard._detector import DetectorEvent
+from langchain_loop_guard._signature import assistant_key, call_signature, error_key, outcome_digest
+from langchain_loop_guard._sources import json_type
+from langchain_loop_guard._trace import TraceFormatError, TraceItem
+
+__all__ = ["looks_like_trajectory", "read_trajectories"]
+
+_KINDS: Final = ("turn", "assistant", "call", "result", "error", "user")
+
+
+def looks_like_trajectory(obj: Mapping[str, Any]) -> bool:
+    """Whether a JSON object is a recorded trajectory (a run with its ``events``)."""
+    return isinstance(obj.get("events"), list) and "run_type" not in obj
+
+
+def read_trajectories(
+    values: Iterable[tuple[str, int, Any]], *, scope: str = "run"
+) -> Iterator[TraceItem]:
+    """The events of each run, run after run.
+
+    Raises:
+        TraceFormatError: a line that is not a run, or an event that is not one of the kinds
+            above, naming the file and line.
+    """
+    for path, line, value in values:
+        yield from _run(path, line, value, scope)
+
+
+def _run(path: str, line: int, value: object, scope: str) -> Iterator[TraceItem]:
+    def fail(problem: str) -> TraceFormatError:
+        return TraceFormatError(path, line, problem)
+
+    if not isinstance(value, Mapping):
+        raise fail(f"expected a run with its events, found {json_type(value)}")
+    run, events = value.get("id"), value.get("events")
+    if not isinstance(run, str) or not run:
+        raise fail('"id" must be a non-empty string')
+    if not isinstance(events, list):
+        raise fail(f'"events" must be an array, not {json_type(events)}')
+    for index, event in enumerate(events, start=1):
+        if not isinstance(event, Mapping):
+            raise fail(f"event {index} of {run!a}: expected an object, found {json_type(event)}")
+        yield TraceItem(run=run, line=line, event=_event(event, index, fail, scope), recorded=False)
+
+
+def _event(event: Mapping[str, Any], index: int, fail: Any, scope: str) -> DetectorEvent:
+    kind = event.get("t")
+    if kind not in _KINDS:
+        shown = kind if isinstance(kind, str) and len(kind) < 20 else json_type(kind)
+        raise fail(f'event {index}: unknown "t" {shown!a} (expected one of {", ".join(_KINDS)})')
+    if kind == "turn":
+        return DetectorEvent(kind="turn_start")
+    if kind == "user":
+        # a tick changes nothing (the replay's clock stands still) and keeps the numbering
+        return DetectorEvent(kind="reset" if scope == "run" else "tick")
+    if kind == "assistant":
+        calls = event.get("tool_calls") or []
+        text = event.get("text")
+        if not isinstance(calls, list):
+            raise fail(f'event {index}: "tool_calls" must be an array')
+        if text is not None and not isinstance(text, str):
+            raise fail(f'event {index}: "text" must be a string')
+        return DetectorEvent(
+            kind="assistant_message", digest=assistant_key(text or ""), calls=len(calls)
+        )
+    name, call_id = event.get("name"), event.get("id")
+    if not isinstance(name, str) or not name:
+        raise fail(f'event {index}: "name" must be a non-empty string')
+    if call_id is not None and not isinstance(call_id, str):
+        raise fail(f'event {index}: "id" must be a string')
+    if kind == "call":
+        sig = call_signature(name, event.get("args"))
+        return DetectorEvent(kind="tool_call", tool=name, digest=sig, call_id=call_id)
+    failed = kind == "error"
+    outcome = error_key(name, event.get("error")) if failed else outcome_digest(event.get("output"))
+    return DetectorEvent(
+        kind="tool_result", tool=name, digest=outcome, call_id=call_id, error=failed
+    )
