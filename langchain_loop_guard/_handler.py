@@ -738,7 +738,9 @@ def _latest_human(messages: Sequence[BaseMessage]) -> object:
     for index in range(len(messages) - 1, -1, -1):
         message = messages[index]
         if isinstance(message, HumanMessage) and message.name != "loop_guard":
-            return message.id if message.id else (index, digest("human", str(message.content)))
+            if message.id:
+                return message.id
+            return (index, digest("human", str(message.content)))
     return None
 
 

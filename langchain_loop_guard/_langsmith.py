@@ -41,10 +41,11 @@ from typing import Any, Final
 
 from langchain_loop_guard._detector import DetectorEvent
 from langchain_loop_guard._signature import (
+    Outcome,
+    arg_tokens,
     assistant_key,
     call_signature,
-    error_key,
-    outcome_digest,
+    outcome,
 )
 from langchain_loop_guard._sources import json_type
 from langchain_loop_guard._trace import TraceFormatError, TraceItem
@@ -93,12 +94,12 @@ class _Run:
     failed: bool
     stopped: bool  # failed with the guard's LoopDetected
     io: bool  # holds the inputs and outputs a replay needs
-    result: tuple[bool, str] | None = None  # a tool run: (failed, outcome digest or error key)
+    result: tuple[bool, Outcome] | None = None  # a tool run: (failed, its outcome's digests)
     signature: str = ""  # a tool run's call signature
     call_id: str | None = None  # a tool run: the model's call it executes
     key: str | None = None  # a model run: the assistant key of its answer
     calls: tuple[tuple[str, str, str], ...] = ()  # a model run's calls: (id, name, signature)
-    answers: Mapping[str, tuple[bool, str]] | None = None  # tool messages in its input
+    answers: Mapping[str, tuple[bool, Outcome]] | None = None  # tool messages in its input
 
     @property
     def complete(self) -> int:
@@ -212,12 +213,13 @@ def _run(path: str, line: int, obj: Mapping[str, Any], order: int) -> _Run:
         run.io = inputs is not None and (bool(outputs) or failed or not done)
         run.signature = call_signature(name, dict(inputs or {}))
         run.call_id = _tool_call_id(obj, outputs or {})
+        tokens = arg_tokens(dict(inputs or {}))
         if run.stopped or not (done or failed):
             run.result = None  # blocked by the guard, or never finished: no outcome
         elif failed:
-            run.result = (True, error_key(name, error or ""))
+            run.result = (True, outcome(error=error or "", tool=name, tokens=tokens))
         else:
-            run.result = _tool_output(name, outputs or {})
+            run.result = _tool_output(name, outputs or {}, tokens)
     return run
 
 
@@ -353,7 +355,7 @@ def _events(key: str, runs: list[_Run]) -> Iterator[TraceItem]:
     origin = runs[0].start
     named: dict[str, tuple[str, str]] = {}  # calls the model named that no tool run took yet
     tool_ids: dict[str, str] = {}  # tool run id -> the call id its call and result share
-    last: dict[str, tuple[bool, str]] = {}  # tool -> its latest outcome
+    last: dict[str, tuple[bool, Outcome]] = {}  # tool -> its latest outcome
 
     def item(run: _Run, moment: _dt.datetime, **values: Any) -> TraceItem:
         elapsed = max(0.0, (moment - origin).total_seconds())
@@ -367,13 +369,13 @@ def _events(key: str, runs: list[_Run]) -> Iterator[TraceItem]:
                 yield item(run, moment, kind="tool_call", tool=name, digest=sig, call_id=call_id)
                 answer = (run.answers or {}).get(call_id) or (
                     True,
-                    error_key(name, _NOT_EXECUTED),
+                    outcome(error=_NOT_EXECUTED, tool=name),
                 )
                 last[name] = answer
                 yield item(run, moment, **_result(name, answer[1], answer[0], call_id))
             yield item(run, moment, kind="turn_start")
         elif run.kind == "llm":
-            if run.end is None or run.failed:
+            if run.end is None or (run.failed and not (run.stopped and run.calls)):
                 continue  # no answer: the model call failed or never finished
             for call_id, name, sig in run.calls:
                 named[call_id] = (name, sig)
@@ -387,8 +389,8 @@ def _events(key: str, runs: list[_Run]) -> Iterator[TraceItem]:
             outcome_of = run.result or last.get(run.name)
             if outcome_of is not None:
                 last[run.name] = outcome_of
-                failed, outcome = outcome_of
-                yield item(run, moment, **_result(run.name, outcome, failed, tool_ids[run.id]))
+                failed, result = outcome_of
+                yield item(run, moment, **_result(run.name, result, failed, tool_ids[run.id]))
     if named and steps and stopped:
         # the guard stopped the run before any tracer saw what came next: the calls the last
         # turn named were blocked (the first of them) or, never run, counted as failed calls
@@ -396,17 +398,19 @@ def _events(key: str, runs: list[_Run]) -> Iterator[TraceItem]:
         moment, _, _, final = steps[-1]
         for call_id, (name, sig) in named.items():
             yield item(final, moment, kind="tool_call", tool=name, digest=sig, call_id=call_id)
-            failed, outcome = last.get(name) or (True, error_key(name, _NOT_EXECUTED))
-            yield item(final, moment, **_result(name, outcome, failed, call_id))
+            failed, result = last.get(name) or (True, outcome(error=_NOT_EXECUTED, tool=name))
+            yield item(final, moment, **_result(name, result, failed, call_id))
 
 
-def _result(name: str, outcome: str, failed: bool, call_id: str) -> dict[str, Any]:
+def _result(name: str, result: Outcome, failed: bool, call_id: str) -> dict[str, Any]:
     return {
         "kind": "tool_result",
         "tool": name,
-        "digest": outcome,
+        "digest": result.key,
         "call_id": call_id,
         "error": failed,
+        "near": result.near,
+        "info": result.info,
     }
 
 
@@ -430,26 +434,29 @@ def _tool_call_id(obj: Mapping[str, Any], outputs: Mapping[str, Any]) -> str | N
     return call_id if isinstance(call_id, str) and call_id else None
 
 
-def _tool_output(name: str, outputs: Mapping[str, Any]) -> tuple[bool, str]:
-    """A tool run's outcome: whether it failed (an error ``ToolMessage``) and its digest."""
+def _tool_output(
+    name: str, outputs: Mapping[str, Any], tokens: frozenset[int] | None
+) -> tuple[bool, Outcome]:
+    """A tool run's outcome: whether it failed (an error ``ToolMessage``) and its digests."""
     output = outputs.get("output", outputs)
     message = _message(output)
     if message is None:
-        return False, outcome_digest(output)
+        return False, outcome(output, tool=name, tokens=tokens)
     content = _text(message.get("content"))
     if message.get("status") == "error":
-        return True, error_key(name, content)
-    return False, outcome_digest(content)
+        return True, outcome(error=content, tool=name, tokens=tokens)
+    return False, outcome(content, tool=name, tokens=tokens)
 
 
-def _answers(inputs: Mapping[str, Any]) -> dict[str, tuple[bool, str]]:
+def _answers(inputs: Mapping[str, Any]) -> dict[str, tuple[bool, Outcome]]:
     """The tool messages after the last model message of a model's input, by call id."""
-    answers: dict[str, tuple[bool, str]] = {}
+    answers: dict[str, tuple[bool, Outcome]] = {}
     messages = inputs.get("messages")
     if not isinstance(messages, list):
         return answers
     flat = [m for batch in messages for m in (batch if isinstance(batch, list) else [batch])]
     names: dict[str, str] = {}
+    tokens: dict[str, frozenset[int]] = {}
     for candidate in flat:
         message = _message(candidate)
         if message is None:
@@ -460,16 +467,18 @@ def _answers(inputs: Mapping[str, Any]) -> dict[str, tuple[bool, str]]:
             for call in _tool_calls(message):
                 if isinstance(call.get("id"), str):
                     names[call["id"]] = str(call.get("name") or "unknown_tool")
+                    tokens[call["id"]] = arg_tokens(call.get("args"))
         elif kind == "tool":
             call_id = message.get("tool_call_id")
             if not isinstance(call_id, str):
                 continue
             name = names.get(call_id) or str(message.get("name") or "unknown_tool")
             content = _text(message.get("content"))
+            words = tokens.get(call_id)
             if message.get("status") == "error":
-                answers[call_id] = (True, error_key(name, content))
+                answers[call_id] = (True, outcome(error=content, tool=name, tokens=words))
             else:
-                answers[call_id] = (False, outcome_digest(content))
+                answers[call_id] = (False, outcome(content, tool=name, tokens=words))
     return answers
 
 

@@ -68,7 +68,7 @@ _FIELDS: Final[Mapping[str, frozenset[str]]] = {
     "release": frozenset(),
     "user_message": frozenset(),
     "tool_call": frozenset({"tool", "d", "id"}),
-    "tool_result": frozenset({"tool", "d", "id", "outcome"}),
+    "tool_result": frozenset({"tool", "d", "id", "outcome", "n", "i"}),
     "assistant_message": frozenset({"d", "calls", "ctx"}),
 }
 _REQUIRED: Final[Mapping[str, frozenset[str]]] = {
@@ -133,6 +133,10 @@ def encode_event(run: str, event: DetectorEvent) -> dict[str, Any]:
             line["id"] = _call_id(event.call_id)
         if event.kind == "tool_result":
             line["outcome"] = "error" if event.error else "ok"
+            if event.near is not None:
+                line["n"] = event.near
+            if event.info is not None:
+                line["i"] = event.info
     elif event.kind == "assistant_message":
         line["d"] = event.digest
         line["calls"] = event.calls
@@ -318,6 +322,7 @@ def decode_event(path: str | os.PathLike[str], number: int, line: Mapping[str, A
     calls = line.get("calls", 0)
     if type(calls) is not int or calls < 0:
         raise fail(f'"calls" must be a whole number of at least 0, not {json.dumps(calls)}')
+    near, info = _optional_str(line, "n", fail), _optional_str(line, "i", fail)
     in_context = line.get("ctx", True)
     if type(in_context) is not bool:
         raise fail(f'"ctx" must be true or false, not {json.dumps(in_context)}')
@@ -332,6 +337,8 @@ def decode_event(path: str | os.PathLike[str], number: int, line: Mapping[str, A
         error=outcome == "error",
         calls=calls,
         in_context=in_context,
+        near=near,
+        info=info,
         elapsed=float(elapsed),
         verdict=_decode_verdict(line.get("verdict"), fail),
     )

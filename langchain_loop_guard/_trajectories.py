@@ -8,7 +8,7 @@ One JSON object per run, with its ``id`` and its ``events``, each one of::
     {"t": "call", "name": str, "args": ..., "id": str}      -> tool_call(name, args, call_id=id)
     {"t": "result", "name": str, "id": str, "output": ...}  -> tool_result(name, output, ...)
     {"t": "error", "name": str, "id": str, "error": ...}    -> tool_result(name, error=error, ...)
-    {"t": "user"}   a new user message: reset() with scope "run"; nothing with scope "thread"
+    {"t": "user"}   a new user message: reset() with scope "run", user_message() with "thread"
 
 Other fields (``step``, ``rc``…) are ignored. Content is digested with the detector's own
 functions as each run is read and is not kept. This is the format of converted third-party
@@ -22,11 +22,13 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Final
 
 from langchain_loop_guard._detector import DetectorEvent
-from langchain_loop_guard._signature import assistant_key, call_signature, error_key, outcome_digest
+from langchain_loop_guard._signature import arg_tokens, assistant_key, call_signature, outcome
 from langchain_loop_guard._sources import json_type
 from langchain_loop_guard._trace import TraceFormatError, TraceItem
 
 __all__ = ["looks_like_trajectory", "read_trajectories"]
+
+_MAX_PENDING: Final = 64  # calls whose argument words are kept until their result
 
 _KINDS: Final = ("turn", "assistant", "call", "result", "error", "user")
 
@@ -60,13 +62,21 @@ def _run(path: str, line: int, value: object, scope: str) -> Iterator[TraceItem]
         raise fail('"id" must be a non-empty string')
     if not isinstance(events, list):
         raise fail(f'"events" must be an array, not {json_type(events)}')
+    tokens: dict[str, frozenset[int]] = {}  # each pending call's argument words, hashed
     for index, event in enumerate(events, start=1):
         if not isinstance(event, Mapping):
             raise fail(f"event {index} of {run!a}: expected an object, found {json_type(event)}")
-        yield TraceItem(run=run, line=line, event=_event(event, index, fail, scope), recorded=False)
+        item = _event(event, index, fail, scope, tokens)
+        yield TraceItem(run=run, line=line, event=item, recorded=False)
 
 
-def _event(event: Mapping[str, Any], index: int, fail: Any, scope: str) -> DetectorEvent:
+def _event(
+    event: Mapping[str, Any],
+    index: int,
+    fail: Any,
+    scope: str,
+    tokens: dict[str, frozenset[int]],
+) -> DetectorEvent:
     kind = event.get("t")
     if kind not in _KINDS:
         shown = kind if isinstance(kind, str) and len(kind) < 20 else json_type(kind)
@@ -74,8 +84,7 @@ def _event(event: Mapping[str, Any], index: int, fail: Any, scope: str) -> Detec
     if kind == "turn":
         return DetectorEvent(kind="turn_start")
     if kind == "user":
-        # a tick changes nothing (the replay's clock stands still) and keeps the numbering
-        return DetectorEvent(kind="reset" if scope == "run" else "tick")
+        return DetectorEvent(kind="reset" if scope == "run" else "user_message")
     if kind == "assistant":
         calls = event.get("tool_calls") or []
         text = event.get("text")
@@ -91,11 +100,27 @@ def _event(event: Mapping[str, Any], index: int, fail: Any, scope: str) -> Detec
         raise fail(f'event {index}: "name" must be a non-empty string')
     if call_id is not None and not isinstance(call_id, str):
         raise fail(f'event {index}: "id" must be a string')
+    key = call_id if call_id is not None else name
     if kind == "call":
-        sig = call_signature(name, event.get("args"))
+        args = event.get("args")
+        sig = call_signature(name, args)
+        tokens[key] = arg_tokens(args)
+        if len(tokens) > _MAX_PENDING:
+            del tokens[next(iter(tokens))]
         return DetectorEvent(kind="tool_call", tool=name, digest=sig, call_id=call_id)
     failed = kind == "error"
-    outcome = error_key(name, event.get("error")) if failed else outcome_digest(event.get("output"))
+    result = outcome(
+        event.get("output"),
+        error=(event.get("error") or "") if failed else None,
+        tool=name,
+        tokens=tokens.pop(key, None),
+    )
     return DetectorEvent(
-        kind="tool_result", tool=name, digest=outcome, call_id=call_id, error=failed
+        kind="tool_result",
+        tool=name,
+        digest=result.key,
+        call_id=call_id,
+        error=failed,
+        near=result.near,
+        info=result.info,
     )

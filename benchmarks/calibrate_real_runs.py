@@ -1,0 +1,96 @@
+"""Score candidate settings of SPEC §11's signals on the real recorded agent runs.
+
+    python benchmarks/calibrate_real_runs.py            # the table, as markdown
+    python benchmarks/calibrate_real_runs.py --quick    # the defaults and one step off each
+
+The runs and their scorer are not part of the project: they are read from
+``../shared/real-trajectories/`` beside the checkout when it is there (``--data`` names
+another place), and the script says so and exits 0 when it is not. Each row runs the scorer
+(``score.py``) with one configuration and reports its last line; the defaults were chosen by
+SPEC §11's rows first and by these scores second (see ``CALIBRATION.md``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_DATA = ROOT.parent / "shared" / "real-trajectories"
+
+# (label, configuration): the defaults first, then each key moved on its own
+CANDIDATES: list[tuple[str, dict[str, object]]] = [
+    ("defaults", {}),
+    (
+        "v0.1 signals only",
+        {
+            "near_repeat_threshold": 0,
+            "max_sequence_length": 0,
+            "no_new_info_calls": 0,
+            "failing_turns": 0,
+        },
+    ),
+    ("near_repeat_threshold=0 (off)", {"near_repeat_threshold": 0}),
+    ("near_repeat_threshold=4", {"near_repeat_threshold": 4}),
+    ("near_repeat_threshold=5", {"near_repeat_threshold": 5}),
+    ("near_repeat_threshold=8", {"near_repeat_threshold": 8}),
+    ("max_sequence_length=0 (off)", {"max_sequence_length": 0}),
+    ("max_sequence_length=10", {"max_sequence_length": 10}),
+    ("no_new_info_calls=0 (off)", {"no_new_info_calls": 0}),
+    ("no_new_info_calls=6", {"no_new_info_calls": 6}),
+    ("no_new_info_calls=12", {"no_new_info_calls": 12}),
+    ("no_new_info_calls=20", {"no_new_info_calls": 20}),
+    ("failing_turns=0 (off)", {"failing_turns": 0}),
+    ("failing_turns=6", {"failing_turns": 6}),
+    ("failing_turns=10", {"failing_turns": 10}),
+    ("failing_turns=12", {"failing_turns": 12}),
+]
+QUICK = {"defaults", "v0.1 signals only"}
+
+_SCORE = re.compile(
+    r"caught=(?P<caught>\d+)/(?P<loops>\d+) late=(?P<late>\d+) missed=(?P<missed>\d+) "
+    r"early=(?P<early>\d+) false_stops=(?P<false>\d+) .*?; (?P<resolved>\d+) resolved\)"
+)
+
+
+def score(data: Path, config: dict[str, object]) -> dict[str, int]:
+    """The scorer's totals for ``config`` (its last line, parsed)."""
+    command = [sys.executable, str(data / "score.py"), "--config", json.dumps(config)]
+    env = {**os.environ, "PROJECT": str(ROOT)}
+    done = subprocess.run(command, capture_output=True, text=True, check=True, cwd=ROOT, env=env)
+    found = _SCORE.search(done.stdout.strip().splitlines()[-1])
+    if found is None:
+        msg = f"unexpected scorer output: {done.stdout[-300:]!r}"
+        raise RuntimeError(msg)
+    return {name: int(value) for name, value in found.groupdict().items()}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args(argv)
+    if not (args.data / "score.py").is_file():
+        print(f"no real-trajectories data set at {args.data}: nothing to score (it is not part")
+        print("of the project; place it beside the checkout or name it with --data)")
+        return 0
+    print("| setting | caught | late | missed | early | false stops | on resolved runs |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for label, config in CANDIDATES:
+        if args.quick and label not in QUICK:
+            continue
+        s = score(args.data, config)
+        print(
+            f"| {label} | {s['caught']}/{s['loops']} | {s['late']} | {s['missed']} | "
+            f"{s['early']} | {s['false']} | {s['resolved']} |"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
