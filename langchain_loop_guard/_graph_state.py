@@ -47,6 +47,7 @@ from langchain_loop_guard._detector import LoopDetector, Signal, Verdict
 from langchain_loop_guard._errors import LoopGuardConfigError
 from langchain_loop_guard._interrupt import LoopDetected
 from langchain_loop_guard._messages import HINT_MARKER, not_executed, nudge, translator
+from langchain_loop_guard._public import safe_tool_name
 from langchain_loop_guard._runtime import ConfigInput, GuardRuntime, RunInspection, logger
 
 if TYPE_CHECKING:
@@ -722,10 +723,12 @@ def _calls_of(message: AIMessage) -> list[_CallInfo]:
     """``(call_id, tool, args, malformed)`` of each call an answer makes, invalid ones too."""
     calls: list[_CallInfo] = []
     for index, call in enumerate(message.tool_calls):
-        calls.append((call.get("id") or f"#{index}", call["name"], call["args"], False))
+        name = safe_tool_name(call["name"])  # what a model wrote: bounded, no control chars
+        calls.append((call.get("id") or f"#{index}", name, call["args"], False))
     for index, bad in enumerate(message.invalid_tool_calls):
         call_id = bad.get("id") or f"#invalid{index}"
-        calls.append((call_id, bad.get("name") or _UNKNOWN_TOOL, bad.get("args"), True))
+        name = safe_tool_name(bad.get("name") or _UNKNOWN_TOOL)
+        calls.append((call_id, name, bad.get("args"), True))
     return calls
 
 
