@@ -15,6 +15,7 @@ from typing import Any
 from uuid import UUID, uuid4
 
 import pytest
+from guard_scenarios import AGAIN, LOOPS, loop_harness, stop_message
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, HumanMessage, ToolCall
 from langchain_core.outputs import ChatGeneration, LLMResult
@@ -350,3 +351,44 @@ def test_a_large_result_does_not_make_other_runs_wait() -> None:
     assert len(waits) >= 3, f"only {len(waits)} callbacks ran in {took[0]:.2f} s"
     # the other run's slowest callback waited far less than the big result took
     assert max(waits) < took[0] / 3, (max(waits), took[0])
+
+
+# --- item: a corrupted checkpointed guard state ----------------------------------------------------
+
+REPEAT = LOOPS[0]
+
+CORRUPTIONS = {
+    "detector a list": {"detector": []},
+    "detector a string": {"detector": "x"},
+    "detector unreadable": {"detector": {"v": 2, "calls": "x"}},
+    "at None": {"at": None},
+    "at a string": {"at": "soon"},
+    "nudged None": {"nudged": None},
+    "nudged a string": {"nudged": "2"},
+    "pending a string": {"pending": "x"},
+    "turn a string": {"turn": "yes"},
+    "not a mapping": None,
+}
+
+
+@pytest.mark.parametrize("kind", ["middleware", "node"])
+@pytest.mark.parametrize("corruption", list(CORRUPTIONS), ids=list(CORRUPTIONS))
+def test_corrupted_guard_state_is_discarded_and_the_loop_still_stopped(
+    kind: str, corruption: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """One malformed field in the checkpoint: one warning, detection afresh, loop stopped."""
+    harness = loop_harness(kind, REPEAT, on_stop="end")  # type: ignore[arg-type]
+    assert REPEAT.name == "repeat"
+    harness.invoke(text=AGAIN)  # a first run leaves a good guard state in the checkpoint
+    state = harness.state()["loop_guard"]
+    override = CORRUPTIONS[corruption]
+    corrupted = ["broken"] if override is None else {**state, **override}
+    harness.graph.update_state(harness.config, {"loop_guard": corrupted})
+    with caplog.at_level(logging.WARNING, logger="langchain_loop_guard"):
+        first = harness.invoke()["messages"]
+        second = harness.invoke()["messages"]  # and so in every later invocation
+    for messages in (first, second):
+        assert stop_message(messages).content.startswith("Loop guard stopped the run")
+    unreadable = [r for r in caplog.records if "unreadable" in r.getMessage()]
+    assert len(unreadable) == 1
+    assert isinstance(harness.state()["loop_guard"]["detector"], dict)
