@@ -127,7 +127,7 @@ def _clean_environment(monkeypatch: pytest.MonkeyPatch, where: Path) -> None:
 GUARDS = [LoopGuardCallbackHandler, LoopGuardMiddleware, LoopGuardNode]
 
 
-# --- item: configuration reaching a guard constructor ----------------------------------------
+# --- configuration reaching a guard constructor ---------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -159,7 +159,7 @@ def test_guard_constructors_refuse_private_keys(
     assert info.value.key == key
 
 
-# --- item: digests that leave the process reveal nothing -------------------------------------
+# --- digests that leave the process reveal nothing ------------------------------------------------
 
 PINS = [f"{number:04d}" for number in range(10_000)]
 
@@ -237,7 +237,7 @@ def test_pin_cannot_be_recovered_from_inspect_logs_exceptions_or_trace_events(
     assert call_signature("check_pin", {"pin": "4821"}) in full
 
 
-# --- item: only counts and digests in memory ---------------------------------------------------
+# --- only counts and digests in memory ------------------------------------------------------------
 
 
 def test_handler_keeps_no_arguments_of_calls_awaiting_human_review() -> None:
@@ -271,7 +271,7 @@ def test_middleware_keeps_no_system_prompt_after_the_run() -> None:
     assert not holds(guard, canary)
 
 
-# --- item: bounded, sanitized tool names ---------------------------------------------------------
+# --- bounded, sanitized tool names ----------------------------------------------------------------
 
 
 def test_made_up_tool_names_are_cut_and_cannot_forge_log_lines(
@@ -320,7 +320,7 @@ def test_made_up_tool_names_do_not_bloat_the_checkpoint() -> None:
     assert "made\\nup" not in text
 
 
-# --- item: heavy work outside the handler's lock --------------------------------------------------
+# --- heavy work outside the handler's lock --------------------------------------------------------
 
 
 def test_a_large_result_does_not_make_other_runs_wait() -> None:
@@ -353,7 +353,7 @@ def test_a_large_result_does_not_make_other_runs_wait() -> None:
     assert max(waits) < took[0] / 3, (max(waits), took[0])
 
 
-# --- item: a corrupted checkpointed guard state ----------------------------------------------------
+# --- a corrupted checkpointed guard state ---------------------------------------------------------
 
 REPEAT = LOOPS[0]
 
