@@ -427,7 +427,10 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
         named: list[tuple[str, str, str]] = []
         if tracked:  # digested outside the lock: other runs' callbacks need not wait
             text, tool_calls = _answer(response)
-            key = assistant_key(text)
+            # with progress awareness a message that calls tools is left to the tool-call
+            # signals: its key is needed only for a trace
+            if not (tool_calls and self._config.progress_aware and self.recorder is None):
+                key = assistant_key(text)
             named = [
                 (name, call_signature(name, args), call_id)
                 for name, args, call_id in tool_calls
