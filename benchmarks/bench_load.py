@@ -8,8 +8,9 @@
 - **A 50 MB output.** One run's tool returns 50 MB of log text. Reported: the time the
   handler takes to digest it (``on_tool_end``), the peak memory it allocates meanwhile, and the
   slowest tool step (four callbacks) another run sees while it does (the other run calls a
-  tool every millisecond on a second thread). Digests are computed outside the handler's lock; what the other run still
-  waits for is the interpreter's lock while one long step of C code runs.
+  tool every millisecond on a second thread). Digests are computed outside the handler's
+  lock; what the other run still waits for is the interpreter's lock while one long step of C
+  code runs.
 """
 
 from __future__ import annotations
