@@ -144,7 +144,7 @@ def format_table(rows: list[Row]) -> str:
             value, target = f"{row.value:.2f}x", f"≤ {row.target:.2f}x" if row.target else "-"
         else:
             value = f"{row.value:,.1f} {row.unit}"
-            target = f"≤ {row.target:,.0f} {row.unit}" if row.target else "-"
+            target = f"≤ {row.target:,.0f} {row.unit}" if row.target is not None else "-"
         lines.append((row.name, row.baseline, row.subject, value, target, row.verdict, row.note))
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
 

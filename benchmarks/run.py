@@ -18,6 +18,7 @@ import time
 
 import bench_agent
 import bench_detector
+import bench_load
 import bench_memory
 import bench_replay
 from _harness import Row, format_table
@@ -38,12 +39,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-fail", action="store_true", help="exit 0 even if a target is missed")
     parser.add_argument(
         "--only",
-        choices=("detector", "agent", "memory", "replay"),
+        choices=("detector", "agent", "memory", "replay", "load"),
         action="append",
         help="run only these sections (repeatable)",
     )
     options = parser.parse_args(argv)
-    sections = options.only or ["detector", "agent", "memory", "replay"]
+    sections = options.only or ["detector", "agent", "memory", "replay", "load"]
     quick = options.quick
     # the guard's reports must not reach stderr in the middle of the table
     logging.getLogger("langchain_loop_guard").addHandler(logging.NullHandler())
@@ -71,6 +72,10 @@ def main(argv: list[str] | None = None) -> int:
     if "replay" in sections:
         rows += bench_replay.large_export(target_mb=20 if quick else 100, rounds=1 if quick else 3)
         print("replay done", flush=True)
+    if "load" in sections:
+        rows += bench_load.runs_in_flight(runs=1_500, rounds=1 if quick else 3)
+        rows += bench_load.large_output(size=(10 if quick else 50) * bench_load.MB)
+        print("load done", flush=True)
     elapsed = time.perf_counter() - start
 
     print()

@@ -24,6 +24,7 @@ import json
 import os
 import re
 import reprlib
+import stat
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import cache
@@ -57,6 +58,15 @@ _MAX_COUNT: Final = 1000
 
 _MAX_CYCLE_LENGTH: Final = 20
 """Upper bound of ``max_cycle_length``; longer cycles are the no-progress signal's job."""
+
+_MAX_TURNS: Final = 10**9
+"""Upper bound of ``max_turns``: far beyond any run, and a number every host can print."""
+
+_MAX_TIMEOUT_MS: Final = 10**12
+"""Upper bound of ``turn_timeout_ms`` (about 31 years)."""
+
+_MAX_FILE_BYTES: Final = 1 << 20
+"""The largest configuration file read (a real one is a few hundred bytes)."""
 
 
 def _zero_or_at_least_two(value: int) -> int:
@@ -105,6 +115,8 @@ _Positive = Annotated[int, Field(strict=True, ge=1)]
 _ZeroOrThreshold = Annotated[
     int, Field(strict=True, ge=0, le=_MAX_COUNT), AfterValidator(_zero_or_at_least_two)
 ]
+_Turns = Annotated[int, Field(strict=True, ge=1, le=_MAX_TURNS)]
+_Timeout = Annotated[int, Field(strict=True, ge=1, le=_MAX_TIMEOUT_MS)]
 
 
 class ConfigRow(NamedTuple):
@@ -136,9 +148,9 @@ class LoopGuardConfig(BaseModel):
     """``"on"`` stops loops, ``"observe"`` only reports them, ``"off"`` tracks nothing."""
     locale: Locale = "en"
     """Language of stop reasons, warnings, nudges and the prompt hint."""
-    max_turns: _Positive = Field(12, alias="maxTurns")
+    max_turns: _Turns = Field(12, alias="maxTurns")
     """Model turns in a run before a (soft) warning."""
-    turn_timeout_ms: _Positive = Field(180_000, alias="turnTimeoutMs")
+    turn_timeout_ms: _Timeout = Field(180_000, alias="turnTimeoutMs")
     """Age of a run, in milliseconds, before a (soft) warning."""
     repeat_tool_threshold: _Threshold = Field(3, alias="repeatToolThreshold")
     """Identical tool calls in a row that stop the run."""
@@ -191,34 +203,42 @@ class LoopGuardConfig(BaseModel):
         super().__init__(**resolved)
 
     @classmethod
-    def load(
-        cls,
-        *,
-        _environ: Mapping[str, str] | None = None,
-        _cwd: Path | None = None,
-        **values: object,
-    ) -> Self:
+    def load(cls, /, **values: object) -> Self:
         """Resolve defaults, files, environment and ``values`` (passed in code), lowest first.
 
         Files: ``$XDG_CONFIG_HOME/loop-guard/config.json`` (``$HOME/.config/…`` when that is
         unset), then ``.loop-guard.json`` in the working directory or, when
         ``LOOP_GUARD_CONFIG`` is set, the file it names (which must exist). Both are JSON
-        objects with the same keys as ``values``. Every ``LOOP_GUARD_*`` variable must be one
-        of SPEC §5's; ``LOOP_GUARD_CONFIG`` and names starting with ``LOOP_GUARD_TEST_``
-        (reserved for test suites) are the only others allowed.
+        objects with the same keys as ``values``, read only when they are regular files of at
+        most 1 MiB. Every ``LOOP_GUARD_*`` variable must be one of SPEC §5's;
+        ``LOOP_GUARD_CONFIG`` and names starting with ``LOOP_GUARD_TEST_`` (reserved for test
+        suites) are the only others allowed.
 
         Args:
-            _environ: the environment to read instead of :data:`os.environ` (it also gives
-                ``XDG_CONFIG_HOME`` and ``HOME``). The hooks start with ``_`` so that they can
-                never clash with a field: pydantic reserves such names.
-            _cwd: the working directory to use instead of :func:`Path.cwd`.
-            **values: configuration values, as for ``LoopGuardConfig(**values)``.
+            **values: configuration values, as for ``LoopGuardConfig(**values)``. Only
+                configuration keys: a key starting with ``_`` is an error.
 
         Raises:
             LoopGuardConfigError: naming every problem in every source; nothing is applied.
         """
-        environ = os.environ if _environ is None else _environ
-        cwd = Path.cwd() if _cwd is None else _cwd
+        return cls._load(values)
+
+    @classmethod
+    def _load(
+        cls,
+        values: Mapping[str, object],
+        *,
+        environ: Mapping[str, str] | None = None,
+        cwd: Path | None = None,
+    ) -> Self:
+        """:meth:`load` on ``environ`` (default :data:`os.environ`, which also gives
+        ``XDG_CONFIG_HOME`` and ``HOME``) and ``cwd`` (default :func:`Path.cwd`).
+
+        The hooks are separate from ``values`` (a mapping, never spread into keywords), so no
+        configuration source can reach them.
+        """
+        environ = os.environ if environ is None else environ
+        cwd = Path.cwd() if cwd is None else cwd
         layers = [
             *_file_layers(environ, cwd),
             _environment_layer(environ),
@@ -300,8 +320,8 @@ _ALLOWED: Final[Mapping[str, str]] = MappingProxyType(
     {
         "mode": "one of 'on', 'observe', 'off'",
         "locale": "one of 'en', 'ko'",
-        "max_turns": "an integer >= 1",
-        "turn_timeout_ms": "an integer >= 1 (milliseconds)",
+        "max_turns": f"an integer from 1 to {_MAX_TURNS:,}",
+        "turn_timeout_ms": f"an integer from 1 to {_MAX_TIMEOUT_MS:,} (milliseconds)",
         "repeat_tool_threshold": f"an integer from 2 to {_MAX_COUNT}",
         "repeat_error_threshold": f"an integer from 2 to {_MAX_COUNT}",
         "repeat_assistant_threshold": f"an integer from 2 to {_MAX_COUNT}",
@@ -345,8 +365,11 @@ _REPR.maxstring = _REPR.maxother = 80
 
 
 def _show(value: object) -> str:
-    """A value for an error message: its repr, shortened."""
-    return _REPR.repr(value)
+    """A value for an error message: its repr, shortened (never raises for a huge int)."""
+    try:
+        return _REPR.repr(value)
+    except ValueError:  # an int with more digits than Python writes
+        return f"<{type(value).__name__} too large to show>"
 
 
 @dataclass(frozen=True, slots=True)
@@ -420,7 +443,18 @@ def _mapping_layer(data: Mapping[str, object], source: str) -> _Layer:
             continue
         where = f"{source}, key {key!r}"
         field = _FIELD_FOR_KEY.get(key)
-        if field is None:
+        if isinstance(key, str) and key.startswith("_"):
+            problems.append(
+                _problem(
+                    where=source,
+                    source=source,
+                    key=key,
+                    value=value,
+                    what=f"private key {key!r} is not configuration",
+                    allowed=_KEYS_ALLOWED,
+                )
+            )
+        elif field is None:
             what = f"unknown key {key!r} = {_show(value)}"
             what += _suggestion(key, [*_FIELD_FOR_KEY, _ENABLED])
             problems.append(
@@ -493,15 +527,55 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return result
 
 
+class _NotAFileError(Exception):
+    """A configuration path that names something other than a regular file of bounded size."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(what)
+        self.what = what
+
+
+_OPEN_FLAGS: Final = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+"""Non-blocking, so that opening a FIFO returns at once (and is then refused)."""
+
+
+def _read_config_file(path: Path) -> str:
+    """The text of a regular file of at most :data:`_MAX_FILE_BYTES`.
+
+    The file is opened first and then checked (``fstat`` of the open file, so what is read is
+    what was checked): a FIFO, a device such as ``/dev/zero`` or a directory is refused
+    before a byte is read, and at most one byte more than the limit is ever read.
+
+    Raises:
+        FileNotFoundError: there is no such file.
+        _NotAFileError: it is not a regular file, or too large.
+        OSError, UnicodeDecodeError: it cannot be read.
+    """
+    descriptor = os.open(path, _OPEN_FLAGS)
+    try:
+        mode = os.fstat(descriptor).st_mode
+        if not stat.S_ISREG(mode):
+            raise _NotAFileError("a directory" if stat.S_ISDIR(mode) else "not a regular file")
+        with open(descriptor, "rb", closefd=False) as file:
+            data = file.read(_MAX_FILE_BYTES + 1)
+    finally:
+        os.close(descriptor)
+    if len(data) > _MAX_FILE_BYTES:
+        raise _NotAFileError(f"larger than {_MAX_FILE_BYTES:,} bytes")
+    return data.decode("utf-8-sig")
+
+
 def _file_layer(path: Path, source: str) -> _Layer | None:
     """The layer of a JSON configuration file, or ``None`` if there is no such file."""
     key: str | None = None
     value: object = None
     allowed = _JSON_ALLOWED
     try:
-        data = json.loads(path.read_text(encoding="utf-8-sig"), object_pairs_hook=_unique_keys)
+        data = json.loads(_read_config_file(path), object_pairs_hook=_unique_keys)
     except FileNotFoundError:
         return None
+    except _NotAFileError as exc:
+        what = f"{exc.what}, not read"
     except json.JSONDecodeError as exc:
         what = f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
     except _DuplicateKeyError as exc:
@@ -510,6 +584,10 @@ def _file_layer(path: Path, source: str) -> _Layer | None:
         allowed = "each key once"
     except (OSError, UnicodeDecodeError) as exc:
         what = f"unreadable ({exc})"
+    except RecursionError:
+        what = "not valid JSON: nested too deeply"
+    except ValueError as exc:  # a number with more digits than Python converts
+        what = f"not valid JSON: {exc}"
     else:
         if isinstance(data, dict):
             return _mapping_layer(data, source)

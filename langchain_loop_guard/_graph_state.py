@@ -30,6 +30,7 @@ the same saved state and must reach the same decision, which is what makes
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import time
 import uuid
@@ -64,6 +65,7 @@ from langchain_loop_guard._messages import (
     translator,
 )
 from langchain_loop_guard._outcomes import holds_answer, tool_outcome
+from langchain_loop_guard._public import safe_tool_name
 from langchain_loop_guard._runtime import ConfigInput, GuardRuntime, RunInspection, logger
 
 if TYPE_CHECKING:
@@ -537,7 +539,7 @@ class GraphGuard(GuardRuntime):
         (or the live one that wrote it)."""
         now = self._wall()
         config = self.config  # one configuration for the whole pass
-        data = _load(stored)
+        data = _load(stored, thread)
         if thread is not None and self._reset_due(thread, data):
             data, fresh = _load(None), True
         exported = data.get("detector")
@@ -554,7 +556,12 @@ class GraphGuard(GuardRuntime):
                 if isinstance(elapsed, int | float):
                     gap = max(0.0, now - data.get("at", now))
                     exported = {**exported, "elapsed": elapsed + gap}
-                detector.restore_state(exported)
+                if not detector.restore_state(exported):
+                    logger.warning(
+                        "loop-guard: run=%s: the detector's saved state is unreadable; "
+                        "discarded, detection starts afresh",
+                        thread or "-",
+                    )
         return _Pass(
             data=data,
             detector=detector,
@@ -830,17 +837,64 @@ def _thread_id() -> str | None:
     return None if thread is None else str(thread)
 
 
-def _load(stored: object) -> GuardData:
-    """The guard state as stored, or a fresh one (wrong version or shape starts afresh)."""
-    if isinstance(stored, Mapping) and stored.get("v") == _STATE_VERSION:
-        data = cast(GuardData, dict(stored))
-        pending = data.get("pending")
-        if isinstance(pending, list) and all(
-            isinstance(p, list | tuple) and len(p) == 2 for p in pending
-        ):
-            data["pending"] = [[str(call_id), str(name)] for call_id, name in pending]
-            return data
+def _load(stored: object, thread: str | None = None) -> GuardData:
+    """The guard state as stored, or a fresh one.
+
+    A state that cannot be read (another version, a field of the wrong type: a checkpoint
+    edited by hand, written by a bug, or corrupted) is discarded with one warning, and
+    detection starts afresh: the next pass writes a good state back, so the guard is never
+    off for good.
+    """
+    if stored is None:
+        return _fresh()
+    problem = _malformed(stored)
+    if problem is None:
+        data = cast(GuardData, dict(cast(Mapping[str, Any], stored)))
+        data["pending"] = [[str(call_id), str(name)] for call_id, name in data["pending"]]
+        return data
+    logger.warning(
+        "loop-guard: run=%s: the guard's saved state is unreadable (%s); discarded, detection "
+        "starts afresh",
+        thread or "-",
+        problem,
+    )
+    return _fresh()
+
+
+def _fresh() -> GuardData:
     return GuardData(v=_STATE_VERSION, pending=[], ai=None, turn=False, nudged=0)
+
+
+def _is_number(value: object) -> bool:
+    return type(value) in (int, float) and math.isfinite(cast(float, value))
+
+
+def _malformed(stored: object) -> str | None:
+    """What is wrong with a stored guard state (field names only, never values), or ``None``."""
+    if not isinstance(stored, Mapping):
+        return f"a {type(stored).__name__}, not a mapping"
+    if stored.get("v") != _STATE_VERSION or type(stored.get("v")) is not int:
+        return "another version"
+    checks: dict[str, Callable[[object], bool]] = {
+        "detector": lambda value: value is None or isinstance(value, Mapping),
+        "pending": lambda value: (
+            isinstance(value, list)
+            and all(isinstance(p, list | tuple) and len(p) == 2 for p in value)
+        ),
+        "ai": lambda value: value is None or isinstance(value, str),
+        "turn": lambda value: type(value) is bool,
+        "nudged": lambda value: type(value) is int and value >= 0,
+        "at": _is_number,
+    }
+    required = {"pending"}
+    for key, valid in checks.items():
+        if key not in stored:
+            if key in required:
+                return f"no {key!r}"
+            continue
+        if not valid(stored[key]):
+            return f"{key!r} is a {type(stored[key]).__name__}"
+    return None
 
 
 def _last_ai(messages: Sequence[AnyMessage], end: int) -> int:
@@ -877,10 +931,12 @@ def _calls_of(message: AIMessage) -> list[_CallInfo]:
     """``(call_id, tool, args, malformed)`` of each call an answer makes, invalid ones too."""
     calls: list[_CallInfo] = []
     for index, call in enumerate(message.tool_calls):
-        calls.append((call.get("id") or f"#{index}", call["name"], call["args"], False))
+        name = safe_tool_name(call["name"])  # what a model wrote: bounded, no control chars
+        calls.append((call.get("id") or f"#{index}", name, call["args"], False))
     for index, bad in enumerate(message.invalid_tool_calls):
         call_id = bad.get("id") or f"#invalid{index}"
-        calls.append((call_id, bad.get("name") or _UNKNOWN_TOOL, bad.get("args"), True))
+        name = safe_tool_name(bad.get("name") or _UNKNOWN_TOOL)
+        calls.append((call_id, name, bad.get("args"), True))
     return calls
 
 

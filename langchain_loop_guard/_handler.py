@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, cast
@@ -23,12 +24,20 @@ from langchain_core.callbacks.manager import dispatch_custom_event
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langgraph.errors import GraphBubbleUp, GraphInterrupt
 
-from langchain_loop_guard._detector import ALLOW, LoopDetector, Verdict
-from langchain_loop_guard._errors import LoopGuardError
+from langchain_loop_guard._detector import ALLOW, DetectorEvent, LoopDetector, Verdict
+from langchain_loop_guard._errors import LoopGuardConfigError, LoopGuardError
 from langchain_loop_guard._interrupt import LoopDetected
 from langchain_loop_guard._outcomes import previous_answer, tool_outcome
-from langchain_loop_guard._runtime import ConfigInput, GuardRuntime, RunInspection
-from langchain_loop_guard._signature import assistant_key, digest
+from langchain_loop_guard._public import public_digest, safe_tool_name
+from langchain_loop_guard._runtime import ConfigInput, GuardRuntime, RunInspection, logger
+from langchain_loop_guard._signature import (
+    Outcome,
+    arg_tokens,
+    assistant_key,
+    call_signature,
+    digest,
+    outcome,
+)
 
 if TYPE_CHECKING:
     from langchain_core.outputs import LLMResult
@@ -47,6 +56,11 @@ _MAX_TOOLS = 256  # tool runs in flight, per run
 _MAX_FINISHED = 32  # inspections of ended runs kept for ``inspect``
 _MAX_STOPPED = 32  # detectors of ended, stopped runs kept for their late events
 _MAX_CLOSED = 2048  # ended runs remembered (late events arrive within moments of the end)
+_MAX_ROOTS = 64  # invocations in flight that feed one thread's state (older ones still count)
+_MAX_SHED = 4096  # ids of runs not tracked (shed or forgotten), so their late events are ignored
+_IDLE_S = 300.0  # a run with no event for this long may be forgotten when the registry is full
+_DEFAULT_MAX_RUNS = 1024
+_HARD_FACTOR = 4  # runs in flight are tracked up to this many times max_runs
 
 _Callback = TypeVar("_Callback", bound=Callable[..., None])
 
@@ -66,12 +80,16 @@ class _Run:
     key: str
     detector: LoopDetector
     per_thread: bool
-    roots: set[UUID] = field(default_factory=set)
-    """Top-level runs in flight that feed this state (several only with ``scope="thread"``)."""
-    tools: dict[UUID, tuple[str, str | None]] = field(default_factory=dict)
+    roots: dict[UUID, None] = field(default_factory=dict)
+    """Top-level runs in flight that feed this state (several only with ``scope="thread"``),
+    oldest first; at most ``_MAX_ROOTS``."""
+    tools: dict[UUID, tuple[str, str | None, frozenset[int]]] = field(default_factory=dict)
     """Tool runs in flight: tool name and call id."""
-    announced: dict[str, tuple[str, Any]] = field(default_factory=dict)
-    """Calls the model named (by call id) that no tool has started yet."""
+    announced: dict[str, tuple[str, str, frozenset[int]]] = field(default_factory=dict)
+    """Calls the model named (by call id) that no tool has started yet: name and signature
+    (a digest: the arguments themselves are not kept, SPEC §8)."""
+    seen: float = 0.0
+    """The handler's clock at the run's latest event."""
     paused: dict[str, bool] = field(default_factory=dict)
     """Call ids whose tool was interrupted; its resumption is not a new call."""
     said: tuple[str | None, str] | None = None
@@ -146,17 +164,21 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
         clock: returns seconds, like :func:`time.monotonic` (the default).
         record_to: append every run's events to this file, digests only, for
             ``loop-guard replay`` (off by default; failing open).
+        max_runs: the registry's capacity, runs (or threads) tracked at once (1024 by
+            default). Beyond it, the least recently active run that is idle (no event for
+            5 minutes: a run that never reported its end) or between invocations (a thread)
+            is forgotten to make room. A run in flight is never forgotten: when every run is
+            in flight, the registry grows, up to four times ``max_runs``; only beyond that is
+            a new run left unguarded, with a WARNING log and a count in :meth:`status`
+            (``shed_runs``), and none of its events is tracked.
 
     Attributes:
-        max_runs: runs (or threads) tracked at once; the least recently active one is
-            forgotten beyond it, so runs that never report their end cannot leak.
         max_open_runs: nested runs in flight tracked at once, over all top-level runs.
     """
 
     raise_error = True
     run_inline = True
 
-    max_runs: ClassVar[int] = 1024
     max_open_runs: ClassVar[int] = 65_536
 
     def __init__(
@@ -165,8 +187,24 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
         *,
         clock: Callable[[], float] | None = None,
         record_to: str | os.PathLike[str] | None = None,
+        max_runs: int = _DEFAULT_MAX_RUNS,
     ) -> None:
+        if type(max_runs) is not int or max_runs < 1:
+            raise LoopGuardConfigError(
+                f"max_runs must be a whole number of at least 1, not {max_runs!r}",
+                source="code",
+                key="max_runs",
+                value=max_runs,
+                allowed="int >= 1",
+            )
         super().__init__(config, clock=clock, record_to=record_to)
+        self.max_runs = max_runs
+        """Runs (or threads) tracked at once; see the ``max_runs`` argument."""
+        # the registry's housekeeping reads the real clock (an injected clock is the
+        # detectors' sense of a run's elapsed time, read only when they decide)
+        self._now: Callable[[], float] = time.monotonic
+        self._shed: dict[UUID, None] = {}  # ids of runs not tracked: their events are ignored
+        self._shed_count = 0
         self._runs: dict[str, _Run] = {}
         self._roots: dict[UUID, _Root] = {}  # top-level runs in flight
         self._open: dict[UUID, _Root] = {}  # runs in flight, nested ones included
@@ -233,9 +271,19 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
     def _active_runs(self) -> int:
         return len(self._runs)
 
+    def _shed_runs(self) -> int:
+        return self._shed_count
+
     def _config_changed(self, config: LoopGuardConfig) -> None:
         if config.mode == "off":
-            for tracked in (self._runs, self._roots, self._open, self._closed, self._stopped):
+            for tracked in (
+                self._runs,
+                self._roots,
+                self._open,
+                self._closed,
+                self._stopped,
+                self._shed,
+            ):
                 tracked.clear()
             return
         for run in self._runs.values():
@@ -387,27 +435,38 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
         the node guard decide such an answer the same way.
         """
         with self._lock:
+            tracked = self._resolve(run_id, parent_run_id) is not None
+        if tracked:  # digested outside the lock: other runs' callbacks need not wait
+            text, tool_calls, answer_id = _answer(response)
+            key = assistant_key(text)
+            named = [
+                (name, call_signature(name, args), call_id, arg_tokens(args))
+                for name, args, call_id in tool_calls
+            ]
+        with self._lock:
             run = self._resolve(run_id, parent_run_id)
             verdict = ALLOW
-            if run is not None:
-                text, tool_calls, answer_id = _answer(response)
-                verdict = self.decide(
-                    run.detector,
-                    "assistant_message",
-                    text,
-                    [(name, args) for name, args, _ in tool_calls],
+            if run is not None and tracked:
+                answer = DetectorEvent(
+                    kind="assistant_message",
+                    digest=key,
+                    calls=len(named),
                     in_context=run.in_context.pop(run_id, True),
                 )
+                verdict = self._replay(run, answer)
                 # the key is only compared when the answer has no id
-                run.said = (answer_id, "" if answer_id else assistant_key(text) or "")
-                if not verdict.stops and len(tool_calls) > 1 and self._stops_any(run, tool_calls):
-                    for name, args, call_id in tool_calls:
-                        verdict = self.decide(run.detector, "tool_call", name, args, call_id)
+                run.said = (answer_id, "" if answer_id else key or "")
+                if not verdict.stops and len(named) > 1 and self._stops_any(run, named):
+                    for name, signature, call_id, _ in named:
+                        call = DetectorEvent(
+                            kind="tool_call", tool=name, digest=signature, call_id=call_id
+                        )
+                        verdict = self._replay(run, call)
                         if verdict.stops:
                             break
-                for name, args, call_id in tool_calls:
+                for name, signature, call_id, tokens in named:
                     if call_id:
-                        _put(run.announced, call_id, (name, args), _MAX_ANNOUNCED)
+                        _put(run.announced, call_id, (name, signature, tokens), _MAX_ANNOUNCED)
             self._end(run_id)
         if run is not None:
             self._act(run.key, [verdict])
@@ -443,9 +502,12 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
         **kwargs: Any,
     ) -> None:
         """A tool is about to run; raising here keeps its body from running."""
-        name = (serialized or {}).get("name") or kwargs.get("name") or _UNKNOWN_TOOL
+        name = safe_tool_name((serialized or {}).get("name") or kwargs.get("name") or _UNKNOWN_TOOL)
         call_id = kwargs.get("tool_call_id")
-        args = inputs if inputs is not None else input_str
+        # digested before the lock is taken: other runs' callbacks need not wait for it
+        arguments = inputs if inputs is not None else input_str
+        signature = call_signature(name, arguments)
+        tokens = arg_tokens(arguments)
         with self._lock:
             run = self._start(run_id, parent_run_id, metadata)
             if run is None:
@@ -456,11 +518,14 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
             if resumed and run.detector.tripped is None:
                 verdict = ALLOW  # a resumed call was counted when it first started
             else:
-                verdict = self.decide(run.detector, "tool_call", name, args, call_id)
+                event = DetectorEvent(
+                    kind="tool_call", tool=name, digest=signature, call_id=call_id
+                )
+                verdict = self._replay(run, event)
             if verdict.stops:
                 self._end(run_id)  # the tool will not report an end
             else:
-                _put(run.tools, run_id, (name, call_id), _MAX_TOOLS)
+                _put(run.tools, run_id, (name, call_id, tokens), _MAX_TOOLS)
         self._act(run.key, [verdict])
 
     @_guarded
@@ -471,20 +536,15 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
 
         A ``Command`` (or a list of them) is taken by the content of its tool messages.
         """
+        result = tool_outcome(output)
+        failed = result.error is not None
+        value = result.error if failed else result.output
+        outcome = self._outcome_of(run_id, parent_run_id, value, failed=failed)
         with self._lock:
             run = self._resolve(run_id, parent_run_id)
             verdict = ALLOW
             if run is not None and (started := run.tools.pop(run_id, None)) is not None:
-                name, call_id = started
-                outcome = tool_outcome(output)
-                verdict = self.decide(
-                    run.detector,
-                    "tool_result",
-                    name,
-                    outcome.output,
-                    error=outcome.error,
-                    call_id=call_id,
-                )
+                verdict = self._result(run, started, outcome, failed=failed)
             self._end(run_id)
         if run is not None:
             self._act(run.key, [verdict])
@@ -499,23 +559,60 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
         **kwargs: Any,
     ) -> None:
         """A tool failed. An interrupt inside it is a pause, not a failure."""
+        paused = isinstance(error, GraphInterrupt)
+        outcome = None if paused else self._outcome_of(run_id, parent_run_id, error, failed=True)
         with self._lock:
             run = self._resolve(run_id, parent_run_id)
             verdict = ALLOW
             if run is not None and (started := run.tools.pop(run_id, None)) is not None:
-                name, call_id = started
-                if isinstance(error, GraphInterrupt):
-                    if call_id is not None:
-                        _put(run.paused, call_id, True, _MAX_ANNOUNCED)
+                if paused:
+                    if started[1] is not None:
+                        _put(run.paused, started[1], True, _MAX_ANNOUNCED)
                 else:
-                    verdict = self.decide(
-                        run.detector, "tool_result", name, error=error, call_id=call_id
-                    )
+                    verdict = self._result(run, started, outcome, failed=True)
             self._end(run_id)
         if run is not None:
             self._act(run.key, [verdict])
 
+    # --- digests, computed without the lock -------------------------------------------------------
+
+    def _outcome_of(
+        self, run_id: UUID, parent_run_id: UUID | None, value: Any, *, failed: bool
+    ) -> Outcome | None:
+        """The digests of a tool run's result, ``None`` if untracked.
+
+        Normalizing a large result is the heaviest work the handler does, so it happens
+        outside the lock: only the tool's name is looked up under it.
+        """
+        with self._lock:
+            run = self._resolve(run_id, parent_run_id, touch=False)
+            started = run.tools.get(run_id) if run is not None else None
+        if started is None:
+            return None
+        name, _, tokens = started
+        if failed:
+            return outcome(error=value, tool=name, tokens=tokens)
+        return outcome(value, tool=name, tokens=tokens)
+
     # --- internals (called with the lock held, except _act and _trace) ---------------------------
+
+    def _replay(self, run: _Run, event: DetectorEvent) -> Verdict:
+        """Give ``run``'s detector an event digested beforehand; fail open."""
+        return self.decide(run.detector, "replay", event)
+
+    def _result(
+        self,
+        run: _Run,
+        started: tuple[str, str | None, frozenset[int]],
+        result: Outcome | None,
+        *,
+        failed: bool,
+    ) -> Verdict:
+        """Feed the result of the tool run ``started`` (name, call id), digested beforehand."""
+        name, call_id, _ = started
+        if result is None:  # its start was not tracked yet when the result was digested
+            return ALLOW
+        return self._replay(run, _result_event(name, call_id, result, failed=failed))
 
     def _start(
         self, run_id: UUID, parent_run_id: UUID | None, metadata: Mapping[str, Any] | None
@@ -524,10 +621,15 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
 
         ``None`` for a late event of a run that ended (a worker thread still finishing):
         there is nothing left to track, unless the run was stopped, whose state is kept a
-        while so that such an event is stopped too.
+        while so that such an event is stopped too. ``None`` too for the runs of a top-level
+        run that was not tracked (shed, or forgotten): a late event never starts a detector
+        of its own under a nested id.
         """
         root = None
         if parent_run_id is not None:
+            if parent_run_id in self._shed:
+                _put(self._shed, run_id, None, _MAX_SHED)
+                return None
             root = (
                 self._open.get(parent_run_id)
                 or self._roots.get(parent_run_id)
@@ -536,7 +638,13 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
         if root is None:
             # no parent: a new top-level run; a parent never seen (a handler attached below
             # the top) is taken as the top
-            root, run = self._new_root(run_id if parent_run_id is None else parent_run_id, metadata)
+            root_id = run_id if parent_run_id is None else parent_run_id
+            created = self._new_root(root_id, metadata)
+            if created is None:
+                _put(self._shed, root_id, None, _MAX_SHED)
+                _put(self._shed, run_id, None, _MAX_SHED)
+                return None
+            root, run = created
         else:
             found = self._runs.get(root.key) or self._stopped.get(root.key)
             if found is None:
@@ -550,29 +658,79 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
         self._touch(run)
         return run
 
-    def _new_root(self, root_id: UUID, metadata: Mapping[str, Any] | None) -> tuple[_Root, _Run]:
-        """Register a top-level run, keyed by its id or (``scope="thread"``) its thread."""
+    def _new_root(
+        self, root_id: UUID, metadata: Mapping[str, Any] | None
+    ) -> tuple[_Root, _Run] | None:
+        """Register a top-level run, keyed by its id or (``scope="thread"``) its thread.
+
+        ``None`` when the registry is full of runs in flight: the run is not tracked.
+        """
         thread_id = (metadata or {}).get("thread_id")
         per_thread = self._config.scope == "thread" and thread_id not in (None, "")
         key = str(thread_id) if per_thread else str(root_id)
         run = self._runs.get(key)
         if run is None:
             run = self._new_run(key, per_thread=per_thread)
+            if run is None:
+                return None
         root = _Root(root_id, key)
         self._roots[root_id] = root
-        run.roots.add(root_id)
+        run.roots[root_id] = None
+        if len(run.roots) > _MAX_ROOTS:
+            # a thread whose invocations never report their end: the oldest stops being a
+            # root of its own (its nested runs still count toward the thread)
+            oldest = next(iter(run.roots))
+            del run.roots[oldest]
+            self._roots.pop(oldest, None)
         return root, run
 
-    def _new_run(self, key: str, *, per_thread: bool) -> _Run:
+    def _new_run(self, key: str, *, per_thread: bool) -> _Run | None:
+        """A new run's state, if there is room (making room by forgetting an idle run)."""
+        if (
+            len(self._runs) >= self.max_runs
+            and not self._make_room()
+            and len(self._runs) >= _HARD_FACTOR * self.max_runs
+        ):
+            self._shed_count += 1
+            shed = self._shed_count
+            if shed & (shed - 1) == 0:  # 1, 2, 4, 8…: loud, but not one line per run
+                logger.warning(
+                    "loop-guard: %d runs in flight fill the registry (%d times max_runs=%d); "
+                    "run=%s is not guarded (%d runs shed so far). Raise max_runs.",
+                    len(self._runs),
+                    _HARD_FACTOR,
+                    self.max_runs,
+                    safe_tool_name(key),
+                    shed,
+                )
+            return None
         self._stopped.pop(key, None)
-        run = _Run(key, self.new_detector(key), per_thread)
+        run = _Run(key, self.new_detector(key), per_thread, seen=self._now())
         self._runs[key] = run
-        while len(self._runs) > self.max_runs:
-            self._forget(next(iter(self._runs)))
         return run
 
+    def _make_room(self) -> bool:
+        """Forget the least recently active run that is idle or between invocations.
+
+        A run with an invocation in flight that had an event in the last ``_IDLE_S``
+        seconds is never forgotten. Returns whether a run was forgotten.
+        """
+        idle_before = self._now() - _IDLE_S
+        for key, run in self._runs.items():
+            if not run.roots or run.seen <= idle_before:
+                logger.info(
+                    "loop-guard: forgot run=%s (%s) to make room (max_runs=%d)",
+                    safe_tool_name(key),
+                    "between invocations" if not run.roots else "idle",
+                    self.max_runs,
+                )
+                self._forget(key)
+                return True
+        return False
+
     def _touch(self, run: _Run) -> None:
-        """Mark ``run`` the most recently active one (the registry evicts the least)."""
+        """Mark ``run`` the most recently active one (the registry forgets the least)."""
+        run.seen = self._now()
         if self._last == run.key:
             return
         self._last = run.key
@@ -580,7 +738,9 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
             del self._runs[run.key]
             self._runs[run.key] = run
 
-    def _resolve(self, run_id: UUID, parent_run_id: UUID | None) -> _Run | None:
+    def _resolve(
+        self, run_id: UUID, parent_run_id: UUID | None, *, touch: bool = True
+    ) -> _Run | None:
         """The state an event of a started run belongs to (``None`` if its start was missed)."""
         root = self._open.get(run_id)
         if root is None and parent_run_id is not None:
@@ -588,7 +748,7 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
         if root is None:
             return None
         run = self._runs.get(root.key) or self._stopped.get(root.key)
-        if run is not None:
+        if run is not None and touch:
             self._touch(run)
         return run
 
@@ -611,7 +771,7 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
         run = self._runs.get(root.key)
         if run is None:
             return
-        run.roots.discard(root.id)
+        run.roots.pop(root.id, None)
         if run.per_thread or run.roots:
             return
         del self._runs[root.key]
@@ -620,24 +780,35 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
             _put(self._stopped, root.key, run, _MAX_STOPPED)
 
     def _forget(self, key: str) -> None:
-        """Evict a run that never reported its end, with everything that points to it."""
+        """Forget a run that never reported its end, with everything that points to it.
+
+        Its ids are remembered a while, so that its late events are ignored rather than
+        taken for a new run.
+        """
         run = self._runs.pop(key)
+        if self._last == key:
+            self._last = None
         for root_id in run.roots:
+            _put(self._shed, root_id, None, _MAX_SHED)
             root = self._roots.pop(root_id, None)
             if root is not None:
                 root.ended = True
                 for member in root.members:
                     self._open.pop(member, None)
+                    _put(self._shed, member, None, _MAX_SHED)
                 root.members.clear()
 
-    def _stops_any(self, run: _Run, tool_calls: Sequence[tuple[str, Any, str | None]]) -> bool:
+    def _stops_any(
+        self, run: _Run, named: Sequence[tuple[str, str, str | None, frozenset[int]]]
+    ) -> bool:
         """Whether one of an answer's calls, made in order, would stop the run (a dry run on
         a copy of the run's detector)."""
         probe = self.new_detector(config=run.detector.config)
         if not probe.restore_state(run.detector.export_state()):
             return False
-        for name, args, call_id in tool_calls:
-            if self.decide(probe, "tool_call", name, args, call_id).stops:
+        for name, signature, call_id, _ in named:
+            call = DetectorEvent(kind="tool_call", tool=name, digest=signature, call_id=call_id)
+            if self.decide(probe, "replay", call).stops:
                 return True
         return False
 
@@ -663,37 +834,38 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
     def _unexecuted_calls(self, run: _Run, messages: Sequence[BaseMessage]) -> list[Verdict]:
         """Count the calls the model named that no tool started but the agent answered.
 
-        The answers (an unknown tool's error message, say) follow the model's last message in
-        the next model input. Calls nobody answered (a structured-output call, say) are not
-        counted.
+        The answers are the tool messages after the model's last message in its next input
+        (an unknown tool's error message, say). Calls nobody answered (a structured-output
+        call, say) are not counted.
         """
+        verdicts: list[Verdict] = []
         if not run.announced:
-            return []
-        answers: dict[str, ToolMessage] = {}
+            return verdicts
+        found: dict[str, ToolMessage] = {}
         for message in reversed(messages):
             if isinstance(message, AIMessage):
                 break
             if isinstance(message, ToolMessage) and message.tool_call_id in run.announced:
-                answers[message.tool_call_id] = message
-        verdicts: list[Verdict] = []
-        for call_id in [c for c in run.announced if c in answers]:
-            name, args = run.announced.pop(call_id)
-            answer = answers[call_id]
-            verdict = self.decide(run.detector, "tool_call", name, args, call_id)
+                found[message.tool_call_id] = message
+        for call_id, answer in reversed(found.items()):
+            announced = run.announced.pop(call_id, None)
+            if announced is None:
+                continue  # a tool started it meanwhile
+            name, signature, tokens = announced
+            call = DetectorEvent(kind="tool_call", tool=name, digest=signature, call_id=call_id)
+            verdict = self._replay(run, call)
             verdicts.append(verdict)
             if verdict.stops:
                 break
-            outcome = tool_outcome(answer)
-            result = self.decide(
-                run.detector,
-                "tool_result",
-                name,
-                outcome.output,
-                error=outcome.error,
-                call_id=call_id,
-            )
-            verdicts.append(result)
-            if result.stops:
+            fed = tool_outcome(answer)
+            failed = fed.error is not None
+            if failed:
+                result = outcome(error=fed.error, tool=name, tokens=tokens)
+            else:
+                result = outcome(fed.output, tool=name, tokens=tokens)
+            verdict = self._replay(run, _result_event(name, call_id, result, failed=failed))
+            verdicts.append(verdict)
+            if verdict.stops:
                 break
         return verdicts
 
@@ -722,7 +894,7 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
             "tools": list(verdict.tools),
             "count": verdict.count,
             "threshold": verdict.threshold,
-            "key": verdict.key,
+            "key": public_digest(verdict.key),
             "run_id": key,
         }
         # RuntimeError: no run to attach the event to (a model called outside any runnable)
@@ -731,7 +903,8 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
 
 
 def _latest_human(messages: Sequence[BaseMessage]) -> object:
-    """The last human message of ``messages``: its id, or its position and a digest of its text; or ``None``.
+    """The last human message of ``messages``: its id, or its position and a digest of its
+    text; or ``None``.
 
     The guard's own messages (named ``"loop_guard"``) are not a human's.
     """
@@ -771,5 +944,20 @@ def _answer(response: LLMResult) -> tuple[str, list[tuple[str, Any, str | None]]
     message = getattr(generation, "message", None)
     if not isinstance(message, AIMessage):
         return generation.text, [], None
-    calls = [(tc["name"], tc["args"], tc.get("id")) for tc in message.tool_calls]
+    calls = [(safe_tool_name(tc["name"]), tc["args"], tc.get("id")) for tc in message.tool_calls]
     return message.text, calls, message.id
+
+
+def _result_event(
+    name: str, call_id: str | None, result: Outcome, *, failed: bool
+) -> DetectorEvent:
+    """A tool result as the detector takes it, digested."""
+    return DetectorEvent(
+        kind="tool_result",
+        tool=name,
+        digest=result.key,
+        call_id=call_id,
+        error=failed,
+        near=result.near,
+        info=result.info,
+    )

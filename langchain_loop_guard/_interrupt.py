@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from langgraph.errors import GraphBubbleUp
 
 from langchain_loop_guard._detector import Signal, Verdict
 from langchain_loop_guard._errors import LoopGuardError
+from langchain_loop_guard._public import public_digest
 
 __all__ = ["LoopDetected"]
 
@@ -54,10 +56,16 @@ class LoopDetected(LoopGuardError, GraphBubbleUp):
 
     @classmethod
     def from_verdict(cls, verdict: Verdict, *, run_id: str | None = None) -> LoopDetected:
-        """The interrupt for a stopping ``verdict``."""
+        """The interrupt for a stopping ``verdict``.
+
+        Exceptions travel (into logs, error trackers, other processes), so the verdict's
+        ``key`` is keyed with this process's secret: the same loop has the same key within the
+        process, and the key reveals nothing of the content it digests.
+        """
         if verdict.signal is None:
             msg = "LoopDetected needs a verdict with a signal"
             raise ValueError(msg)
+        shown = dataclasses.replace(verdict, key=public_digest(verdict.key))
         return cls(
             verdict.message,
             signal=verdict.signal,
@@ -66,7 +74,7 @@ class LoopDetected(LoopGuardError, GraphBubbleUp):
             count=verdict.count,
             threshold=verdict.threshold,
             run_id=run_id,
-            verdict=verdict,
+            verdict=shown,
         )
 
     def repair(self, graph: Any, config: Any, **options: Any) -> int:

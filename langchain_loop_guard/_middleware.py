@@ -120,7 +120,6 @@ class LoopGuardMiddleware(GraphGuard, AgentMiddleware[LoopGuardAgentState, Any, 
         record_to: str | os.PathLike[str] | None = None,
     ) -> None:
         super().__init__(config, nudges=nudges, on_stop=on_stop, clock=clock, record_to=record_to)
-        self._hint_cache: tuple[SystemMessage | None, str, SystemMessage] | None = None
         # Whether the model's request held the run's previous answer, by the id of the answer
         # it gave: ``after_model`` reads it (SPEC §11 N2). Ids and flags only, bounded.
         self._seen_previous: OrderedDict[str, bool] = OrderedDict()
@@ -302,14 +301,9 @@ class LoopGuardMiddleware(GraphGuard, AgentMiddleware[LoopGuardAgentState, Any, 
         return request
 
     def _hinted(self, current: SystemMessage | None, text: str) -> SystemMessage:
-        """``current`` with the hint; the agent's system message is one object, so the hinted
-        copy is made once and reused while the message and the hint stay the same."""
-        cached = self._hint_cache
-        if cached is not None and cached[0] is current and cached[1] == text:
-            return cached[2]
-        hinted = SystemMessage(content=text) if current is None else hinted_system(current, text)
-        self._hint_cache = (current, text, hinted)
-        return hinted
+        """``current`` with the hint, made for each model call: the guard keeps no copy of
+        the user's system prompt (SPEC §8: only counts and digests stay in memory)."""
+        return SystemMessage(content=text) if current is None else hinted_system(current, text)
 
 
 def _with_state(

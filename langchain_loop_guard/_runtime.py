@@ -27,6 +27,7 @@ from langchain_loop_guard._config import LoopGuardConfig, Mode
 from langchain_loop_guard._detector import ALLOW, CallInfo, LoopDetector, Signal, Verdict
 from langchain_loop_guard._errors import LoopGuardConfigError, LoopGuardError
 from langchain_loop_guard._messages import translator
+from langchain_loop_guard._public import public_digest
 
 if TYPE_CHECKING:
     from langchain_loop_guard._detector import EventListener
@@ -193,21 +194,24 @@ class GuardStatus:
     observed: int
     recent: tuple[StopRecord, ...] = field(default=())
     locale: str = "en"
+    shed_runs: int = 0
+    """Runs the callback handler could not guard because its registry was full of runs in
+    flight (see ``LoopGuardCallbackHandler(max_runs=...)``)."""
 
     def _sections(self) -> list[_Section]:
         tr = translator(self.locale)
+        title = tr.gettext("loop-guard status")
+        counts = [
+            (tr.gettext("mode"), self.mode),
+            (tr.gettext("active runs"), str(self.active_runs)),
+            (tr.gettext("stops"), str(self.stops)),
+            (tr.gettext("observed loops"), str(self.observed)),
+            (tr.gettext("warnings"), str(self.warnings)),
+        ]
+        if self.shed_runs:
+            counts.append((tr.gettext("runs not guarded (registry full)"), str(self.shed_runs)))
         sections = [
-            _Section(
-                tr.gettext("loop-guard status"),
-                (),
-                (
-                    (tr.gettext("mode"), self.mode),
-                    (tr.gettext("active runs"), str(self.active_runs)),
-                    (tr.gettext("stops"), str(self.stops)),
-                    (tr.gettext("observed loops"), str(self.observed)),
-                    (tr.gettext("warnings"), str(self.warnings)),
-                ),
-            ),
+            _Section(title, (), tuple(counts)),
             _Section(
                 tr.gettext("configuration"),
                 (tr.gettext("setting"), tr.gettext("value"), tr.gettext("source")),
@@ -408,9 +412,13 @@ class GuardRuntime:
                 observed=self._observed,
                 recent=tuple(self._recent),
                 locale=self._config.locale,
+                shed_runs=self._shed_runs(),
             )
 
     def _active_runs(self) -> int:
+        return 0
+
+    def _shed_runs(self) -> int:
         return 0
 
     # --- detectors and verdicts -----------------------------------------------------------------
@@ -446,7 +454,11 @@ class GuardRuntime:
         return LoopDetector(config, clock=clock, listener=listener)
 
     def inspection(self, run_id: str, detector: LoopDetector) -> RunInspection:
-        """The ``inspect`` view of ``detector``'s run."""
+        """The ``inspect`` view of ``detector``'s run.
+
+        Its digests are keyed with this process's secret (see ``_public``): equal calls
+        show equal digests, and a shown digest cannot be tested against guesses.
+        """
         snap = detector.snapshot()
         return RunInspection(
             run_id=run_id,
@@ -455,7 +467,10 @@ class GuardRuntime:
             elapsed_s=snap.elapsed_s,
             tripped=snap.tripped,
             warned=snap.warned,
-            recent=snap.recent,
+            recent=tuple(
+                CallInfo(call.tool, public_digest(call.digest), call.outcome)
+                for call in snap.recent
+            ),
             locale=self._config.locale,
         )
 
@@ -471,6 +486,7 @@ class GuardRuntime:
             "user_message",
             "tick",
             "reset",
+            "replay",
         ],
         *args: Any,
         **kwargs: Any,
@@ -496,11 +512,15 @@ class GuardRuntime:
             "user_message",
             "tick",
             "reset",
+            "replay",
         ],
         *args: Any,
         **kwargs: Any,
     ) -> Verdict:
         """Give ``detector`` one event and fail open, without reporting the verdict.
+
+        ``"replay"`` feeds a :class:`~langchain_loop_guard._detector.DetectorEvent` digested
+        beforehand (outside any lock).
 
         For adapters that decide under their own lock and :meth:`report` after releasing it
         (verdict listeners run outside any lock); :meth:`feed` does both.
@@ -553,7 +573,7 @@ class GuardRuntime:
                 "loop_guard_count": verdict.count,
                 "loop_guard_threshold": verdict.threshold,
                 "loop_guard_run_id": run_id,
-                "loop_guard_key": verdict.key,
+                "loop_guard_key": public_digest(verdict.key),
             },
         )
         for listener in self._listeners:

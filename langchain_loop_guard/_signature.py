@@ -18,9 +18,10 @@ import itertools
 import json
 import math
 import re
+import time
 import zlib
-from collections.abc import Callable, Iterable, Mapping
-from typing import NamedTuple
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import NamedTuple, cast
 
 from pydantic import BaseModel
 
@@ -48,6 +49,17 @@ _SHORT_INT_BITS = 2_000
 """Ints this short always have a decimal text (Python's digit limit is at least 640)."""
 
 _DIGEST_SIZE = 8  # 64 bits: collisions are irrelevant at a window of a few dozen calls
+
+_MAX_ITEMS = 100_000
+"""Container items (mapping items, list and set members) one value is normalized with."""
+
+_MAX_CHARS = 8 << 20
+"""Characters of strings and bytes written as they are; beyond, each is written as its digest."""
+
+_MAX_SECONDS = 2.0
+"""Time one value is normalized for; beyond, the rest is cut (marked ``$truncated``)."""
+
+_CLOCK_EVERY = 1024  # items between two looks at the clock
 
 
 def _compact_json() -> Callable[[object], str]:
@@ -165,16 +177,61 @@ def _int(value: int) -> object:
     return value
 
 
-def _normalize(obj: object, depth: int, path: set[int]) -> object:
+class _Budget:
+    """What is left for normalizing one value: items, characters and time.
+
+    A hostile value (a mapping whose ``items()`` never ends, a huge nested structure) is cut
+    when the items or the time run out: each container being walked gets a ``"$truncated"``
+    mark (``"items"`` or ``"time"``) and the ones after it are empty but for the mark. Strings
+    and bytes beyond the character budget are written as their digest, which keeps them
+    apart without keeping them in memory twice.
+    """
+
+    __slots__ = ("chars", "deadline", "items", "reason")
+
+    def __init__(self) -> None:
+        self.items = _MAX_ITEMS
+        self.chars = _MAX_CHARS
+        self.deadline = time.monotonic() + _MAX_SECONDS
+        self.reason: str | None = None
+
+    def take(self) -> bool:
+        """Whether one more item may be normalized."""
+        if self.reason is not None:
+            return False
+        self.items -= 1
+        if self.items < 0:
+            self.reason = "items"
+        elif self.items % _CLOCK_EVERY == 0 and time.monotonic() > self.deadline:
+            self.reason = "time"
+        return self.reason is None
+
+    def limited(self, items: Iterable[object]) -> Iterator[object]:
+        """``items`` while the budget lasts."""
+        for item in items:
+            if not self.take():
+                return
+            yield item
+
+    def text(self, text: str) -> object:
+        """``text`` as it is while the character budget lasts, else its digest."""
+        self.chars -= len(text)
+        return text if self.chars >= 0 else {"$str": digest(text)}
+
+
+def _normalize(obj: object, depth: int, path: set[int], budget: _Budget) -> object:
     """Turn ``obj`` into plain JSON data (str keys, no NaN), marking what JSON cannot say.
 
-    ``path`` holds the ids of the containers being walked, to cut cycles. A value that fails
-    to serialize (a mapping whose ``items()`` raises, say) becomes its ``repr`` alone; the rest
-    of the structure still counts. Exact scalars come first, before the depth cut, so that a
-    value normalizes to what :func:`_is_plain` lets through unchanged.
+    ``path`` holds the ids of the containers being walked, to cut cycles; ``budget`` bounds
+    the work. A value that fails to serialize (a mapping whose ``items()`` raises, say)
+    becomes its ``repr`` alone; the rest of the structure still counts. Exact scalars come
+    first, before the depth cut, so that a value normalizes to what :func:`_is_plain` lets
+    through unchanged.
     """
     kind = type(obj)
-    if kind is str or kind is bool or obj is None:
+    if kind is str:
+        return budget.text(cast(str, obj))
+    if kind is bool or obj is None:
         return obj
     if type(obj) is int:
         return _int(obj)
@@ -187,47 +244,61 @@ def _normalize(obj: object, depth: int, path: set[int]) -> object:
         return {"$cycle": kind.__qualname__}
     path.add(ident)
     try:
-        return _normalize_object(obj, depth, path)
+        return _normalize_object(obj, depth, path, budget)
     except Exception:  # noqa: BLE001 - hostile objects must not break the guard
         return {"$repr": _safe_repr(obj)}
     finally:
         path.discard(ident)
 
 
-def _normalize_object(obj: object, depth: int, path: set[int]) -> object:
+def _normalize_object(obj: object, depth: int, path: set[int], budget: _Budget) -> object:
+    def inner(value: object) -> object:
+        return _normalize(value, depth + 1, path, budget)
+
     if isinstance(obj, enum.Enum):
-        return {"$enum": type(obj).__qualname__, "v": _normalize(obj.value, depth + 1, path)}
+        return {"$enum": type(obj).__qualname__, "v": inner(obj.value)}
     if isinstance(obj, float):
         return _float(float(obj))
     if isinstance(obj, int):  # int subclasses (bool cannot be subclassed)
         return _int(int(obj))
     if isinstance(obj, str):
-        return str(obj)
+        return budget.text(str(obj))
     if isinstance(obj, Mapping):
         items: dict[str, object] = {}
-        for key, value in list(obj.items()):
-            name = key if type(key) is str else "$k:" + _dumps(_normalize(key, depth + 1, path))
-            items[name] = _normalize(value, depth + 1, path)
+        for pair in budget.limited(obj.items()):
+            key, value = cast(tuple[object, object], pair)
+            name = key if type(key) is str else "$k:" + _dumps(inner(key))
+            items[name] = inner(value)
+        if budget.reason is not None:
+            items["$truncated"] = budget.reason
         return items
     if isinstance(obj, list | tuple):
-        return [_normalize(item, depth + 1, path) for item in obj]
+        members = [inner(item) for item in budget.limited(obj)]
+        if budget.reason is not None:
+            members.append({"$truncated": budget.reason})
+        return members
     if isinstance(obj, set | frozenset):
-        members = [_dumps(_normalize(item, depth + 1, path)) for item in obj]
-        return {"$set": sorted(members)}
+        marked: dict[str, object] = {
+            "$set": sorted(_dumps(inner(item)) for item in budget.limited(obj))
+        }
+        if budget.reason is not None:
+            marked["$truncated"] = budget.reason
+        return marked
     if isinstance(obj, bytes | bytearray | memoryview):
-        return {"$bytes": base64.b64encode(bytes(obj)).decode("ascii")}
+        data = bytes(obj)
+        budget.chars -= len(data)
+        if budget.chars < 0:
+            return {"$bytes": digest(data)}
+        return {"$bytes": base64.b64encode(data).decode("ascii")}
     if isinstance(obj, _dt.datetime | _dt.date | _dt.time):
         return {"$time": obj.isoformat()}
     if isinstance(obj, _dt.timedelta):
         return {"$timedelta": obj.total_seconds()}
     if isinstance(obj, BaseModel):
-        return {
-            "$model": type(obj).__qualname__,
-            "v": _normalize(obj.model_dump(), depth + 1, path),
-        }
+        return {"$model": type(obj).__qualname__, "v": inner(obj.model_dump())}
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         fields = {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
-        return {"$data": type(obj).__qualname__, "v": _normalize(fields, depth + 1, path)}
+        return {"$data": type(obj).__qualname__, "v": inner(fields)}
     return {"$repr": _safe_repr(obj)}
 
 
@@ -241,7 +312,7 @@ def canonical(obj: object) -> str:
             return _dumps(obj)
         except ValueError:  # an int with more digits than Python writes: normalized below
             pass
-    return _dumps(_normalize(obj, 0, set()))
+    return _dumps(_normalize(obj, 0, set(), _Budget()))
 
 
 def call_signature(name: str, args: object) -> str:

@@ -11,8 +11,12 @@ One line per detector event, for example::
 (each object on one line). ``t`` is the run's elapsed time in seconds as the detector counts
 it; ``d`` the call signature, outcome digest or error key, or assistant key; ``id`` a digest of
 the tool-call id. Tool names, digests, outcome kinds and timings: never arguments, output,
-errors or message text (SPEC §8). Recording fails open: a file that cannot be written is
-logged once and the agent goes on.
+errors or message text (SPEC §8). Every digest is keyed with a random secret the recorder
+draws and never writes: equal digests stay equal within the trace (all a replay needs), and
+nobody can test a guess of the content (a PIN, an amount) against them. Two recorders (two
+processes) write unrelated digests for the same content. Tool names are cut at 200
+characters and their control characters replaced. Recording fails open: a file that cannot
+be written is logged once and the agent goes on.
 
 :func:`read_trace` turns such a file back into
 :class:`~langchain_loop_guard._detector.DetectorEvent` values for ``LoopDetector.replay``.
@@ -40,6 +44,7 @@ from langchain_loop_guard._detector import (
     Verdict,
 )
 from langchain_loop_guard._errors import LoopGuardError
+from langchain_loop_guard._public import new_secret, public_digest, safe_tool_name
 from langchain_loop_guard._signature import digest
 
 __all__ = [
@@ -118,19 +123,23 @@ class TraceItem:
 # --- writing ---------------------------------------------------------------------------------
 
 
-def _call_id(call_id: str | None) -> str | None:
+def _call_id(call_id: str | None, secret: bytes | None) -> str | None:
     # Call ids are opaque but could be anything a host chose: only their digest is written.
-    return None if call_id is None else digest("call", call_id)
+    return None if call_id is None else public_digest(digest("call", call_id), secret)
 
 
-def encode_event(run: str, event: DetectorEvent) -> dict[str, Any]:
-    """The JSON object of one trace line: tool names, digests, outcome kinds and timings."""
+def encode_event(run: str, event: DetectorEvent, *, secret: bytes | None = None) -> dict[str, Any]:
+    """The JSON object of one trace line: tool names, digests, outcome kinds and timings.
+
+    Digests are keyed with ``secret`` (the process's own when ``None``), never written as
+    the detector computed them.
+    """
     line: dict[str, Any] = {"v": TRACE_VERSION, "run": run, "t": event.elapsed, "e": event.kind}
     if event.kind in ("tool_call", "tool_result"):
-        line["tool"] = event.tool
-        line["d"] = event.digest
+        line["tool"] = safe_tool_name(event.tool)
+        line["d"] = public_digest(event.digest, secret)
         if event.call_id is not None:
-            line["id"] = _call_id(event.call_id)
+            line["id"] = _call_id(event.call_id, secret)
         if event.kind == "tool_result":
             line["outcome"] = "error" if event.error else "ok"
             if event.near is not None:
@@ -138,7 +147,7 @@ def encode_event(run: str, event: DetectorEvent) -> dict[str, Any]:
             if event.info is not None:
                 line["i"] = event.info
     elif event.kind == "assistant_message":
-        line["d"] = event.digest
+        line["d"] = public_digest(event.digest, secret)
         line["calls"] = event.calls
         if not event.in_context:
             line["ctx"] = False
@@ -147,7 +156,7 @@ def encode_event(run: str, event: DetectorEvent) -> dict[str, Any]:
         encoded: dict[str, Any] = {
             "action": verdict.action,
             "signal": verdict.signal.value,
-            "tool": verdict.tool,
+            "tool": None if verdict.tool is None else safe_tool_name(verdict.tool),
             "count": verdict.count,
             "threshold": verdict.threshold,
         }
@@ -181,6 +190,7 @@ class TraceRecorder:
         self._file: IO[str] | None = None
         self._finalizer: Callable[[], Any] | None = None  # closes the file
         self._failed = False
+        self._secret = new_secret()  # keys the digests written; never written itself
 
     @property
     def path(self) -> Path:
@@ -198,7 +208,12 @@ class TraceRecorder:
     def write(self, run: str, events: Iterable[DetectorEvent]) -> None:
         """Append ``events`` of ``run``, one line each, then flush; never raises."""
         text = "".join(
-            json.dumps(encode_event(run, event), ensure_ascii=False, separators=(",", ":")) + "\n"
+            json.dumps(
+                encode_event(run, event, secret=self._secret),
+                ensure_ascii=False,
+                separators=(",", ":"),
+            )
+            + "\n"
             for event in events
         )
         if not text:

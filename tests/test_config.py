@@ -8,6 +8,7 @@ import os
 import pickle
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -136,7 +137,7 @@ def load(home: Path, project: Path) -> Loader:
 
     def _load(env: Mapping[str, str] | None = None, **values: object) -> LoopGuardConfig:
         environ = {"HOME": str(home), **(env or {})}
-        return LoopGuardConfig.load(_environ=environ, _cwd=project, **values)
+        return LoopGuardConfig._load(values, environ=environ, cwd=project)
 
     return _load
 
@@ -542,7 +543,7 @@ def test_config_module_imports_no_langchain(tmp_path: Path) -> None:
         "    sys.modules[name] = None  # importing any of them now fails\n"
         "from langchain_loop_guard._config import LoopGuardConfig\n"
         "here = pathlib.Path(sys.argv[1])\n"
-        "LoopGuardConfig.load(_environ={'HOME': str(here)}, _cwd=here).describe()\n"
+        "LoopGuardConfig._load({}, environ={'HOME': str(here)}, cwd=here).describe()\n"
     )
     subprocess.run([sys.executable, "-c", code, str(tmp_path)], check=True, timeout=60)
 
@@ -669,7 +670,7 @@ def test_global_file_falls_back_to_the_home_directory(
     """Without ``XDG_CONFIG_HOME`` or ``HOME``, the user's home directory is asked."""
     write(tmp_path / "h" / ".config" / "loop-guard" / "config.json", {"nudges": 5})
     monkeypatch.setattr(Path, "home", lambda: tmp_path / "h")
-    assert LoopGuardConfig.load(_environ={}, _cwd=project).nudges == 5
+    assert LoopGuardConfig._load({}, environ={}, cwd=project).nudges == 5
 
 
 def test_no_home_directory_means_no_global_file(
@@ -682,7 +683,7 @@ def test_no_home_directory_means_no_global_file(
         raise RuntimeError(msg)
 
     monkeypatch.setattr(Path, "home", no_home)
-    assert LoopGuardConfig.load(_environ={}, _cwd=project) == LoopGuardConfig()
+    assert LoopGuardConfig._load({}, environ={}, cwd=project) == LoopGuardConfig()
 
 
 def test_load_reads_the_real_environment_and_working_directory(
@@ -858,7 +859,10 @@ BAD_FILES = [
         id="unknown-key",
     ),
     pytest.param(
-        '{"maxTurns": "12"}', "key 'maxTurns': got '12'", "an integer >= 1", id="string-number"
+        '{"maxTurns": "12"}',
+        "key 'maxTurns': got '12'",
+        "an integer from 1 to 1,000,000,000",
+        id="string-number",
     ),
     pytest.param(
         '{"progressAware": "false"}',
@@ -928,12 +932,156 @@ def test_file_that_is_not_utf8_is_an_error(load: Loader, project_file: Path) -> 
     assert f"project file {project_file}: unreadable ('utf-8' codec can't decode" in str(error)
 
 
-def test_unreadable_file_is_an_error(load: Loader, project_file: Path) -> None:
-    """A project file that cannot be read (here, a directory) is an error."""
+def test_directory_as_config_file_is_an_error(load: Loader, project_file: Path) -> None:
+    """A project file that is a directory is refused, naming the path."""
     project_file.mkdir()
     error = load_error(load)
-    assert f"project file {project_file}: unreadable (" in str(error)
+    assert f"project file {project_file}: a directory, not read" in str(error)
     assert error.allowed == "a UTF-8 file holding a JSON object of configuration keys"
+
+
+def test_file_that_cannot_be_opened_is_an_error(load: Loader, project_file: Path) -> None:
+    """A project file that cannot be opened (a dangling link's loop, here) is an error."""
+    project_file.symlink_to(project_file)  # a link to itself: opening it fails (ELOOP)
+    error = load_error(load)
+    assert f"project file {project_file}: unreadable (" in str(error)
+
+
+def _load_in_thread(load: Loader, env: Mapping[str, str]) -> BaseException | None:
+    """Run ``load(env)`` in a thread; the exception it raised (fails the test if it hangs)."""
+    outcome: list[BaseException | None] = []
+
+    def target() -> None:
+        try:
+            load(env)
+        except BaseException as exc:  # handed to the test
+            outcome.append(exc)
+        else:
+            outcome.append(None)
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(timeout=10)
+    assert outcome, "loading the configuration hung"
+    return outcome[0]
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_fifo_as_config_file_is_refused_without_waiting_for_a_writer(
+    load: Loader, project: Path
+) -> None:
+    """``LOOP_GUARD_CONFIG`` naming a FIFO is an error at once, not a wait for a writer."""
+    fifo = project / "guard.fifo"
+    os.mkfifo(fifo)
+    error = _load_in_thread(load, {"LOOP_GUARD_CONFIG": str(fifo)})
+    assert isinstance(error, LoopGuardConfigError)
+    assert f"project file {fifo}: not a regular file, not read" in str(error)
+
+
+@pytest.mark.skipif(not Path("/dev/zero").exists(), reason="no /dev/zero here")
+def test_device_as_config_file_is_refused_before_reading(load: Loader) -> None:
+    """``LOOP_GUARD_CONFIG=/dev/zero`` is an error, not a read until memory runs out."""
+    error = _load_in_thread(load, {"LOOP_GUARD_CONFIG": "/dev/zero"})
+    assert isinstance(error, LoopGuardConfigError)
+    assert "project file /dev/zero: not a regular file, not read" in str(error)
+
+
+def test_config_file_larger_than_the_limit_is_refused(load: Loader, project_file: Path) -> None:
+    """A configuration file over 1 MiB is refused (a real one is a few hundred bytes)."""
+    write(project_file, '{"nudges": 1}' + " " * (1 << 20))
+    error = load_error(load)
+    assert f"project file {project_file}: larger than 1,048,576 bytes, not read" in str(error)
+
+
+def test_config_file_at_the_limit_is_read(load: Loader, project_file: Path) -> None:
+    """A file of exactly 1 MiB is still read."""
+    text = '{"nudges": 1}'
+    write(project_file, text + " " * ((1 << 20) - len(text)))
+    assert project_file.stat().st_size == 1 << 20
+    assert load().nudges == 1
+
+
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [
+        pytest.param("[" * 100_000 + "]" * 100_000, "nested too deeply", id="deep-array"),
+        pytest.param('{"a":' * 100_000 + "1" + "}" * 100_000, "nested too deeply", id="deep"),
+        pytest.param('{"maxTurns": ' + "9" * 5_000 + "}", "integer", id="5000-digit-number"),
+    ],
+)
+def test_hostile_json_is_a_config_error_naming_the_file(
+    load: Loader, project_file: Path, content: str, says: str
+) -> None:
+    """Deep nesting and huge numbers are configuration errors, never a traceback."""
+    write(project_file, content)
+    error = _load_in_thread(load, {})
+    assert isinstance(error, LoopGuardConfigError), repr(error)
+    assert str(error).startswith(
+        f"invalid loop-guard configuration: project file {project_file}: not valid JSON: "
+    )
+    assert says in str(error)
+    assert error.source == f"project file {project_file}"
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("max_turns", 10**5_000),
+        ("turn_timeout_ms", 10**5_000),
+        ("repeat_tool_threshold", 10**5_000),
+        ("tool_threshold_overrides", {"bash": 10**5_000}),
+        ("ignore_tools", [10**5_000]),
+    ],
+    ids=["max_turns", "turn_timeout_ms", "repeat_tool_threshold", "overrides", "ignore_tools"],
+)
+def test_huge_numbers_in_code_are_config_errors(field: str, value: object) -> None:
+    """A 5,000-digit number passed in code is a ``LoopGuardConfigError``, never accepted."""
+    error = config_error(**{field: value})
+    assert error.source == "code"
+    assert error.key == field
+    assert "too large to show" in str(error)
+
+
+def test_the_largest_turn_limits_are_accepted() -> None:
+    """The bounds themselves are valid values."""
+    config = LoopGuardConfig(max_turns=10**9, turn_timeout_ms=10**12)
+    assert (config.max_turns, config.turn_timeout_ms) == (10**9, 10**12)
+
+
+def test_huge_number_in_the_environment_is_a_config_error(load: Loader) -> None:
+    """A 5,000-digit ``LOOP_GUARD_*`` value is an error naming the variable."""
+    error = load_error(load, {"LOOP_GUARD_MAX_TURNS": "9" * 5_000})
+    assert error.source == "environment LOOP_GUARD_MAX_TURNS"
+
+
+@pytest.mark.parametrize("key", ["_environ", "_cwd", "_sources", "_anything"])
+def test_private_keys_are_not_configuration_in_code(key: str) -> None:
+    """``_environ``, ``_cwd`` and any other ``_`` key are refused wherever values are passed."""
+    for build in (
+        lambda: LoopGuardConfig(**{key: {}}),
+        lambda: LoopGuardConfig.load(**{key: {}}),
+        lambda: LoopGuardConfig().merged(**{key: {}}),
+    ):
+        with pytest.raises(LoopGuardConfigError) as info:
+            build()
+        assert f"private key {key!r} is not configuration" in str(info.value)
+        assert info.value.key == key
+
+
+def test_private_key_in_a_file_is_an_error(load: Loader, project_file: Path) -> None:
+    """A ``_`` key in a configuration file is refused, naming the file."""
+    write(project_file, {"_environ": {}, "nudges": 1})
+    error = load_error(load)
+    assert error.source == f"project file {project_file}"
+    assert "private key '_environ' is not configuration" in str(error)
+
+
+def test_no_value_passed_to_load_drops_the_environment(load: Loader) -> None:
+    """``LOOP_GUARD_*`` variables are read whatever values ``load`` is given."""
+    with pytest.raises(LoopGuardConfigError):
+        load({"LOOP_GUARD_NUDGES": "2"}, _environ={})
+    assert load({"LOOP_GUARD_NUDGES": "2"}, nudges=3).nudges == 3
+    assert load({"LOOP_GUARD_NUDGES": "2"}, mode="observe").nudges == 2
 
 
 # --- environment -------------------------------------------------------------------------------
@@ -1043,9 +1191,9 @@ BAD_ENVIRONMENT = [
     ("LOOP_GUARD_MODE", "loud", "one of 'on', 'observe', 'off'"),
     ("LOOP_GUARD_LOCALE", "fr", "one of 'en', 'ko'"),
     ("LOOP_GUARD_SCOPE", "graph", "one of 'run', 'thread'"),
-    ("LOOP_GUARD_MAX_TURNS", "many", "an integer >= 1"),
-    ("LOOP_GUARD_MAX_TURNS", "0", "an integer >= 1"),
-    ("LOOP_GUARD_TURN_TIMEOUT_MS", "1.5", "an integer >= 1 (milliseconds)"),
+    ("LOOP_GUARD_MAX_TURNS", "many", "an integer from 1 to 1,000,000,000"),
+    ("LOOP_GUARD_MAX_TURNS", "0", "an integer from 1 to 1,000,000,000"),
+    ("LOOP_GUARD_TURN_TIMEOUT_MS", "1.5", "an integer from 1 to 1,000,000,000,000 (milliseconds)"),
     ("LOOP_GUARD_REPEAT_TOOL", "1", "an integer from 2 to 1000"),
     ("LOOP_GUARD_REPEAT_ERROR", "1001", "an integer from 2 to 1000"),
     ("LOOP_GUARD_REPEAT_ASSISTANT", "", "an integer from 2 to 1000"),
@@ -1163,6 +1311,6 @@ def test_any_valid_config_round_trips_through_a_camel_case_file(
     config = LoopGuardConfig(**values)
     directory = tmp_path_factory.mktemp("round-trip")
     write(directory / ".loop-guard.json", config.model_dump(mode="json", by_alias=True))
-    loaded = LoopGuardConfig.load(_environ={"HOME": str(directory)}, _cwd=directory)
+    loaded = LoopGuardConfig._load({}, environ={"HOME": str(directory)}, cwd=directory)
     assert loaded == config
     assert hash(loaded) == hash(config)

@@ -499,17 +499,98 @@ def test_root_end_frees_the_run_and_its_tree(ending: str) -> None:
     assert (handler._runs, handler._roots, handler._open) == ({}, {}, {})
 
 
-def test_registry_evicts_the_least_recent_run_beyond_its_bound() -> None:
-    """Runs that never report their end are forgotten, least recently active first."""
-    handler = guard()
-    handler.max_runs = 3  # type: ignore[misc]
+def _loop(run: Run, times: int = 3) -> bool:
+    """Call ``read_file`` with the same arguments ``times`` times; whether the guard stopped it."""
+    try:
+        for _ in range(times):
+            run.tool("read_file", {"path": "a.py"}, "contents")
+    except LoopDetected:
+        return True
+    return False
+
+
+def test_runs_in_flight_beyond_max_runs_are_all_guarded() -> None:
+    """40 looping runs in flight on a registry of 16: every one is stopped, none forgotten."""
+    handler = LoopGuardCallbackHandler(LoopGuardConfig(), max_runs=16)
+    runs = [Run(handler) for _ in range(40)]
+    for round_ in range(2):  # interleaved, as concurrent runs are
+        for run in runs:
+            run.tool("read_file", {"path": "a.py"}, "contents")
+            assert len(handler._roots) == 40, f"round {round_}"
+    stopped = [_loop(run, times=1) for run in runs]
+    assert stopped == [True] * 40
+    assert handler.status().shed_runs == 0
+
+
+def test_runs_beyond_four_times_max_runs_are_shed_loudly_and_counted(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Only beyond 4 x max_runs is a new run left unguarded: a WARNING, and a count."""
+    handler = LoopGuardCallbackHandler(LoopGuardConfig(), max_runs=4)
+    with caplog.at_level(logging.WARNING, logger="langchain_loop_guard"):
+        runs = [Run(handler) for _ in range(20)]
+    assert [_loop(run) for run in runs] == [True] * 16 + [False] * 4
+    status = handler.status()
+    assert (status.active_runs, status.shed_runs) == (16, 4)
+    assert "runs not guarded (registry full)  4" in str(status)
+    warnings = [
+        r.getMessage()
+        for r in caplog.records
+        if r.levelno == logging.WARNING and "registry" in r.getMessage()
+    ]
+    assert len(warnings) == 3  # the 1st, 2nd and 4th: loud, but not a line per run
+    assert "is not guarded (1 runs shed so far). Raise max_runs." in warnings[0]
+    # the shed runs' nested events started no detector of their own under a nested id
+    assert len(handler._runs) == 16
+
+
+def test_registry_forgets_the_least_recent_idle_run_beyond_its_bound(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Runs that never report their end are forgotten once idle, least recently active first."""
+    handler = LoopGuardCallbackHandler(LoopGuardConfig(), max_runs=3)
     runs = [Run(handler) for _ in range(3)]
+    monkeypatch.setattr("langchain_loop_guard._handler._IDLE_S", 0.0)  # every run is idle now
     runs[0].tool("read_file", {"path": "a.py"})  # the first run is now the most recent
     runs.append(Run(handler))
     assert handler.status().active_runs == 3
     assert handler.inspect(runs[1].id) is None
     assert handler.inspect(runs[0].id) is not None
     assert set(handler._roots) == {runs[0].id, runs[2].id, runs[3].id}
+
+
+def test_late_events_of_a_forgotten_run_start_no_new_detector(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A forgotten run's late events are ignored, never taken for a new top-level run."""
+    handler = LoopGuardCallbackHandler(LoopGuardConfig(), max_runs=1)
+    old = Run(handler)
+    node = old.node()
+    monkeypatch.setattr("langchain_loop_guard._handler._IDLE_S", 0.0)  # the old run is idle now
+    Run(handler)  # the old run is idle: forgotten to make room
+    tool = uuid4()
+    handler.on_tool_start({"name": "read_file"}, "{}", run_id=tool, parent_run_id=node, inputs={})
+    old.tool("read_file", {"path": "a.py"})
+    assert len(handler._runs) == 1
+    assert node not in handler._roots
+    assert old.id not in handler._roots
+
+
+def test_max_runs_must_be_a_positive_whole_number() -> None:
+    """A bad capacity is a configuration error naming the argument."""
+    for bad in (0, -1, 2.5, "16", True):
+        with pytest.raises(LoopGuardConfigError) as info:
+            LoopGuardCallbackHandler(LoopGuardConfig(), max_runs=bad)  # type: ignore[arg-type]
+        assert info.value.key == "max_runs"
+
+
+def test_thread_whose_invocations_never_end_keeps_a_bounded_number_of_roots() -> None:
+    """10,000 invocations of one thread that never report their end: roots stay bounded."""
+    handler = guard(scope="thread")
+    runs = [Run(handler, thread_id="t1") for _ in range(10_000)]
+    assert len(handler._roots) <= 64
+    assert len(handler._runs["t1"].roots) <= 64
+    assert _loop(runs[0])  # the oldest invocation's events still count toward the thread
 
 
 def test_run_tree_is_bounded() -> None:

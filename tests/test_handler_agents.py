@@ -486,7 +486,8 @@ def test_detector_failure_fails_open_with_one_warning(
         msg = "detector bug"
         raise RuntimeError(msg)
 
-    monkeypatch.setattr(LoopDetector, "tool_call", broken)
+    # the handler feeds events digested outside its lock, through ``replay``
+    monkeypatch.setattr(LoopDetector, "replay", broken)
     read_file = scripted_tool("read_file", "contents")
     with caplog.at_level(logging.WARNING, logger="langchain_loop_guard"):
         messages, _ = run_agent(
@@ -495,7 +496,7 @@ def test_detector_failure_fails_open_with_one_warning(
     assert messages[-1].text == "done"
     assert read_file.calls == 4
     assert len(caplog.records) == 1
-    assert "internal error in tool_call" in caplog.records[0].getMessage()
+    assert "internal error in replay" in caplog.records[0].getMessage()
 
 
 # --- state is freed -------------------------------------------------------------------------------

@@ -215,7 +215,11 @@ def warnings_logged(caplog: pytest.LogCaptureFixture) -> pytest.LogCaptureFixtur
     return caplog
 
 
-@pytest.mark.parametrize("method", ["tool_call", "tool_result", "turn_start", "assistant_message"])
+# The detector's decisions, digests in: the handler digests outside its lock and feeds
+# ``replay``, the graph guards call the public methods; both end up here.
+@pytest.mark.parametrize(
+    "method", ["_tool_call", "_tool_result", "_turn_start", "_assistant_message"]
+)
 @pytest.mark.parametrize("integration", INTEGRATIONS)
 @pytest.mark.parametrize("how", ["invoke", "ainvoke"])
 def test_guard_failure_lets_the_run_complete_with_one_warning(
@@ -262,7 +266,7 @@ def test_only_a_deliberate_stop_raises_while_the_guard_is_failing(
     warnings_logged: pytest.LogCaptureFixture,
 ) -> None:
     """With results failing to register, repeated calls are still stopped, and only so."""
-    monkeypatch.setattr(LoopDetector, "tool_result", _broken)
+    monkeypatch.setattr(LoopDetector, "_tool_result", _broken)
     agent = fleet(integration)
     assert agent.run("repeat", 1) == SPEC_OUTCOMES["repeat"]
     assert agent.run("productive", 2) == SPEC_OUTCOMES["productive"]

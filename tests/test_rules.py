@@ -366,7 +366,22 @@ def test_n4_status_polls_whose_words_change_are_never_stopped() -> None:
 def test_n5_paging_and_directory_walks_are_never_stopped() -> None:
     """N5: scroll_down through a file; ls through directories; edit → test, output changing."""
     agent = Agent()
-    words = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa", "lambda", "mu", "nu", "xi"]
+    words = [
+        "alpha",
+        "beta",
+        "gamma",
+        "delta",
+        "epsilon",
+        "zeta",
+        "eta",
+        "theta",
+        "iota",
+        "kappa",
+        "lambda",
+        "mu",
+        "nu",
+        "xi",
+    ]
     for n, word in enumerate(words):
         page = f"line {n * 100}: def {word}(): ...\nline {n * 100 + 1}: return {word}_value"
         assert agent.turn(("scroll_down", {}, page)) is None

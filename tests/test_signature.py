@@ -5,11 +5,13 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import enum
+import itertools
 import json
 import os
 import re
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -100,7 +102,7 @@ class HostileItems(Mapping[str, int]):
     """A mapping whose ``items()`` and ``repr()`` raise."""
 
     def __getitem__(self, key: str) -> int:
-        raise KeyError(key)
+        return len(key)
 
     def __iter__(self) -> Iterator[str]:
         raise RuntimeError("no iteration")
@@ -689,3 +691,79 @@ def test_a_validation_error_is_keyed_without_the_input_it_echoes() -> None:
     )
     echoed = 'bad input_value="a, b" input_type=dict'
     assert error_key("t", echoed) == error_key("t", 'bad input_value="c" input_type=list')
+
+
+# --- the canonicalization budget ---------------------------------------------------------------
+
+
+class _Endless(Mapping[str, int]):
+    """A mapping whose ``items()`` never ends."""
+
+    def __getitem__(self, key: str) -> int:
+        return len(key)
+
+    def __iter__(self) -> Iterator[str]:
+        return (str(n) for n in itertools.count())
+
+    def __len__(self) -> int:
+        return 0
+
+
+class _List(list[object]):
+    """A list subclass: never plain JSON, so it is always normalized."""
+
+
+def test_a_mapping_whose_items_never_end_is_cut_quickly_and_marked() -> None:
+    """Normalization stops at its item budget and says so, instead of running out of memory."""
+    started = time.perf_counter()
+    text = canonical({"query": _Endless()})
+    assert time.perf_counter() - started < 10
+    assert '"$truncated":"items"' in text
+    assert len(text) < 10 << 20
+    assert call_signature("t", {"q": _Endless()}) == call_signature("t", {"q": _Endless()})
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda n: _List(range(n)),
+        lambda n: set(range(n)),
+        lambda n: {f"k{i}": i for i in range(n)} | {"x": 1.5},
+    ],
+    ids=["list", "set", "mapping"],
+)
+def test_containers_beyond_the_item_budget_are_marked_truncated(
+    make: Callable[[int], object], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Beyond the item budget the container is cut and marked, and what follows it too."""
+    monkeypatch.setattr("langchain_loop_guard._signature._MAX_ITEMS", 100)
+    text = canonical(_List([make(500), {"after": [1.5]}]))
+    assert text.count('"$truncated":"items"') == 2  # the big one and the list holding it
+    assert "after" not in text
+    assert canonical(_List([make(50)])).count("$truncated") == 0
+
+
+def test_normalization_beyond_its_time_budget_is_cut_and_marked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A value that takes too long is cut, marked ``time``."""
+    monkeypatch.setattr("langchain_loop_guard._signature._MAX_SECONDS", -1.0)
+    text = canonical(_List(range(5_000)))
+    assert text.endswith('{"$truncated":"time"}]')
+    assert 0 < text.count(",") <= 1024  # cut at the first look at the clock
+
+
+def test_strings_and_bytes_beyond_the_character_budget_are_digested_not_copied(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Past the character budget, strings and bytes are written as digests: still apart."""
+    monkeypatch.setattr("langchain_loop_guard._signature._MAX_CHARS", 1_000)
+    big, other = "a" * 2_000, "a" * 1_999 + "b"
+    assert canonical(_List([big])) == canonical(_List([big]))
+    assert canonical(_List([big])) != canonical(_List([other]))
+    assert big not in canonical(_List([big]))
+    assert '"$str"' in canonical(_List([big]))
+    assert canonical(_List([b"x" * 2_000])) != canonical(_List([b"x" * 1_999 + b"y"]))
+    assert '{"$bytes":"' in canonical(_List([b"x" * 2_000]))
+    assert "eHh4" not in canonical(_List([b"x" * 2_000]))  # not its base64 text
+    assert canonical(_List(["short"])) == '["short"]'

@@ -1,0 +1,74 @@
+"""What may leave the process: digests keyed with a secret, tool names made safe to show.
+
+The detector's digests are short, unkeyed hashes of (normalized) content. Inside the process
+that is all they need to be. Where they leave it (a ``record_to=`` trace, a log record, the
+``inspect`` view, an exception, a custom trace event) an unkeyed digest of a small value (a
+four-digit PIN, a yes/no answer, an amount) could be reversed by hashing every candidate. So
+every digest that leaves the process goes through :func:`public_digest` first: a BLAKE2b keyed
+with a random secret that this process draws at import and never writes anywhere. Equal
+digests stay equal (within one process), which is all that reading a trace or an inspection
+needs; nobody without the secret can test a guess.
+
+Tool names are what a model wrote; :func:`safe_tool_name` bounds their length and replaces
+control characters, so that a made-up name cannot forge a log line or bloat what is stored.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from typing import Final, overload
+
+__all__ = ["MAX_TOOL_NAME", "new_secret", "public_digest", "safe_tool_name"]
+
+MAX_TOOL_NAME: Final = 200
+"""The longest tool name kept or shown, in characters (longer ones end in ``…``)."""
+
+_SECRET_SIZE: Final = 32
+_PERSON: Final = b"loop-guard-pub"
+
+
+def new_secret() -> bytes:
+    """A fresh random key for :func:`public_digest` (a trace recorder draws its own)."""
+    return os.urandom(_SECRET_SIZE)
+
+
+_PROCESS_SECRET: Final = new_secret()
+
+
+@overload
+def public_digest(value: str, secret: bytes | None = None) -> str: ...
+@overload
+def public_digest(value: None, secret: bytes | None = None) -> None: ...
+def public_digest(value: str | None, secret: bytes | None = None) -> str | None:
+    """``value`` (a digest) keyed with ``secret`` (the process's own when ``None``).
+
+    The result has the length of ``value`` (at least 8 and at most 32 hex digits), so a
+    shortened digest stays as short as it was.
+    """
+    if value is None:
+        return None
+    size = min(max(len(value) // 2, 4), 16)
+    hasher = hashlib.blake2b(
+        value.encode("utf-8", "surrogatepass"),
+        digest_size=size,
+        key=_PROCESS_SECRET if secret is None else secret,
+        person=_PERSON,
+    )
+    return hasher.hexdigest()
+
+
+def safe_tool_name(name: object) -> str:
+    """``name`` as a tool name that is safe to keep, log and show.
+
+    At most :data:`MAX_TOOL_NAME` characters (a longer one is cut and ends in ``…``), and every
+    character that is not printable (newlines, escapes, bidirectional controls) replaced by
+    ``?``. A name that is not a string is shown by its type.
+    """
+    if not isinstance(name, str):
+        name = f"<{type(name).__name__}>"
+    if len(name) <= MAX_TOOL_NAME and name.isprintable():
+        return name
+    if len(name) > MAX_TOOL_NAME:
+        name = name[: MAX_TOOL_NAME - 1] + "…"
+    return "".join(char if char.isprintable() else "?" for char in name)

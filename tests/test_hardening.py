@@ -1,0 +1,394 @@
+"""Hostile input, load and leaks: what every guard object must withstand (SPEC §5, §8)."""
+
+from __future__ import annotations
+
+import gc
+import json
+import logging
+import re
+import threading
+import time
+import types
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from uuid import UUID, uuid4
+
+import pytest
+from guard_scenarios import AGAIN, LOOPS, loop_harness, stop_message
+from langchain.agents import create_agent
+from langchain_core.messages import AIMessage, HumanMessage, ToolCall
+from langchain_core.outputs import ChatGeneration, LLMResult
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.errors import GraphInterrupt
+
+from langchain_loop_guard import LoopDetector, LoopGuardConfig, LoopGuardConfigError
+from langchain_loop_guard._handler import LoopGuardCallbackHandler
+from langchain_loop_guard._interrupt import LoopDetected
+from langchain_loop_guard._middleware import LoopGuardMiddleware
+from langchain_loop_guard._node import LoopGuardNode
+from langchain_loop_guard._signature import call_signature, error_key, outcome_digest
+from langchain_loop_guard._trace import read_trace
+from langchain_loop_guard.testing import ScriptedChatModel, call, scripted_tool
+
+# --- helpers ---------------------------------------------------------------------------------
+
+
+class Run:
+    """One top-level run of a handler, its callbacks fired as LangGraph fires them."""
+
+    def __init__(self, handler: LoopGuardCallbackHandler, thread_id: str | None = None) -> None:
+        self.handler = handler
+        self.id = uuid4()
+        self.metadata = {"thread_id": thread_id} if thread_id else {}
+        handler.on_chain_start(None, {}, run_id=self.id, parent_run_id=None, metadata=self.metadata)
+
+    def node(self) -> UUID:
+        node = uuid4()
+        self.handler.on_chain_start(
+            None, {}, run_id=node, parent_run_id=self.id, metadata=self.metadata
+        )
+        return node
+
+    def model(self, answer: AIMessage) -> None:
+        node, llm = self.node(), uuid4()
+        self.handler.on_chat_model_start(
+            {}, [[]], run_id=llm, parent_run_id=node, metadata=self.metadata
+        )
+        result = LLMResult(generations=[[ChatGeneration(message=answer)]])
+        self.handler.on_llm_end(result, run_id=llm, parent_run_id=node)
+        self.handler.on_chain_end({}, run_id=node, parent_run_id=self.id)
+
+    def tool(
+        self,
+        name: str,
+        args: dict[str, Any],
+        output: Any = "ok",
+        *,
+        error: BaseException | None = None,
+    ) -> None:
+        node, tool = self.node(), uuid4()
+        self.handler.on_tool_start(
+            {"name": name}, str(args), run_id=tool, parent_run_id=node, inputs=args
+        )
+        if error is not None:
+            self.handler.on_tool_error(error, run_id=tool, parent_run_id=node)
+        else:
+            self.handler.on_tool_end(output, run_id=tool, parent_run_id=node)
+        self.handler.on_chain_end({}, run_id=node, parent_run_id=self.id)
+
+    def end(self, error: BaseException | None = None) -> None:
+        if error is None:
+            self.handler.on_chain_end({}, run_id=self.id, parent_run_id=None)
+        else:
+            self.handler.on_chain_error(error, run_id=self.id, parent_run_id=None)
+
+
+_OPAQUE = (
+    type,
+    types.ModuleType,
+    types.FunctionType,
+    types.BuiltinFunctionType,
+    types.MethodType,
+    types.CodeType,
+    types.FrameType,
+    logging.Logger,
+)
+
+
+def reachable_strings(root: object) -> Iterator[str]:
+    """Every string reachable from ``root``'s data (not through code, classes or modules)."""
+    seen: set[int] = set()
+    stack: list[object] = [root]
+    while stack:
+        obj = stack.pop()
+        if id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        if isinstance(obj, str):
+            yield obj
+        elif isinstance(obj, bytes | bytearray):
+            yield bytes(obj).decode("latin-1")
+        elif not isinstance(obj, _OPAQUE):
+            stack.extend(gc.get_referents(obj))
+
+
+def holds(root: object, canary: str) -> bool:
+    return any(canary in text for text in reachable_strings(root))
+
+
+def _clean_environment(monkeypatch: pytest.MonkeyPatch, where: Path) -> None:
+    monkeypatch.chdir(where)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(where / "xdg"))
+    for name in [n for n in __import__("os").environ if n.startswith("LOOP_GUARD_")]:
+        monkeypatch.delenv(name)
+
+
+GUARDS = [LoopGuardCallbackHandler, LoopGuardMiddleware, LoopGuardNode]
+
+
+# --- configuration reaching a guard constructor ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "content",
+    ["[" * 100_000 + "]" * 100_000, '{"maxTurns": ' + "7" * 5_000 + "}"],
+    ids=["100k-deep", "5000-digit-number"],
+)
+@pytest.mark.parametrize("make", GUARDS, ids=lambda g: g.__name__)
+def test_guard_constructors_turn_hostile_config_files_into_config_errors(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, content: str, make: Any
+) -> None:
+    """Never a ``RecursionError`` or bare ``ValueError``: a config error naming the file."""
+    _clean_environment(monkeypatch, tmp_path)
+    (tmp_path / ".loop-guard.json").write_text(content, "utf-8")
+    with pytest.raises(LoopGuardConfigError) as info:
+        make()
+    assert info.value.source == f"project file {tmp_path / '.loop-guard.json'}"
+
+
+@pytest.mark.parametrize("make", GUARDS, ids=lambda g: g.__name__)
+@pytest.mark.parametrize("key", ["_environ", "_cwd"])
+def test_guard_constructors_refuse_private_keys(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, make: Any, key: str
+) -> None:
+    """``config={"_environ": {}}`` is refused, not a way to drop every LOOP_GUARD_* variable."""
+    _clean_environment(monkeypatch, tmp_path)
+    with pytest.raises(LoopGuardConfigError) as info:
+        make({key: {}})
+    assert info.value.key == key
+
+
+# --- digests that leave the process reveal nothing ------------------------------------------------
+
+PINS = [f"{number:04d}" for number in range(10_000)]
+
+
+def _hex_words(text: str) -> set[str]:
+    return set(re.findall(r"[0-9a-f]{8,}", text))
+
+
+def test_pin_cannot_be_recovered_from_a_trace_by_dictionary_attack(tmp_path: Path) -> None:
+    """Every digest a trace holds is keyed: hashing all 10,000 PINs finds none of them."""
+    pin = "4821"
+    trace = tmp_path / "trace.jsonl"
+    handler = LoopGuardCallbackHandler(LoopGuardConfig(), record_to=trace)
+    run = Run(handler)
+    run.tool("check_pin", {"pin": pin}, f"PIN {pin} accepted")
+    run.tool("login", {"user": "ann"}, error=ValueError(f"wrong PIN {pin}"))
+    run.end()
+    written = _hex_words(trace.read_text("utf-8"))
+    assert len(written) >= 3  # the call, the outcome, the error key are there, keyed
+    guesses = set()
+    for guess in PINS:
+        guesses.add(call_signature("check_pin", {"pin": guess}))
+        guesses.add(outcome_digest(f"PIN {guess} accepted"))
+        guesses.add(error_key("login", ValueError(f"wrong PIN {guess}")))
+    assert call_signature("check_pin", {"pin": pin}) in guesses  # the attack is the real one
+    assert not written & guesses
+
+
+def test_keyed_trace_still_replays_to_the_same_verdicts(tmp_path: Path) -> None:
+    """Equality within a trace is kept: a replay stops the loop where the run stopped."""
+    trace = tmp_path / "trace.jsonl"
+    handler = LoopGuardCallbackHandler(LoopGuardConfig(), record_to=trace)
+    run = Run(handler)
+    for _ in range(2):
+        run.tool("check_pin", {"pin": "4821"}, "denied")
+    with pytest.raises(LoopDetected):
+        run.tool("check_pin", {"pin": "4821"}, "denied")
+    with trace.open(encoding="utf-8") as lines:
+        items = list(read_trace(trace, lines))
+    calls = [item.event.digest for item in items if item.event.kind == "tool_call"]
+    assert len(set(calls)) == 1
+    detector = LoopDetector()
+    verdicts = [detector.replay(item.event) for item in items]
+    assert [v.action for v in verdicts if v.stops] == ["block"]
+
+
+def test_pin_cannot_be_recovered_from_inspect_logs_exceptions_or_trace_events(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``inspect()``'s 8 digits, a log record's key, ``LoopDetected``'s and the custom event's
+    key: none matches the unkeyed digest of any of the 10,000 PINs."""
+    events: list[dict[str, Any]] = []
+    monkeypatch.setattr(
+        "langchain_loop_guard._handler.dispatch_custom_event", lambda _, data: events.append(data)
+    )
+    handler = LoopGuardCallbackHandler(LoopGuardConfig())
+    run = Run(handler)
+    with caplog.at_level(logging.INFO, logger="langchain_loop_guard"):
+        for _ in range(2):
+            run.tool("check_pin", {"pin": "4821"}, "denied")
+        with pytest.raises(LoopDetected) as info:
+            run.tool("check_pin", {"pin": "4821"}, "denied")
+    shown = str(handler.inspect(run.id))
+    keys = {getattr(record, "loop_guard_key", None) for record in caplog.records} - {None}
+    assert keys
+    assert info.value.verdict is not None
+    assert info.value.verdict.key is not None
+    assert events
+    full = {call_signature("check_pin", {"pin": guess}) for guess in PINS}
+    short = {digest[:8] for digest in full}
+    assert not _hex_words(shown) & short
+    assert not keys & full
+    assert info.value.verdict.key not in full
+    assert not {event["key"] for event in events} & full
+    assert call_signature("check_pin", {"pin": "4821"}) in full
+
+
+# --- only counts and digests in memory ------------------------------------------------------------
+
+
+def test_handler_keeps_no_arguments_of_calls_awaiting_human_review() -> None:
+    """scope="thread", a human review pauses before the tools: the arguments are not kept."""
+    canary = "canary-" + uuid4().hex
+    handler = LoopGuardCallbackHandler(LoopGuardConfig(scope="thread"))
+    run = Run(handler, thread_id="t1")
+    answer = AIMessage(
+        content="",
+        tool_calls=[ToolCall(name="wire", args={"iban": canary}, id="call_1", type="tool_call")],
+    )
+    run.model(answer)
+    run.end(GraphInterrupt())  # paused for review before any tool ran
+    del answer
+    assert handler._runs["t1"].announced  # the call is still awaited
+    assert not holds(handler, canary)
+
+
+def test_middleware_keeps_no_system_prompt_after_the_run() -> None:
+    """The user's system prompt is not kept by the middleware once the run is over."""
+    canary = "canary-" + uuid4().hex
+    guard = LoopGuardMiddleware(LoopGuardConfig())
+    model = ScriptedChatModel(script=[call("read_file", {"path": "a"}), "done"])
+    agent = create_agent(
+        model,
+        [scripted_tool("read_file", lambda args: "text")],
+        system_prompt=f"You are helpful. {canary}",
+        middleware=[guard],
+    )
+    agent.invoke({"messages": [HumanMessage("go")]})
+    assert not holds(guard, canary)
+
+
+# --- bounded, sanitized tool names ----------------------------------------------------------------
+
+
+def test_made_up_tool_names_are_cut_and_cannot_forge_log_lines(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A 100 kB tool name with a newline: at most 200 characters, no control characters."""
+    name = "evil\nloop-guard block: run=forged\x1b[2J" + "x" * 100_000
+    handler = LoopGuardCallbackHandler(LoopGuardConfig())
+    run = Run(handler)
+    with caplog.at_level(logging.INFO, logger="langchain_loop_guard"):
+        for _ in range(2):
+            run.tool(name, {"a": 1})
+        with pytest.raises(LoopDetected) as info:
+            run.tool(name, {"a": 1})
+    tool = info.value.tool
+    assert tool is not None
+    assert len(tool) == 200
+    assert tool.endswith("…")
+    assert tool.isprintable()
+    for record in caplog.records:
+        message = record.getMessage()
+        assert "\n" not in message
+        assert "\x1b" not in message
+        assert len(message) < 1_000
+    inspection = handler.inspect(run.id)
+    assert inspection is not None
+    assert all(len(c.tool) <= 200 and c.tool.isprintable() for c in inspection.recent)
+
+
+def test_made_up_tool_names_do_not_bloat_the_checkpoint() -> None:
+    """A model naming a 100 kB tool: the guard's checkpointed state stays small."""
+    name = "made\nup" + "y" * 100_000
+    guard = LoopGuardMiddleware(LoopGuardConfig())
+    model = ScriptedChatModel(script=[call(name, {"q": 1}), "done"])
+    config = {"configurable": {"thread_id": "t1"}}
+    agent = create_agent(
+        model,
+        [scripted_tool("search", lambda args: "x")],
+        middleware=[guard],
+        checkpointer=InMemorySaver(),
+    )
+    agent.invoke({"messages": [HumanMessage("go")]}, config)
+    stored = agent.get_state(config).values["loop_guard"]
+    text = json.dumps(stored)
+    assert len(text) < 5_000
+    assert "made\\nup" not in text
+
+
+# --- heavy work outside the handler's lock --------------------------------------------------------
+
+
+def test_a_large_result_does_not_make_other_runs_wait() -> None:
+    """While one run's 20 MB result is digested, another run's callbacks go on."""
+    handler = LoopGuardCallbackHandler(LoopGuardConfig())
+    big, small = Run(handler), Run(handler)
+    node, tool = big.node(), uuid4()
+    handler.on_tool_start({"name": "cat"}, "{}", run_id=tool, parent_run_id=node, inputs={})
+    output = "line 12: value 0.51s id 1234567 done\n" * 550_000  # about 20 MB
+    started = threading.Event()
+    took: list[float] = []
+
+    def digest_big() -> None:
+        started.set()
+        begin = time.perf_counter()
+        handler.on_tool_end(output, run_id=tool, parent_run_id=node)
+        took.append(time.perf_counter() - begin)
+
+    worker = threading.Thread(target=digest_big)
+    worker.start()
+    started.wait()
+    waits: list[float] = []
+    while worker.is_alive():
+        begin = time.perf_counter()
+        small.tool("read_file", {"path": f"{len(waits)}.py"}, "ok")
+        waits.append(time.perf_counter() - begin)
+    worker.join()
+    assert len(waits) >= 3, f"only {len(waits)} callbacks ran in {took[0]:.2f} s"
+    # the other run's slowest callback waited far less than the big result took
+    assert max(waits) < took[0] / 3, (max(waits), took[0])
+
+
+# --- a corrupted checkpointed guard state ---------------------------------------------------------
+
+REPEAT = LOOPS[0]
+
+CORRUPTIONS = {
+    "detector a list": {"detector": []},
+    "detector a string": {"detector": "x"},
+    "detector unreadable": {"detector": {"v": 2, "calls": "x"}},
+    "at None": {"at": None},
+    "at a string": {"at": "soon"},
+    "nudged None": {"nudged": None},
+    "nudged a string": {"nudged": "2"},
+    "pending a string": {"pending": "x"},
+    "turn a string": {"turn": "yes"},
+    "not a mapping": None,
+}
+
+
+@pytest.mark.parametrize("kind", ["middleware", "node"])
+@pytest.mark.parametrize("corruption", list(CORRUPTIONS), ids=list(CORRUPTIONS))
+def test_corrupted_guard_state_is_discarded_and_the_loop_still_stopped(
+    kind: str, corruption: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """One malformed field in the checkpoint: one warning, detection afresh, loop stopped."""
+    harness = loop_harness(kind, REPEAT, on_stop="end")  # type: ignore[arg-type]
+    assert REPEAT.name == "repeat"
+    harness.invoke(text=AGAIN)  # a first run leaves a good guard state in the checkpoint
+    state = harness.state()["loop_guard"]
+    override = CORRUPTIONS[corruption]
+    corrupted = ["broken"] if override is None else {**state, **override}
+    harness.graph.update_state(harness.config, {"loop_guard": corrupted})
+    with caplog.at_level(logging.WARNING, logger="langchain_loop_guard"):
+        first = harness.invoke()["messages"]
+        second = harness.invoke()["messages"]  # and so in every later invocation
+    for messages in (first, second):
+        assert stop_message(messages).content.startswith("Loop guard stopped the run")
+    unreadable = [r for r in caplog.records if "unreadable" in r.getMessage()]
+    assert len(unreadable) == 1
+    assert isinstance(harness.state()["loop_guard"]["detector"], dict)
