@@ -813,23 +813,20 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
         return False
 
     def _human_input(self, run: _Run, messages: Sequence[BaseMessage]) -> None:
-        """Start afresh, or release the thread, when a new human message reached the model.
+        """Release a thread (``scope="thread"``) when a new human message reached its model.
 
-        The first model call a run (or a thread, in this process) makes only records the
-        latest human message: a new top-level run starts afresh anyway.
+        With ``scope="run"`` every invocation starts afresh already, and a human message a
+        node writes inside one (a critic's, a summary) is no new run. The first model call a
+        thread makes in this process only records the latest human message.
         """
+        if not run.per_thread:
+            return  # a run is one invocation: the next one starts afresh anyway
         latest = _latest_human(messages)
         if latest is None or latest == run.human:
             return
         seen, run.human = run.human, latest
-        if seen is None:
-            return
-        if run.per_thread:
+        if seen is not None:
             self.decide(run.detector, "user_message")
-        else:
-            self.decide(run.detector, "reset")
-            run.announced.clear()
-            run.paused.clear()
 
     def _unexecuted_calls(self, run: _Run, messages: Sequence[BaseMessage]) -> list[Verdict]:
         """Count the calls the model named that no tool started but the agent answered.

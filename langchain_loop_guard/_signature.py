@@ -380,9 +380,9 @@ _IDS = re.compile(
     rb"|(?<=line )[0-9]+(?=:)" % {b"w": _TEXT_WORD}
 )
 _DIGITS_AND_SPACE = b"0123456789 \t\r\n\x0b\x0c"
-LARGE = 64 * 1024
+LARGE = 32 * 1024
 """Texts longer than this (characters) are masked in their first and last parts only."""
-_HEAD, _TAIL = 32 * 1024, 16 * 1024
+_HEAD, _TAIL = 4 * 1024, 2 * 1024
 _HEX = re.compile(r"\b0x[0-9a-fA-F]+")  # memory addresses in reprs
 
 

@@ -28,6 +28,7 @@ from langchain_loop_guard._signature import (
     error_key,
     error_text,
     normalize_outcome,
+    outcome,
     outcome_digest,
 )
 
@@ -767,3 +768,21 @@ def test_strings_and_bytes_beyond_the_character_budget_are_digested_not_copied(
     assert '{"$bytes":"' in canonical(_List([b"x" * 2_000]))
     assert "eHh4" not in canonical(_List([b"x" * 2_000]))  # not its base64 text
     assert canonical(_List(["short"])) == '["short"]'
+
+
+def test_a_large_text_is_normalized_in_bounded_parts() -> None:
+    """Over 32 KB: head and tail masked as usual, the middle compared without digits and
+    whitespace; a word that changes anywhere is still a change."""
+    head = "run 7 started at 2024-05-01T10:00:00Z\n" + "x" * 5_000 + "\n"
+    tail = "\n" + "y" * 3_000 + "\nrun 7 done in 0.53s\n"
+
+    def log(n: int, word: str = "done", stamp: str = "00:00") -> str:
+        middle = "".join(f"batch {i * n} ok\n" for i in range(3_000))
+        return f"{head.replace('00:00Z', stamp + 'Z')}{middle}status {word}\n{tail}"
+
+    assert len(log(1)) > 32 * 1024
+    assert outcome(log(1)).key == outcome(log(7)).key  # numbers in the middle
+    assert outcome(log(1)).key == outcome(log(1, stamp="12:34")).key  # a timestamp in the head
+    assert outcome(log(1)).key != outcome(log(1, "failed")).key  # a word in the middle
+    assert outcome(log(1)).near == outcome(log(7)).near
+    assert error_key("t", log(1)) == error_key("t", log(3))
