@@ -20,8 +20,14 @@ and its result at their end, so parallel calls interleave as they did live. Tool
 model named that no tool run answered count as a call with an error result before the next
 model turn, as the callback handler counts them live. A trace the guard stopped (a run failed
 with ``LoopDetected``) ends with the calls its last model turn named that never finished: the
-blocked call is where the live guard stopped, and the replay stops there too. A tool run that
-never finished (an interrupted trace) has no result.
+blocked call is where the live guard stopped, and the replay stops there too; the answer of a
+model run that never finished in such a trace counts when its outputs name its calls. A tool
+run that never finished (an interrupted trace) has no result.
+
+When the guard stops a model's answer itself (its calls would stop the run), it raises in
+``on_llm_end`` before the LangSmith tracer sees the answer: the SDK then records that model run
+with no ``end_time``, no ``error`` and empty ``outputs``, and no tool run for its calls. Those
+calls are in no run of the export, so such a trace replays without the stop.
 
 Arguments, outputs, errors and message text are digested with the detector's own functions as
 each run is read and are not kept: only tool names, digests and times reach the replay. A run
@@ -206,7 +212,8 @@ def _run(path: str, line: int, obj: Mapping[str, Any], order: int) -> _Run:
         run.io = bool(inputs) and (bool(outputs) or failed or run.end is None)
         text, calls = _answer(outputs or {})
         run.calls = tuple(calls)
-        run.key = assistant_key(text) if run.end is not None and not failed else None
+        answered = run.end is not None or bool(calls)
+        run.key = assistant_key(text) if answered and not failed else None
         run.answers = _answers(inputs or {}) or None
     elif kind == "tool":
         done = run.end is not None
@@ -375,7 +382,8 @@ def _events(key: str, runs: list[_Run]) -> Iterator[TraceItem]:
                 yield item(run, moment, **_result(name, answer[1], answer[0], call_id))
             yield item(run, moment, kind="turn_start")
         elif run.kind == "llm":
-            if run.end is None or (run.failed and not (run.stopped and run.calls)):
+            unfinished = run.end is None and not (stopped and run.calls)
+            if unfinished or (run.failed and not (run.stopped and run.calls)):
                 continue  # no answer: the model call failed or never finished
             for call_id, name, sig in run.calls:
                 named[call_id] = (name, sig)

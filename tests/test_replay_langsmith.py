@@ -337,6 +337,35 @@ def _where(stop: ReplayVerdict | None) -> tuple[Signal, str | None, int] | None:
     return None if stop is None else (stop.signal, stop.tool, stop.call)
 
 
+def _untraced_answer(traced: dict[str, Any], name: str) -> dict[str, Any] | None:
+    """The model run of ``name``'s trace whose answer the SDK never saw, if any.
+
+    When the guard stops an answer itself (its calls would stop the run), it raises in
+    ``on_llm_end`` before the tracer's handler runs: the SDK sends that model run's start only
+    (no ``end_time``, no ``error``, empty ``outputs``), and no tool run for its calls.
+    """
+    trace = _trace_of(traced)[name]
+    return next(
+        (
+            run
+            for run in traced["runs"]
+            if str(run["trace_id"]) == trace
+            and run["run_type"] == "llm"
+            and run.get("end_time") is None
+            and run.get("error") is None
+            and not run.get("outputs")
+        ),
+        None,
+    )
+
+
+def _expected(traced: dict[str, Any], name: str) -> tuple[Signal, str | None, int] | None:
+    """What a replay of ``name``'s trace can give: the live stop, unless the calls it stopped
+    on are in no run of the export (then nothing in the export stops)."""
+    live = traced["live"][name][1]
+    return None if _untraced_answer(traced, name) is not None else _where(live)
+
+
 def test_the_sdk_traced_every_agent_and_the_live_guard_stopped_the_loops(
     traced: dict[str, Any],
 ) -> None:
@@ -347,6 +376,9 @@ def test_the_sdk_traced_every_agent_and_the_live_guard_stopped_the_loops(
         assert (live is None) == (name == "productive"), name
         if live is not None:
             assert live.signal is raised
+    # only the parallel agent is stopped at its model's answer (a dry run over its calls), so
+    # only its trace lacks the calls the guard stopped on
+    assert [name for name in AGENTS if _untraced_answer(traced, name)] == ["parallel"]
 
 
 @pytest.mark.parametrize("shape", SHAPES)
@@ -354,14 +386,43 @@ def test_each_langsmith_shape_replays_to_the_live_verdicts(
     shape: str, traced: dict[str, Any], tmp_path: Path
 ) -> None:
     """Same signal, tool and tool call as the live guard, for every agent (stopped, parallel,
-    productive), whatever shape the export has."""
+    productive), whatever shape the export has; except a stop at an answer the SDK never saw
+    (the parallel agent's), which no export holds: it replays without the stop."""
     report = replay(SHAPES[shape](traced, tmp_path), DEFAULTS)
     assert report.format == "langsmith"
     by_trace = {run.run: run for run in report.runs}
     traces = _trace_of(traced)
     assert set(by_trace) == set(traces.values())
-    for name, (_, live) in traced["live"].items():
-        assert _where(by_trace[traces[name]].stop) == _where(live), name
+    for name in traced["live"]:
+        assert _where(by_trace[traces[name]].stop) == _expected(traced, name), name
+
+
+@pytest.mark.parametrize("finished", [True, False], ids=["finished", "unfinished"])
+def test_a_stopped_answer_whose_calls_are_in_the_export_replays_to_the_live_stop(
+    traced: dict[str, Any], tmp_path: Path, finished: bool
+) -> None:
+    """When the export does hold the stopped answer (its model run's outputs name the calls, as
+    a tracer that saw the answer records them), the replay stops where the live guard did."""
+    name = "parallel"
+    untraced = _untraced_answer(traced, name)
+    assert untraced is not None
+    trace = _trace_of(traced)[name]
+    rows = [r for r in _list_runs(traced) if str(r["trace_id"]) == trace]
+    answered = sorted(
+        (r for r in rows if r["run_type"] == "llm" and r.get("outputs")),
+        key=lambda r: r["dotted_order"],
+    )
+    outputs = json.loads(json.dumps(answered[-1]["outputs"]))
+    message = outputs["generations"][0][0]["message"]["kwargs"]
+    step = len(answered)  # the scripted ids of the stopped answer's calls
+    message["tool_calls"] = [{**c, "id": c["id"][0] + str(step)} for c in message["tool_calls"]]
+    for row in rows:
+        if row["id"] == str(untraced["id"]):
+            row["outputs"] = outputs
+            row["end_time"] = row["start_time"] if finished else None
+    path = tmp_path / "answered.jsonl"
+    path.write_text(_jsonl(rows), encoding="utf-8")
+    assert _where(replay(path, DEFAULTS).runs[0].stop) == _where(traced["live"][name][1])
 
 
 def test_thread_scope_replays_the_traces_of_one_thread_as_one_run(
@@ -483,4 +544,5 @@ def test_cli_replays_a_directory_of_cli_exports(
     assert main(["replay", str(folder), "--no-progress"]) == EXIT_OK
     out = capsys.readouterr().out
     assert f"{len(AGENTS)} runs" in out.splitlines()[0]
-    assert f"summary: {len(AGENTS)} runs, {len(AGENTS) - 1} would stop" in out
+    stops = sum(_expected(traced, name) is not None for name in AGENTS)
+    assert f"summary: {len(AGENTS)} runs, {stops} would stop" in out
