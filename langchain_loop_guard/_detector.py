@@ -290,7 +290,17 @@ class LoopDetector:
         return {
             "v": _STATE_VERSION,
             "calls": [
-                [c.name, c.sig, c.outcome, c.kind, c.call_id, c.near, c.info, c.changed]
+                [
+                    c.name,
+                    c.sig,
+                    c.outcome,
+                    c.kind,
+                    c.call_id,
+                    c.near,
+                    c.info,
+                    c.changed,
+                    None if c.tokens is None else sorted(c.tokens),
+                ]
                 for c in view.calls
             ],
             "seen": view.seen,
@@ -856,12 +866,14 @@ def _flag(value: object) -> bool:
 
 
 def _call_from_state(item: object) -> Call:
-    name, sig, outcome, kind, call_id, near, info, changed = _items(item)
+    name, sig, outcome, kind, call_id, near, info, changed, tokens = _items(item)
     if kind not in _KINDS:
         raise ValueError(kind)
     call = Call(_text(name), _text(sig), _optional_text(call_id))
     call.outcome, call.kind = _optional_text(outcome), kind
     call.near, call.info, call.changed = _optional_text(near), _optional_text(info), _flag(changed)
+    if tokens is not None:
+        call.tokens = frozenset(map(_count, _items(tokens)))
     return call
 
 

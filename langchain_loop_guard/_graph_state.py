@@ -599,6 +599,8 @@ class GraphGuard(GuardRuntime):
             Signal.ELAPSED_TIME.value not in warned
         ):
             return False
+        if not _successes_are_quiet(exported, config):
+            return False
         for message in reversed(messages):
             if isinstance(message, AIMessage):
                 return True
@@ -835,6 +837,28 @@ def _thread_id() -> str | None:
         return None
     thread = configurable.get("thread_id")
     return None if thread is None else str(thread)
+
+
+def _successes_are_quiet(exported: Mapping[str, Any], config: LoopGuardConfig) -> bool:
+    """Whether no successful result of the calls awaiting one can stop the run: none of them
+    is a repeat decided on its result (SPEC §11 N1), and a streak of results that say nothing
+    new cannot reach its limit with them (R6). Anything unreadable answers ``False``."""
+    calls, quiet = exported.get("calls"), exported.get("quiet")
+    if not isinstance(calls, list) or not isinstance(quiet, list) or len(quiet) != 2:
+        return False
+    pending = 0
+    for call in calls:
+        if not isinstance(call, list) or len(call) != 9:
+            return False
+        if call[3] == "pending":
+            if call[7] is not False:
+                return False  # decided on its result
+            pending += 1
+    count = quiet[1]
+    if type(count) is not int:
+        return False
+    threshold = config.no_new_info_calls if config.progress_aware else 0
+    return not threshold or count + pending < threshold
 
 
 def _load(stored: object, thread: str | None = None) -> GuardData:

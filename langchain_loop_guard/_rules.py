@@ -228,11 +228,12 @@ class RunView:
 
     def add_call(self, call: Call) -> None:
         """Append ``call``, noting whether a different call succeeded since its last time."""
+        succeeded = False
         for earlier in reversed(self.calls):
             if earlier.sig == call.sig:
+                call.changed = succeeded
                 break
-            if earlier.kind == "ok":
-                call.changed = True
+            succeeded = succeeded or earlier.kind == "ok"
         self.calls.append(call)
         self.seen += 1
 

@@ -556,15 +556,20 @@ def near_equal(a: str | None, b: str | None) -> bool:
 
 
 def arg_tokens(args: object) -> frozenset[int]:
-    """Keyed hashes of the words in a call's argument values, to find them in its result.
+    """Hashes of the words in a call's argument values, to find them in its result.
 
-    Python's string hash is keyed per process: nothing of the arguments is kept.
+    32-bit CRCs, the same in every process (a pending call's hashes are part of the exported
+    state, which sits next to the messages that hold the arguments themselves).
     """
     words: list[str] = []
     # a hostile mapping (values() raising) ends the walk: what was collected is enough
     with contextlib.suppress(Exception):
         _words_of(args, words, 0)
-    return frozenset(map(hash, words))
+    return frozenset(_word_hash(word) for word in words)
+
+
+def _word_hash(word: str) -> int:
+    return zlib.crc32(word.encode("utf-8", "surrogatepass"))
 
 
 def _words_of(value: object, words: list[str], depth: int) -> None:
@@ -594,7 +599,7 @@ def _info(text: str, key: str, tokens: frozenset[int] | None) -> str:
     if not words:
         return ""
     if tokens:
-        kept = [word for word in words if hash(word) not in tokens]
+        kept = [word for word in words if _word_hash(word) not in tokens]
         if len(kept) < len(words):
             return "~" + _tagged(_INFO_HASH, " ".join(kept).encode("utf-8", "surrogatepass"))
     return "=" + key

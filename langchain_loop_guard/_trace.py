@@ -128,6 +128,17 @@ def _call_id(call_id: str | None, secret: bytes | None) -> str | None:
     return None if call_id is None else public_digest(digest("call", call_id), secret)
 
 
+def _public_sketch(near: str, secret: bytes | None) -> str:
+    """A near sketch with each of its line hashes keyed: shared lines stay shared."""
+    chunks = (near[i : i + 8] for i in range(0, len(near), 8))
+    return "".join(public_digest(chunk, secret)[:8] for chunk in chunks)
+
+
+def _public_info(info: str, secret: bytes | None) -> str:
+    """An information digest keyed, its kind (``~`` or ``=``, none when empty) kept."""
+    return info[:1] + public_digest(info[1:], secret) if info else ""
+
+
 def encode_event(run: str, event: DetectorEvent, *, secret: bytes | None = None) -> dict[str, Any]:
     """The JSON object of one trace line: tool names, digests, outcome kinds and timings.
 
@@ -143,9 +154,9 @@ def encode_event(run: str, event: DetectorEvent, *, secret: bytes | None = None)
         if event.kind == "tool_result":
             line["outcome"] = "error" if event.error else "ok"
             if event.near is not None:
-                line["n"] = event.near
+                line["n"] = _public_sketch(event.near, secret)
             if event.info is not None:
-                line["i"] = event.info
+                line["i"] = _public_info(event.info, secret)
     elif event.kind == "assistant_message":
         line["d"] = public_digest(event.digest, secret)
         line["calls"] = event.calls

@@ -115,6 +115,17 @@ def _failing() -> list[BaseTool]:
     return [scripted_tool("deploy", ToolException("disk full at /var/tmp/x123"))]
 
 
+def _growing_editor() -> list[BaseTool]:
+    """An edit tool whose view grows by the same line each time it is applied."""
+    views = [f"[File: a.py ({n} lines)]\n" + "x = 1\n" * n for n in range(1, 30)]
+    return [scripted_tool("edit", *views)]
+
+
+def _finder() -> list[BaseTool]:
+    """A search that never finds the name it is given."""
+    return [scripted_tool("find_file", lambda args: f'No matches found for "{args["name"]}"')]
+
+
 def _poller() -> list[BaseTool]:
     return [scripted_tool("poll", contents)]
 
@@ -144,8 +155,10 @@ LOOPS: tuple[Loop, ...] = (
     Loop(
         "no_progress",
         Signal.NO_PROGRESS,
-        lambda n: call("read_file", {"path": "abcd"[n % 4]}),
+        lambda n: call("read_file", {"path": "abcdefg"[n % 7]}),
         _reader,
+        # a 7-call round: longer than any repeated sequence; its results echo the path only
+        config={"no_new_info_calls": 0},
         tool="read_file",
     ),
     Loop(
@@ -168,6 +181,27 @@ LOOPS: tuple[Loop, ...] = (
         lambda n: call("delete_everything", {"confirm": True}),
         _reader,
         tool="delete_everything",
+    ),
+    Loop(
+        "repeated_sequence",
+        Signal.REPEATED_SEQUENCE,
+        lambda n: call("read_file", {"path": "abcd"[n % 4]}),
+        _reader,
+        tool="read_file",
+    ),
+    Loop(
+        "near_repeat",
+        Signal.NEAR_REPEAT,
+        lambda n: call("edit", {"line": 1, "text": "x = 1"}),
+        _growing_editor,
+        tool="edit",
+    ),
+    Loop(
+        "no_new_info",
+        Signal.NO_NEW_INFO,
+        lambda n: call("find_file", {"name": f"Handler{n}"}),
+        _finder,
+        tool="find_file",
     ),
 )
 
