@@ -126,6 +126,20 @@ def _finder() -> list[BaseTool]:
     return [scripted_tool("find_file", lambda args: f'No matches found for "{args["name"]}"')]
 
 
+def _alternating_failures() -> list[BaseTool]:
+    """Each attempt fails, the error text alternating between two (SPEC §11 R3)."""
+    errors = [ToolException("SyntaxError: invalid syntax"), ToolException("NameError: x")]
+    return [scripted_tool("run_code", *errors, then="cycle")]
+
+
+def _booking() -> list[BaseTool]:
+    """A booking that always fails the same way, and a think step that says nothing (R4)."""
+    return [
+        scripted_tool("book", ToolException("Error: payment amount does not add up")),
+        scripted_tool("think", ""),
+    ]
+
+
 def _poller() -> list[BaseTool]:
     return [scripted_tool("poll", contents)]
 
@@ -202,6 +216,19 @@ LOOPS: tuple[Loop, ...] = (
         lambda n: call("find_file", {"name": f"Handler{n}"}),
         _finder,
         tool="find_file",
+    ),
+    Loop(
+        "failing_turns",
+        Signal.FAILING_TURNS,
+        lambda n: call("run_code", {"attempt": n}),
+        _alternating_failures,
+    ),
+    Loop(
+        "same_failing_call_between_think_steps",
+        Signal.REPEATED_TOOL_ERROR,
+        lambda n: call("book", {"flight": "HAT023"}) if n % 2 == 0 else call("think", {"i": n}),
+        _booking,
+        tool="book",
     ),
 )
 

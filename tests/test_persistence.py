@@ -52,15 +52,29 @@ def test_loop_spread_across_interrupts_and_resumes_is_caught(kind: Kind, scope: 
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_thread_scope_catches_a_loop_spread_across_invocations(kind: Kind) -> None:
-    """scope="thread": one identical call per user message, the third is caught."""
-    steps = iter([call("read_file", {"path": "a.txt"}), "Read it."] * 3)
+def test_thread_scope_lets_one_successful_call_per_user_message_run(kind: Kind) -> None:
+    """scope="thread": one identical successful call per user message is an ordinary
+    conversation (SPEC §11 N3), however many messages come."""
+    steps = iter([call("read_file", {"path": "a.txt"}), "Read it."] * 5)
     model = ScriptedChatModel(script=[lambda messages: next(steps)], then="repeat")
     agent = harness(kind, model, [scripted_tool("read_file", "x")], config={"scope": "thread"})
+    for text in ("first", "second", "third", "fourth", "fifth"):
+        assert agent.invoke(text=text)["messages"][-1].content == "Read it."
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_thread_scope_catches_the_same_failure_across_user_messages(kind: Kind) -> None:
+    """scope="thread": the same failing call after every user message is stopped at the 3rd
+    failure (SPEC §11 R7)."""
+    steps = iter([call("update", {"x": 1}), "It failed."] * 4)
+    model = ScriptedChatModel(script=[lambda messages: next(steps)], then="repeat")
+    locked = scripted_tool("update", ToolException("Error: record is locked"))
+    agent = harness(kind, model, [locked], config={"scope": "thread"})
     agent.invoke(text="first")
     agent.invoke(text="second")
     with pytest.raises(LoopDetected):
         agent.invoke(text="third")
+    assert locked.calls == 2
 
 
 @pytest.mark.parametrize("kind", KINDS)

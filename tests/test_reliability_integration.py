@@ -69,7 +69,9 @@ SPEC_OUTCOMES = {
     "repeat": Outcome(Signal.REPEATED_TOOL_CALL, 2),  # the third identical call never runs
     "cycle": Outcome(Signal.TOOL_CYCLE, 5),  # A B A B A B: the sixth call never runs
     "errors": Outcome(Signal.REPEATED_TOOL_ERROR, 3),  # the third error stops the run
-    "window": Outcome(Signal.TOOL_FREQUENCY, 6),  # the fourth "a.py" in ten calls
+    # the fourth "a.py" in ten calls runs (other calls succeeded in between) and its result
+    # stops the run (SPEC §11 N1)
+    "window": Outcome(Signal.TOOL_FREQUENCY, 7),
 }
 
 

@@ -464,3 +464,14 @@ def test_restoring_a_state_with_a_malformed_turn_or_call_starts_afresh() -> None
     assert LoopDetector().restore_state(state)
     assert not LoopDetector().restore_state(bad_turn)
     assert not LoopDetector().restore_state(bad_call)
+
+
+def test_nearly_the_same_needs_one_kind_and_takes_an_unknown_result_as_equal() -> None:
+    """A pending or blocked occurrence is equal to any; a success is never near a failure."""
+    from langchain_loop_guard._rules import Call, _nearly
+
+    ok, error, pending = Call("t", "s", None), Call("t", "s", None), Call("t", "s", None)
+    ok.kind, ok.outcome, ok.near = "ok", "o1", outcome("x").near
+    error.kind, error.outcome, error.near = "error", "e1", outcome("x").near
+    assert _nearly(pending, ok)
+    assert not _nearly(ok, error)
