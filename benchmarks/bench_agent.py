@@ -112,7 +112,12 @@ def _agent(middleware: list[AgentMiddleware[Any, Any, Any]]) -> Any:
         for i in range(STEPS)
     ]
     model = ScriptedChatModel(script=[*script, "All files read."])
-    read_file = scripted_tool("read_file", lambda args: f"# {args['path']}\nimport os\n")
+    # each module says something of its own (a file that only echoed its path would be no
+    # new information, SPEC §11 R6, and this stream must not loop)
+    read_file = scripted_tool(
+        "read_file",
+        lambda args: f"# {args['path']}\nimport os\n\ndef {args['path'][8:-3]}_main(): ...\n",
+    )
     return create_agent(model, [read_file], middleware=middleware)
 
 

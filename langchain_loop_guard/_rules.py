@@ -557,6 +557,9 @@ def repeated_sequence(view: RunView, seq: Sequence[Call], sigs: list[str]) -> De
         span = length * repeats
         if len(seq) < span or seq[-1 - length].name != seq[-1].name:
             continue
+        last, before = sigs[-length:], sigs[-2 * length : -length]
+        if sum(a == b for a, b in zip(last, before, strict=True)) < length - 1:
+            continue  # the last two laps differ in more than one position: a quick no
         laps = seq[-span:]
         rotating = 0
         for position in range(length):

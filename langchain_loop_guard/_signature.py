@@ -370,7 +370,21 @@ _DIGIT_RUN = re.compile(rb"\x00+")
 # Ids that carry no progress (SPEC §11 R2): hex runs of eight or more characters with a digit,
 # ids with a vendor's prefix, bash's ``line N:``. A cheap search for their common parts comes
 # first: most texts have none.
-_MAYBE_ID = re.compile(rb"[0-9a-fA-F]{8}|[a-z][_-]|line [0-9]")
+_ID_PREFIXES = (b"req", b"msg", b"toolu", b"call", b"chatcmpl", b"run", b"lc", b"resp", b"evt")
+_PREFIXES = tuple(
+    prefix + sep
+    for prefix in (*_ID_PREFIXES, b"sess", b"conv", b"file", b"batch", b"job")
+    for sep in (b"_", b"-")
+)
+)
+_HEX8 = re.compile(rb"[0-9a-fA-F]{8}")
+
+
+def _maybe_ids(data: bytes) -> bool:
+    """Whether ``data`` may hold an id of :data:`_IDS`: literal searches first (C speed)."""
+    return b"line " in data or any(p in data for p in _PREFIXES) or bool(_HEX8.search(data))
+
+
 _IDS = re.compile(
     rb"(?<![%(w)b-])(?:"
     rb"(?:req|msg|toolu|call|chatcmpl|run|lc|resp|evt|sess|conv|file|batch|job)[_-]"
@@ -425,7 +439,7 @@ def _masked(text: str, *, digits: bool) -> bytes:
         uuids = [(found.start() - 8, found.end()) for found in _UUID_TAIL.finditer(data)]
         if uuids:
             data = _splice(data, uuids)
-    if _MAYBE_ID.search(data) is not None:
+    if _maybe_ids(data):
         data = _IDS.sub(_MASK, data)
     shape = data.translate(_DIGIT_SHAPE)
     spans: list[tuple[int, int]] = []
