@@ -376,7 +376,6 @@ _PREFIXES = tuple(
     for prefix in (*_ID_PREFIXES, b"sess", b"conv", b"file", b"batch", b"job")
     for sep in (b"_", b"-")
 )
-)
 _HEX8 = re.compile(rb"[0-9a-fA-F]{8}")
 
 
