@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any, Final
 
-from langchain_loop_guard._trace import TraceFormatError
+from langchain_loop_guard._trace import TraceFormatError, json_type
 
 __all__ = ["MAX_VALUE_CHARS", "json_type", "json_values", "parquet_rows", "trace_files"]
 
@@ -60,21 +60,6 @@ def trace_files(path: str | os.PathLike[str]) -> list[Path]:
     if not files:
         raise TraceFormatError(root, 0, "the directory holds no trace files")
     return files
-
-
-def json_type(value: object) -> str:
-    """How a JSON value is named in messages ("an array", "a string"…): never its content."""
-    if isinstance(value, dict):
-        return "an object"
-    if isinstance(value, list):
-        return "an array"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, bool):
-        return "a boolean"
-    if value is None:
-        return "null"
-    return "a number"
 
 
 def json_values(

@@ -54,6 +54,7 @@ __all__ = [
     "TraceRecorder",
     "decode_event",
     "encode_event",
+    "json_type",
     "parse_json_line",
     "read_trace",
 ]
@@ -277,12 +278,15 @@ def parse_json_line(path: str | os.PathLike[str], number: int, text: str) -> dic
         msg = f"not valid JSON ({problem} at column {exc.colno})"
         raise TraceFormatError(path, number, msg) from None
     if not isinstance(value, dict):
-        msg = f"expected a JSON object, found {_json_type(value)}"
+        msg = f"expected a JSON object, found {json_type(value)}"
         raise TraceFormatError(path, number, msg)
     return value
 
 
-def _json_type(value: object) -> str:
+def json_type(value: object) -> str:
+    """How a JSON value is named in messages ("an array", "a string"…): never its content."""
+    if isinstance(value, dict):
+        return "an object"
     if isinstance(value, list):
         return "an array"
     if isinstance(value, str):
@@ -384,7 +388,7 @@ def _decode_verdict(value: object, fail: Callable[[str], TraceFormatError]) -> V
     if value is None:
         return Verdict()
     if not isinstance(value, dict):
-        raise fail(f'"verdict" must be an object, not {_json_type(value)}')
+        raise fail(f'"verdict" must be an object, not {json_type(value)}')
     unknown = sorted(set(value) - _VERDICT_FIELDS)
     if unknown:
         raise fail(f"unknown verdict field(s) {', '.join(map(repr, unknown))}")
