@@ -601,7 +601,11 @@ def _words_of(value: object, words: list[str], depth: int) -> None:
         else:
             return
         for item in items:
-            _words_of(item, words, depth + 1)
+            if isinstance(item, str):  # the common case, without a call
+                if len(item) <= _SHORT * 16:
+                    words.extend(_TOKEN.findall(item))
+            elif not (item is None or isinstance(item, int | float)):
+                _words_of(item, words, depth + 1)
 
 
 def _info(text: str, key: str, tokens: frozenset[int] | None) -> str:

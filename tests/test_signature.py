@@ -786,3 +786,40 @@ def test_a_large_text_is_normalized_in_bounded_parts() -> None:
     assert outcome(log(1)).key != outcome(log(1, "failed")).key  # a word in the middle
     assert outcome(log(1)).near == outcome(log(7)).near
     assert error_key("t", log(1)) == error_key("t", log(3))
+
+
+class _Raising(Mapping[str, object]):
+    """A mapping whose values cannot be read."""
+
+    def __getitem__(self, key: str) -> object:
+        raise KeyError(key)
+
+    def __iter__(self) -> Iterator[str]:
+        raise RuntimeError("no")
+
+    def __len__(self) -> int:
+        return 1
+
+
+def test_argument_words_are_found_in_every_shape_of_arguments() -> None:
+    """Words of string values at any of a few levels, in mappings, lists and tuples; other
+    values (numbers, None, objects) add none; a hostile mapping ends the walk quietly."""
+    from langchain_loop_guard._signature import arg_tokens
+
+    def result_without(args: object, text: str) -> str:
+        return outcome(text, tokens=arg_tokens(args)).info
+
+    echoed = 'No matches for "Foo"'
+    other = 'No matches for "Bar"'
+    for args in (
+        "Foo",
+        {"q": "Foo", "n": 3, "x": None, "f": 1.5},
+        {"q": ["Foo", ("Foo",)]},
+        {"outer": {"inner": {"q": "Foo"}}},
+    ):
+        assert result_without(args, echoed) == outcome(other, tokens=arg_tokens("Bar")).info
+    assert arg_tokens(object()) == frozenset()
+    assert arg_tokens({"a": {"b": {"c": {"d": {"e": "Foo"}}}}}) == frozenset()  # too deep
+    assert arg_tokens(_Raising()) == frozenset()
+    assert arg_tokens("x " * 3_000) == frozenset()  # a long text is no list of words
+    assert arg_tokens({"q": "x " * 3_000, "r": "Foo"}) == arg_tokens("Foo")
