@@ -475,3 +475,20 @@ def test_nearly_the_same_needs_one_kind_and_takes_an_unknown_result_as_equal() -
     error.kind, error.outcome, error.near = "error", "e1", outcome("x").near
     assert _nearly(pending, ok)
     assert not _nearly(ok, error)
+
+
+def test_a_block_whose_first_lap_differed_in_several_positions_is_no_sequence() -> None:
+    """The last two laps nearly agree, but the first lap differed in two positions: more
+    than one rotating position, so no repeated sequence."""
+    d = LoopDetector(LoopGuardConfig(no_new_info_calls=0, near_repeat_threshold=0))
+    laps = [
+        [("search", "q0"), ("open", "f0"), ("grep", "x"), ("scroll", "s")],
+        [("search", "q1"), ("open", "f1"), ("grep", "x"), ("scroll", "s")],
+        [("search", "q1"), ("open", "f2"), ("grep", "x"), ("scroll", "s")],
+    ]
+    verdicts = []
+    for lap in laps:
+        for name, arg in lap:
+            verdicts.append(d.tool_call(name, {"a": arg}))
+            d.tool_result(name, f"{name} result")
+    assert not any(v.signal is Signal.REPEATED_SEQUENCE for v in verdicts)
