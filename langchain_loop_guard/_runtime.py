@@ -66,6 +66,19 @@ _registry_lock = threading.Lock()
 _registry_count = 0
 
 
+DetectorCall = Literal[
+    "turn_start",
+    "tool_call",
+    "tool_result",
+    "assistant_message",
+    "user_message",
+    "tick",
+    "reset",
+    "replay",
+]
+"""The :class:`LoopDetector` methods an integration feeds events through."""
+
+
 def _register(guard: GuardRuntime) -> None:
     global _registry_count  # noqa: PLW0603 - the registry is module state by design
     with _registry_lock:
@@ -478,16 +491,7 @@ class GuardRuntime:
         self,
         run_id: str,
         detector: LoopDetector,
-        event: Literal[
-            "turn_start",
-            "tool_call",
-            "tool_result",
-            "assistant_message",
-            "user_message",
-            "tick",
-            "reset",
-            "replay",
-        ],
+        event: DetectorCall,
         *args: Any,
         **kwargs: Any,
     ) -> Verdict:
@@ -504,16 +508,7 @@ class GuardRuntime:
     def decide(
         self,
         detector: LoopDetector,
-        event: Literal[
-            "turn_start",
-            "tool_call",
-            "tool_result",
-            "assistant_message",
-            "user_message",
-            "tick",
-            "reset",
-            "replay",
-        ],
+        event: DetectorCall,
         *args: Any,
         **kwargs: Any,
     ) -> Verdict:
