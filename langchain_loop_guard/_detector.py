@@ -21,6 +21,7 @@ from langchain_loop_guard._messages import translator
 from langchain_loop_guard._rules import (
     ANSWER_CHECKS,
     CALL_CHECKS,
+    NEW_CALL_CHECKS,
     RESULT_CHECKS,
     TURN_CHECKS,
     Call,
@@ -421,7 +422,11 @@ class LoopDetector:
         failed = error is not None
         call = self._find(name, call_id)
         result = outcome(
-            output, error=error, tool=name, tokens=None if call is None else call.tokens
+            output,
+            error=error,
+            tool=name,
+            tokens=None if call is None else call.tokens,
+            sketch=call is not None and call.changed is not None,
         )
         verdict = self._tool_result(
             name, result.key, failed, call_id, near=result.near, info=result.info, call=call
@@ -592,10 +597,10 @@ class LoopDetector:
             return self._soft()
         call = Call(name, sig, call_id)
         call.tokens = tokens
-        view.add_call(call)
+        checks = CALL_CHECKS if view.add_call(call) else NEW_CALL_CHECKS
         seq = list(view.calls)
         sigs = [c.sig for c in seq]
-        for check in CALL_CHECKS:
+        for check in checks:
             found = check(view, seq, sigs)
             if found is not None:
                 call.changed = False  # decided on the call: its result is not judged again
@@ -633,7 +638,8 @@ class LoopDetector:
         view = self._view
         if call is not None:
             call.outcome, call.kind = outcome, "error" if failed else "ok"
-            call.near, call.info, call.tokens = near, info, None
+            call.near = near if call.changed is not None else ""
+            call.info, call.tokens = info, None
         elif failed:
             call = Call(name, "", call_id)  # a result nobody asked for still fails
             call.outcome, call.kind = outcome, "error"
@@ -865,13 +871,18 @@ def _flag(value: object) -> bool:
     return value
 
 
+def _optional_flag(value: object) -> bool | None:
+    return None if value is None else _flag(value)
+
+
 def _call_from_state(item: object) -> Call:
     name, sig, outcome, kind, call_id, near, info, changed, tokens = _items(item)
     if kind not in _KINDS:
         raise ValueError(kind)
     call = Call(_text(name), _text(sig), _optional_text(call_id))
     call.outcome, call.kind = _optional_text(outcome), kind
-    call.near, call.info, call.changed = _optional_text(near), _optional_text(info), _flag(changed)
+    call.near, call.info = _optional_text(near), _optional_text(info)
+    call.changed = _optional_flag(changed)
     if tokens is not None:
         call.tokens = frozenset(map(_count, _items(tokens)))
     return call

@@ -69,7 +69,10 @@ class Call:
     blocked, which counts as equal to any); ``near`` a sketch of its lines with the numbers
     left out (:func:`~._signature.near_equal` compares two); ``info`` what the result says
     once the call's own argument values are removed (``""``: nothing); ``changed`` whether a
-    different call succeeded between this call and the previous one with its signature.
+    different call succeeded between this call and the previous one with its signature
+    (``None``: the history held no call with its signature). The result of such a first
+    call is not sketched (``near`` is ``""``): only a later call of its signature compares
+    with it, and counts it as nearly the same.
     ``tokens`` are keyed hashes of the argument values, kept only while the call is pending.
     """
 
@@ -93,7 +96,7 @@ class Call:
         self.kind: OutcomeKind = "pending"
         self.near: str | None = None
         self.info: str | None = None
-        self.changed = False
+        self.changed: bool | None = None
         self.tokens: frozenset[int] | None = None
 
 
@@ -226,8 +229,9 @@ class RunView:
 
     # --- bookkeeping ---------------------------------------------------------------------
 
-    def add_call(self, call: Call) -> None:
-        """Append ``call``, noting whether a different call succeeded since its last time."""
+    def add_call(self, call: Call) -> bool:
+        """Append ``call``, noting whether a different call succeeded since its last time;
+        whether the history held its signature."""
         succeeded = False
         for earlier in reversed(self.calls):
             if earlier.sig == call.sig:
@@ -236,6 +240,7 @@ class RunView:
             succeeded = succeeded or earlier.kind == "ok"
         self.calls.append(call)
         self.seen += 1
+        return call.changed is not None
 
     def start_turn(self) -> None:
         """A model call begins: the previous turn is judged if its response did not say."""
@@ -394,6 +399,8 @@ def _nearly(a: Call, b: Call) -> bool:
         return True
     if a.kind != b.kind:
         return False
+    if a.near == "" or b.near == "":
+        return True  # the first call of its signature: not sketched, counted as the same
     if a.near is None or b.near is None:
         return a.outcome == b.outcome
     return near_equal(a.near, b.near)
@@ -557,6 +564,8 @@ def repeated_sequence(view: RunView, seq: Sequence[Call], sigs: list[str]) -> De
         span = length * repeats
         if len(seq) < span or seq[-1 - length].name != seq[-1].name:
             continue
+        if sigs[-1] != sigs[-1 - length] and sigs[-2] != sigs[-2 - length]:
+            continue  # two positions differ: a quick no
         last, before = sigs[-length:], sigs[-2 * length : -length]
         if sum(a == b for a, b in zip(last, before, strict=True)) < length - 1:
             continue  # the last two laps differ in more than one position: a quick no
@@ -670,6 +679,9 @@ class Rule:
 
     signal: Signal
     on_call: CallCheck | None = None
+    new_calls: bool = False
+    """Whether ``on_call`` can fire on a call whose signature the history does not hold
+    (most rules look for a repeat of the call, and are not asked then)."""
     on_result: ResultCheck | None = None
     on_turn: TurnCheck | None = None
     on_answer: TurnCheck | None = None
@@ -680,7 +692,7 @@ RULES: tuple[Rule, ...] = (
     Rule(Signal.TOOL_CYCLE, on_call=cycle),
     Rule(Signal.TOOL_FREQUENCY, on_call=frequency, on_result=frequency_after_change),
     Rule(Signal.NO_PROGRESS, on_call=no_progress, on_result=no_progress_after_change),
-    Rule(Signal.REPEATED_SEQUENCE, on_call=repeated_sequence),
+    Rule(Signal.REPEATED_SEQUENCE, on_call=repeated_sequence, new_calls=True),
     Rule(Signal.NEAR_REPEAT, on_call=near_repeat),
     Rule(Signal.NO_NEW_INFO, on_result=no_new_info),
     Rule(Signal.REPEATED_TOOL_ERROR, on_result=repeated_error),
@@ -695,6 +707,10 @@ RULES: tuple[Rule, ...] = (
 """Every hard signal, in report order: the first that fires on an event is reported."""
 
 CALL_CHECKS: tuple[CallCheck, ...] = tuple(r.on_call for r in RULES if r.on_call)
+NEW_CALL_CHECKS: tuple[CallCheck, ...] = tuple(
+    r.on_call for r in RULES if r.on_call and r.new_calls
+)
+"""The call checks for a call whose signature is not in the history."""
 RESULT_CHECKS: tuple[ResultCheck, ...] = tuple(r.on_result for r in RULES if r.on_result)
 TURN_CHECKS: tuple[TurnCheck, ...] = tuple(r.on_turn for r in RULES if r.on_turn)
 ANSWER_CHECKS: tuple[TurnCheck, ...] = tuple(r.on_answer for r in RULES if r.on_answer)

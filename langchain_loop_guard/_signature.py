@@ -13,11 +13,11 @@ import dataclasses
 import datetime as _dt
 import enum
 import hashlib
-import heapq
 import itertools
 import json
 import math
 import re
+import struct
 import time
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -370,8 +370,16 @@ _DIGIT_RUN = re.compile(rb"\x00+")
 # Ids that carry no progress (SPEC §11 R2): hex runs of eight or more characters with a digit,
 # ids with a vendor's prefix, bash's ``line N:``. A cheap search for their common parts comes
 # first: most texts have none.
+_VENDORS = (b"req", b"msg", b"toolu", b"call", b"chatcmpl", b"run", b"lc", b"resp", b"evt")
+_VENDORS += (b"sess", b"conv", b"file", b"batch", b"job")
+# A vendor prefix found from its separator: the search skips to each ``_`` or ``-`` at C speed
+# and looks behind it (an alternation of the prefixes would be tried at every position).
 _VENDOR = re.compile(
-    rb"(?:req|msg|toolu|call|chatcmpl|run|lc|resp|evt|sess|conv|file|batch|job)[_-]"
+    rb"[_-](?:%b)"
+    % b"|".join(
+        rb"(?<=(?:%b)[_-])" % b"|".join(v for v in _VENDORS if len(v) == size)
+        for size in sorted({len(v) for v in _VENDORS})
+    )
 )
 _HEX_SHAPE = bytes.maketrans(b"0123456789abcdefABCDEF\x01", b"\x01" * 22 + b"\x02")
 _HEX_RUN = b"\x01" * 8
@@ -389,11 +397,11 @@ def _maybe_ids(data: bytes) -> bool:
 
 _IDS = re.compile(
     rb"(?<![%(w)b-])(?:"
-    rb"(?:req|msg|toolu|call|chatcmpl|run|lc|resp|evt|sess|conv|file|batch|job)[_-]"
+    rb"(?:%(v)b)[_-]"
     rb"(?=[0-9A-Za-z_-]*[0-9])[0-9A-Za-z_-]{6,}"
     rb"|(?=[0-9a-fA-F]*[0-9])[0-9a-fA-F]{8,}"
     rb")(?![%(w)b])"
-    rb"|(?<=line )[0-9]+(?=:)" % {b"w": _TEXT_WORD}
+    rb"|(?<=line )[0-9]+(?=:)" % {b"w": _TEXT_WORD, b"v": b"|".join(_VENDORS)}
 )
 _DIGITS_AND_SPACE = b"0123456789 \t\r\n\x0b\x0c"
 LARGE = 32 * 1024
@@ -531,7 +539,6 @@ def error_key(tool: str, error: object) -> str:
 _SKETCH = 8  # line hashes kept per outcome: the smallest, a sample of its distinct lines
 _NEAR_SHARE = 6  # sketch entries two outcomes share at least to be nearly the same
 _SHORT = 256  # characters: longer results always count as information
-_TOKEN = re.compile(r"[^\s\"'`()\[\]{},;:=]+")
 
 
 class Outcome(NamedTuple):
@@ -554,7 +561,8 @@ def _sketch(text: str) -> str:
     lines.discard(b"")
     if len(lines) <= 1:
         return f"{zlib.crc32(b''.join(lines)):08x}"
-    return "".join(f"{h:08x}" for h in heapq.nsmallest(_SKETCH, map(zlib.crc32, lines)))
+    smallest = sorted(map(zlib.crc32, lines))[:_SKETCH]  # at most 6 KB of lines: C speed
+    return struct.pack(f">{len(smallest)}I", *smallest).hex()
 
 
 def near_equal(a: str | None, b: str | None) -> bool:
@@ -575,25 +583,37 @@ def arg_tokens(args: object) -> frozenset[int]:
     """Hashes of the words in a call's argument values, to find them in its result.
 
     32-bit CRCs, the same in every process (a pending call's hashes are part of the exported
-    state, which sits next to the messages that hold the arguments themselves).
+    state, which sits next to the messages that hold the arguments themselves). At most
+    :data:`_MAX_WORDS` words, from string values of a few KB each.
     """
-    words: list[str] = []
+    strings: list[str] = []
     # a hostile mapping (values() raising) ends the walk: what was collected is enough
     with contextlib.suppress(Exception):
-        _words_of(args, words, 0)
-    return frozenset(_word_hash(word) for word in words)
+        _strings_of(args, strings, 0)
+    if not strings:
+        return frozenset()
+    return frozenset(map(zlib.crc32, _words(" ".join(strings))[:_MAX_WORDS]))
 
 
-def _word_hash(word: str) -> int:
-    return zlib.crc32(word.encode("utf-8", "surrogatepass"))
+_DELIMITERS = bytes.maketrans(b"\"'`()[]{},;:=", b" " * 13)
+_MAX_WORDS = 4 * _SHORT
 
 
-def _words_of(value: object, words: list[str], depth: int) -> None:
-    """Collect the words of the string values in ``value`` (a few levels, a few KB)."""
+def _words(text: str) -> list[bytes]:
+    """The words of ``text`` (UTF-8): runs between whitespace, quotes, brackets and ``,;:=``.
+
+    Bytes operations only (a translation and a split), so arguments and results are cut the
+    same way at C speed.
+    """
+    return text.encode("utf-8", "surrogatepass").translate(_DELIMITERS).split()
+
+
+def _strings_of(value: object, strings: list[str], depth: int) -> None:
+    """Collect the string values in ``value`` (a few levels, a few KB each)."""
     if isinstance(value, str):
         if len(value) <= _SHORT * 16:
-            words.extend(_TOKEN.findall(value))
-    elif depth < 4 and len(words) < _SHORT:
+            strings.append(value)
+    elif depth < 4 and len(strings) < _SHORT:
         if isinstance(value, Mapping):
             items: Iterable[object] = itertools.islice(value.values(), _SHORT)
         elif isinstance(value, list | tuple):
@@ -603,9 +623,9 @@ def _words_of(value: object, words: list[str], depth: int) -> None:
         for item in items:
             if isinstance(item, str):  # the common case, without a call
                 if len(item) <= _SHORT * 16:
-                    words.extend(_TOKEN.findall(item))
+                    strings.append(item)
             elif not (item is None or isinstance(item, int | float)):
-                _words_of(item, words, depth + 1)
+                _strings_of(item, strings, depth + 1)
 
 
 def _info(text: str, key: str, tokens: frozenset[int] | None) -> str:
@@ -615,13 +635,13 @@ def _info(text: str, key: str, tokens: frozenset[int] | None) -> str:
     """
     if len(text) > _SHORT:
         return "=" + key
-    words = _TOKEN.findall(text)
+    words = _words(text)
     if not words:
         return ""
     if tokens:
-        kept = [word for word in words if _word_hash(word) not in tokens]
+        kept = [word for word in words if zlib.crc32(word) not in tokens]
         if len(kept) < len(words):
-            return "~" + _tagged(_INFO_HASH, " ".join(kept).encode("utf-8", "surrogatepass"))
+            return "~" + _tagged(_INFO_HASH, b" ".join(kept))
     return "=" + key
 
 
@@ -631,15 +651,20 @@ def outcome(
     error: object = None,
     tool: str = "",
     tokens: frozenset[int] | None = None,
+    sketch: bool = True,
 ) -> Outcome:
-    """The digests of a result: ``output``, or ``error`` (an exception or text) of ``tool``."""
+    """The digests of a result: ``output``, or ``error`` (an exception or text) of ``tool``.
+
+    Without ``sketch`` the near sketch is left out (``""``): the detector compares only
+    results of calls whose signature it saw before.
+    """
     if error is not None:
         text = _error_text(error)
         key = digest("error", tool, _masked(text, digits=False))
     else:
         text = _text_of(output)
         key = _tagged(_OUTCOME_HASH, _masked(text, digits=True))
-    return Outcome(key, _sketch(text), _info(text, key, tokens))
+    return Outcome(key, _sketch(text) if sketch else "", _info(text, key, tokens))
 
 
 def assistant_key(text: object) -> str | None:
