@@ -370,8 +370,9 @@ _DIGIT_RUN = re.compile(rb"\x00+")
 # Ids that carry no progress (SPEC §11 R2): hex runs of eight or more characters with a digit,
 # ids with a vendor's prefix, bash's ``line N:``. A cheap search for their common parts comes
 # first: most texts have none.
-_VENDORS = (b"req", b"msg", b"toolu", b"call", b"chatcmpl", b"run", b"lc", b"resp", b"evt")
-_VENDORS += (b"sess", b"conv", b"file", b"batch", b"job")
+_VENDORS: tuple[bytes, ...] = tuple(
+    b"req msg toolu call chatcmpl run lc resp evt sess conv file batch job".split()
+)
 # A vendor prefix found from its separator: the search skips to each ``_`` or ``-`` at C speed
 # and looks behind it (an alternation of the prefixes would be tried at every position).
 _VENDOR = re.compile(
