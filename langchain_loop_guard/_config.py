@@ -180,7 +180,7 @@ class LoopGuardConfig(BaseModel):
         int, Field(strict=True, ge=0, le=_MAX_COUNT), AfterValidator(_zero_or_at_least_two)
     ] = Field(8, alias="noProgressCalls")
     """Calls in a row that only repeat recent (call, outcome) pairs; 0 turns the signal off."""
-    near_repeat_threshold: _ZeroOrThreshold = Field(6, alias="nearRepeatThreshold")
+    near_repeat_threshold: _ZeroOrThreshold = Field(4, alias="nearRepeatThreshold")
     """Identical calls whose outputs are nearly the same (numbers aside); 0 turns it off."""
     max_sequence_length: Annotated[
         int, Field(strict=True, ge=0, le=_MAX_CYCLE_LENGTH), AfterValidator(_zero_or_at_least_four)
@@ -188,7 +188,7 @@ class LoopGuardConfig(BaseModel):
     """Longest block of calls (4 or more) watched for repeats; 0 turns the signal off."""
     no_new_info_calls: _ZeroOrThreshold = Field(9, alias="noNewInfoCalls")
     """Calls of one tool in a row that bring nothing new; 0 turns the signal off."""
-    failing_turns: _ZeroOrThreshold = Field(8, alias="failingTurns")
+    failing_turns: _ZeroOrThreshold = Field(6, alias="failingTurns")
     """Model turns in a row in which no tool call succeeded; 0 turns the signal off."""
     nudges: Annotated[int, Field(strict=True, ge=0, le=_MAX_COUNT)] = 0
     """Hard detections that only block the call and tell the model, before one stops the run."""

@@ -150,6 +150,7 @@ class Limits:
             config.frequency_window_size,
             config.max_cycle_length * config.cycle_repeats,
             max_sequence * config.cycle_repeats,
+            2 * max_sequence * (config.cycle_repeats - 1) + 1,  # long blocks walked again
             max_repeat,
             near_repeat,
         )
@@ -266,7 +267,7 @@ class RunView:
             self.error = (None, 0)  # a success nobody asked for still ends the streak
         else:
             self._note_error(call.outcome if failed else None, call.sig)
-            if self._note_info(name, call.info, call.sig) and not failed:
+            if self._note_info(name, call) and not failed:
                 self.errors.clear()  # a success that says something new: progress
         self.results += 1
         if not failed:
@@ -315,7 +316,7 @@ class RunView:
         if len(errors) > _MAX_TOOLS:
             del errors[next(iter(errors))]
 
-    def _note_info(self, name: str, info: str | None, sig: str) -> bool:
+    def _note_info(self, name: str, call: Call) -> bool:
         """Note what a result of ``name`` said; whether it was something new.
 
         A result says nothing new when it is empty, or when it echoed the call's arguments
@@ -323,6 +324,7 @@ class RunView:
         same again (a re-read), or a result that echoes nothing and was seen before (an
         ``ok``), is left to the other signals: it neither adds to the streak nor ends it.
         """
+        info, sig = call.info, call.sig
         if info is None:
             return False
         seen = self.infos.get(name)
@@ -337,8 +339,10 @@ class RunView:
                 del seen[next(iter(seen))]
             self.quiet = (None, 0)
             return True
-        if said == sig or info[:1] == "=":
-            return False  # a re-read, or a result that echoed nothing: neither new nor empty
+        if said == sig or info[:1] == "=" or call.changed is not None:
+            # a re-read, a result that echoed nothing, a call made before: neither new nor
+            # empty (a call walked again is the repeat, cycle and sequence rules' business)
+            return False
         tool, count = self.quiet
         self.quiet = (name, count + 1 if tool == name else 1)
         return False
@@ -585,15 +589,40 @@ def repeated_sequence(view: RunView, seq: Sequence[Call], sigs: list[str]) -> De
         else:
             if len(set(sigs[-length:])) < 2:
                 continue  # one call over and over is a repeat, not a sequence
-            return Detection(
-                Signal.REPEATED_SEQUENCE,
-                seq[-1].name,
-                tuple(c.name for c in seq[-length:]),
-                repeats,
-                repeats,
-                digest(*sorted({c.name for c in laps})),
-            )
+            return _sequence(seq, length, repeats)
+    return _walked_again(view, seq, sigs)
+
+
+def _walked_again(view: RunView, seq: Sequence[Call], sigs: list[str]) -> Detection | None:
+    """A longer block (up to twice ``max_sequence_length`` calls) walked exactly the same
+    way, its calls and their results, ``cycle_repeats - 1`` times and begun once more."""
+    limits = view.limits
+    laps = limits.cycle_repeats - 1
+    for length in range(limits.max_sequence + 1, 2 * limits.max_sequence + 1):
+        span = length * laps + 1
+        if len(seq) < span or sigs[-1] != sigs[-1 - length]:
+            continue
+        if sigs[-span + length :] != sigs[-span:-length]:
+            continue
+        walked = seq[-span:]
+        later = walked[length:]
+        if not all(_same(a.outcome, b.outcome) for a, b in zip(walked, later, strict=False)):
+            continue  # a result changed: the walk found something
+        if len(set(sigs[-length:])) * 2 <= length:
+            continue  # mostly one call again: the repeat and cycle rules' business
+        return _sequence(seq, length, laps)
     return None
+
+
+def _sequence(seq: Sequence[Call], length: int, repeats: int) -> Detection:
+    return Detection(
+        Signal.REPEATED_SEQUENCE,
+        seq[-1].name,
+        tuple(c.name for c in seq[-length:]),
+        repeats,
+        repeats,
+        digest(*sorted({c.name for c in seq[-length * repeats :]})),
+    )
 
 
 def near_repeat(view: RunView, seq: Sequence[Call], sigs: list[str]) -> Detection | None:

@@ -244,7 +244,8 @@ LOOPING: dict[Signal, list[tuple[Any, ...]]] = {
     Signal.REPEATED_TOOL_CALL: [_step("read", {"path": "a.ts"}), ("loop", 1, 3)],
     Signal.TOOL_CYCLE: [_step("a"), _step("b"), ("loop", 2, 3)],
     Signal.TOOL_FREQUENCY: [_step("read", {"path": "a.ts"}), ("spread", 4)],
-    Signal.NO_PROGRESS: [*(_step(name) for name in "abcdefg"), ("loop", 7, 2)],
+    # the same calls and results again, in another order each time: no fixed cycle or walk
+    Signal.NO_PROGRESS: [_step(name) for name in "abcdefgbadcfeggfedcba"],
     Signal.REPEATED_SEQUENCE: [
         _step("a"),
         _step("b"),
