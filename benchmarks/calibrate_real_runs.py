@@ -2,23 +2,32 @@
 
     python benchmarks/calibrate_real_runs.py            # the table, as markdown
     python benchmarks/calibrate_real_runs.py --quick    # the defaults and one step off each
+    python benchmarks/calibrate_real_runs.py --threads  # scope thread, as the integrations feed it
 
 The runs and their scorer are not part of the project: they are read from
 ``../shared/real-trajectories/`` beside the checkout when it is there (``--data`` names
 another place), and the script says so and exits 0 when it is not. Each row runs the scorer
 (``score.py``) with one configuration and reports its last line; the defaults were chosen by
 SPEC §11's rows first and by these scores second (see ``CALIBRATION.md``).
+
+``--threads`` scores ``scope="thread"`` the way the integrations run it: the scorer's
+``--scope thread`` feeds nothing for a new user message, while the callback handler, the
+middleware and the node guard tell the detector (``LoopDetector.user_message()``, SPEC §11
+N3/R7). That row replays the runs with the scorer's own loading and judging, and calls
+``user_message()`` at each user message instead.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DATA = ROOT.parent / "shared" / "real-trajectories"
@@ -36,19 +45,21 @@ CANDIDATES: list[tuple[str, dict[str, object]]] = [
         },
     ),
     ("near_repeat_threshold=0 (off)", {"near_repeat_threshold": 0}),
-    ("near_repeat_threshold=4", {"near_repeat_threshold": 4}),
+    ("near_repeat_threshold=3", {"near_repeat_threshold": 3}),
     ("near_repeat_threshold=5", {"near_repeat_threshold": 5}),
-    ("near_repeat_threshold=8", {"near_repeat_threshold": 8}),
+    ("near_repeat_threshold=6", {"near_repeat_threshold": 6}),
     ("max_sequence_length=0 (off)", {"max_sequence_length": 0}),
+    ("max_sequence_length=4", {"max_sequence_length": 4}),
     ("max_sequence_length=10", {"max_sequence_length": 10}),
     ("no_new_info_calls=0 (off)", {"no_new_info_calls": 0}),
     ("no_new_info_calls=6", {"no_new_info_calls": 6}),
     ("no_new_info_calls=12", {"no_new_info_calls": 12}),
     ("no_new_info_calls=20", {"no_new_info_calls": 20}),
     ("failing_turns=0 (off)", {"failing_turns": 0}),
-    ("failing_turns=6", {"failing_turns": 6}),
+    ("failing_turns=5", {"failing_turns": 5}),
+    ("failing_turns=7", {"failing_turns": 7}),
+    ("failing_turns=8", {"failing_turns": 8}),
     ("failing_turns=10", {"failing_turns": 10}),
-    ("failing_turns=12", {"failing_turns": 12}),
 ]
 QUICK = {"defaults", "v0.1 signals only"}
 
@@ -70,10 +81,60 @@ def score(data: Path, config: dict[str, object]) -> dict[str, int]:
     return {name: int(value) for name, value in found.groupdict().items()}
 
 
+def thread_score(data: Path, config: dict[str, object]) -> dict[str, int]:
+    """The totals with ``scope="thread"`` and each user message fed as the integrations do."""
+    spec = importlib.util.spec_from_file_location("score", data / "score.py")
+    assert spec is not None and spec.loader is not None
+    scorer = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(ROOT))  # this checkout's package, as score.py itself would pick
+    spec.loader.exec_module(scorer)
+    from langchain_loop_guard import LoopDetector, LoopGuardConfig
+
+    settings = LoopGuardConfig(**{**config, "scope": "thread"})
+    labels = {rec["id"]: rec for rec in json.loads((data / "labels.json").read_text())}
+    rows = []
+    for run in scorer.load_events(data / "events", set(labels)):
+        detector = LoopDetector(settings, clock=lambda: 0.0)
+        stop = None
+        for index, event in enumerate(run["events"]):
+            verdict = _feed(detector, event)
+            if verdict is not None and verdict.action in ("block", "abort"):
+                stop = {"event": index}
+                break
+        label = labels[run["id"]]
+        rows.append((label, stop, scorer.judge(label, stop)))
+    totals = scorer.tally(rows)
+    return {
+        "caught": totals["caught"],
+        "loops": totals["loop"],
+        "late": totals["late"],
+        "missed": totals["missed"],
+        "early": totals["early"],
+        "false": totals["false_total"],
+        "resolved": totals["false_resolved"],
+    }
+
+
+def _feed(detector: Any, event: dict[str, Any]) -> Any:
+    kind = event["t"]
+    if kind == "user":
+        return detector.user_message()
+    if kind == "turn":
+        return detector.turn_start()
+    if kind == "assistant":
+        return detector.assistant_message(event["text"], [tuple(c) for c in event["tool_calls"]])
+    if kind == "call":
+        return detector.tool_call(event["name"], event["args"], call_id=event.get("id"))
+    if kind == "result":
+        return detector.tool_result(event["name"], event["output"], call_id=event.get("id"))
+    return detector.tool_result(event["name"], error=event["error"], call_id=event.get("id"))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--threads", action="store_true", help="scope thread, user messages fed")
     args = parser.parse_args(argv)
     if not (args.data / "score.py").is_file():
         print(f"no real-trajectories data set at {args.data}: nothing to score (it is not part")
@@ -84,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     for label, config in CANDIDATES:
         if args.quick and label not in QUICK:
             continue
-        s = score(args.data, config)
+        s = thread_score(args.data, config) if args.threads else score(args.data, config)
         print(
             f"| {label} | {s['caught']}/{s['loops']} | {s['late']} | {s['missed']} | "
             f"{s['early']} | {s['false']} | {s['resolved']} |"

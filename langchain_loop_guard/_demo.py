@@ -378,8 +378,8 @@ def _frequency(m: str) -> _Scenario:
 
 
 def _no_progress(m: str) -> _Scenario:
-    # a seven-step round (longer than any cycle or sequence the other rules check) with the
-    # same results each time
+    # a seven-step round with the same results each time, its steps in another order every
+    # other time (so no fixed cycle, sequence or path repeats: only no progress)
     round_ = (
         call("git_status", {"repo": "."}),
         call("read_file", {"path": f"app.py{m}"}),
@@ -397,8 +397,16 @@ def _no_progress(m: str) -> _Scenario:
             scripted_tool("run_linter", f"app.py:14: E501 line too long{m}"),
             scripted_tool("git_diff", f"app.py: 1 line changed{m}"),
         ),
-        (*round_ * 3, f"The linter still fails on app.py.{m}"),
+        (*round_, *_swapped_pairs(round_), *round_, f"The linter still fails on app.py.{m}"),
     )
+
+
+def _swapped_pairs(steps: tuple[Any, ...]) -> tuple[Any, ...]:
+    """``steps`` with each pair swapped: a b c d e → b a d c e."""
+    swapped = list(steps)
+    for i in range(0, len(swapped) - 1, 2):
+        swapped[i], swapped[i + 1] = swapped[i + 1], swapped[i]
+    return tuple(swapped)
 
 
 def _error(m: str) -> _Scenario:
