@@ -84,7 +84,8 @@ def score(data: Path, config: dict[str, object]) -> dict[str, int]:
 def thread_score(data: Path, config: dict[str, object]) -> dict[str, int]:
     """The totals with ``scope="thread"`` and each user message fed as the integrations do."""
     spec = importlib.util.spec_from_file_location("score", data / "score.py")
-    assert spec is not None and spec.loader is not None
+    assert spec is not None
+    assert spec.loader is not None
     scorer = importlib.util.module_from_spec(spec)
     sys.path.insert(0, str(ROOT))  # this checkout's package, as score.py itself would pick
     spec.loader.exec_module(scorer)

@@ -426,7 +426,6 @@ class LoopDetector:
             error=error,
             tool=name,
             tokens=None if call is None else call.tokens,
-            sketch=call is not None and call.changed is not None,
         )
         verdict = self._tool_result(
             name, result.key, failed, call_id, near=result.near, info=result.info, call=call
@@ -638,8 +637,7 @@ class LoopDetector:
         view = self._view
         if call is not None:
             call.outcome, call.kind = outcome, "error" if failed else "ok"
-            call.near = near if call.changed is not None else ""
-            call.info, call.tokens = info, None
+            call.near, call.info, call.tokens = near, info, None
         elif failed:
             call = Call(name, "", call_id)  # a result nobody asked for still fails
             call.outcome, call.kind = outcome, "error"

@@ -851,8 +851,8 @@ def _successes_are_quiet(exported: Mapping[str, Any], config: LoopGuardConfig) -
         if not isinstance(call, list) or len(call) != 9:
             return False
         if call[3] == "pending":
-            if call[7] is not False:
-                return False  # decided on its result
+            if call[7] is not False and call[7] is not None:
+                return False  # decided on its result (None: the first of its signature)
             pending += 1
     count = quiet[1]
     if type(count) is not int:

@@ -70,9 +70,7 @@ class Call:
     left out (:func:`~._signature.near_equal` compares two); ``info`` what the result says
     once the call's own argument values are removed (``""``: nothing); ``changed`` whether a
     different call succeeded between this call and the previous one with its signature
-    (``None``: the history held no call with its signature). The result of such a first
-    call is not sketched (``near`` is ``""``): only a later call of its signature compares
-    with it, and counts it as nearly the same.
+    (``None``: the history held no call with its signature).
     ``tokens`` are keyed hashes of the argument values, kept only while the call is pending.
     """
 
@@ -403,8 +401,6 @@ def _nearly(a: Call, b: Call) -> bool:
         return True
     if a.kind != b.kind:
         return False
-    if a.near == "" or b.near == "":
-        return True  # the first call of its signature: not sketched, counted as the same
     if a.near is None or b.near is None:
         return a.outcome == b.outcome
     return near_equal(a.near, b.near)

@@ -652,20 +652,15 @@ def outcome(
     error: object = None,
     tool: str = "",
     tokens: frozenset[int] | None = None,
-    sketch: bool = True,
 ) -> Outcome:
-    """The digests of a result: ``output``, or ``error`` (an exception or text) of ``tool``.
-
-    Without ``sketch`` the near sketch is left out (``""``): the detector compares only
-    results of calls whose signature it saw before.
-    """
+    """The digests of a result: ``output``, or ``error`` (an exception or text) of ``tool``."""
     if error is not None:
         text = _error_text(error)
         key = digest("error", tool, _masked(text, digits=False))
     else:
         text = _text_of(output)
         key = _tagged(_OUTCOME_HASH, _masked(text, digits=True))
-    return Outcome(key, _sketch(text) if sketch else "", _info(text, key, tokens))
+    return Outcome(key, _sketch(text), _info(text, key, tokens))
 
 
 def assistant_key(text: object) -> str | None:

@@ -169,9 +169,10 @@ LOOPS: tuple[Loop, ...] = (
     Loop(
         "no_progress",
         Signal.NO_PROGRESS,
-        lambda n: call("read_file", {"path": "abcdefg"[n % 7]}),
+        # a 7-call round, each pair swapped every other round: no fixed cycle, sequence or
+        # path repeats; its results echo the path only
+        lambda n: call("read_file", {"path": ("abcdefg", "badcfeg")[n // 7 % 2][n % 7]}),
         _reader,
-        # a 7-call round: longer than any repeated sequence; its results echo the path only
         config={"no_new_info_calls": 0},
         tool="read_file",
     ),
