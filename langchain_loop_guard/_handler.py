@@ -171,6 +171,12 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
     counts and a digest, never arguments or output. The guard's own failures never break the
     run.
 
+    A loop found in a model's answer (the same answer again, or an answer whose calls would
+    stop the run) is reported when the model answers and raised by the next step that starts
+    after it, each parallel call's included, or by the invocation's end: none of the
+    answer's calls runs, and the handlers after this one, LangSmith's tracer among them,
+    still record the answer, so ``loop-guard replay`` of the trace stops where the run did.
+
     A callback can stop a run but not skip one call and go on, so ``nudges`` do not apply
     here; use :class:`~langchain_loop_guard.LoopGuardMiddleware` for that.
 
