@@ -575,6 +575,17 @@ def test_reset_drops_a_held_stop() -> None:
     run.end()
 
 
+def test_switching_to_observe_drops_a_held_stop() -> None:
+    """set_mode("observe") between the answer and its calls: an observed run is never stopped."""
+    handler = guard()
+    run = Run(handler)
+    node = _answer_stopping(handler, run)
+    handler.set_mode("observe")
+    _tool_start(handler, node, "notify", "n")
+    run.end()
+    assert handler.status().stops == 1
+
+
 def test_a_thread_goes_on_after_a_stopped_answer_without_counting_its_calls() -> None:
     """scope="thread": the stop is raised in its own invocation only; the next one, with a
     new human message, goes on, and the refused calls (answered "not executed" by a repair)
