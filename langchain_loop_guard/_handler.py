@@ -98,6 +98,22 @@ class _Run:
     """Model runs in flight: whether the model's input held the run's previous answer."""
     human: object = None
     """The last human message the model was called with (its id, or position and text)."""
+    held: _HeldStop | None = None
+    """A stop decided at a model answer, raised at the next step of its invocation."""
+
+
+@dataclass(slots=True, eq=False)
+class _HeldStop:
+    """A stop decided at a model answer, held until the next step of its invocation.
+
+    Raising in ``on_llm_end`` would keep the handlers after this one (LangSmith's tracer)
+    from recording the answer; the step after it is refused instead, so none of its calls runs.
+    """
+
+    root: UUID
+    """The top-level run (invocation) whose model gave the answer."""
+    verdict: Verdict
+    raised: bool = False
 
 
 @dataclass(slots=True, eq=False)
@@ -154,6 +170,12 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
     ``astream_events`` and to any handler's ``on_custom_event``), with tool names, the signal,
     counts and a digest, never arguments or output. The guard's own failures never break the
     run.
+
+    A loop found in a model's answer (the same answer again, or an answer whose calls would
+    stop the run) is reported when the model answers and raised by the next step that starts
+    after it, each parallel call's included, or by the invocation's end: none of the
+    answer's calls runs, and the handlers after this one, LangSmith's tracer among them,
+    still record the answer, so ``loop-guard replay`` of the trace stops where the run did.
 
     A callback can stop a run but not skip one call and go on, so ``nudges`` do not apply
     here; use :class:`~langchain_loop_guard.LoopGuardMiddleware` for that.
@@ -257,6 +279,7 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
             self.decide(run.detector, "reset")
             run.announced.clear()
             run.paused.clear()
+            run.held = None
             return True
 
     def _key_of(self, run_id: str | UUID | None) -> str | None:
@@ -288,6 +311,8 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
             return
         for run in self._runs.values():
             run.detector.configure(config)
+            if config.mode != "on":
+                run.held = None  # an observed run is never stopped
 
     # --- chains and the run tree --------------------------------------------------------------
 
@@ -302,17 +327,26 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
         metadata: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
-        """Record where the chain sits in the run tree."""
+        """Record where the chain sits in the run tree; refuse it after a stopped answer."""
         with self._lock:
-            self._start(run_id, parent_run_id, metadata)
+            run = self._start(run_id, parent_run_id, metadata)
+            if run is not None:
+                self._refuse_if_held(run, run_id)
 
     @_guarded
     def on_chain_end(
         self, outputs: Any, *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any
     ) -> None:
-        """Forget the chain; the top-level run's end ends the run."""
+        """Forget the chain; the top-level run's end ends the run.
+
+        An invocation that ends after a stopped answer with no step in between (no tool of
+        the answer started, no model was called again) raises the stop here.
+        """
         with self._lock:
+            root = self._roots.get(run_id)
             self._end(run_id)
+            if root is not None:
+                self._raise_unraised(root)
 
     @_guarded
     def on_chain_error(
@@ -340,7 +374,9 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
     ) -> None:
         """Record where the retriever sits in the run tree (it may call models)."""
         with self._lock:
-            self._start(run_id, parent_run_id, metadata)
+            run = self._start(run_id, parent_run_id, metadata)
+            if run is not None:
+                self._refuse_if_held(run, run_id)
 
     @_guarded
     def on_retriever_end(
@@ -387,6 +423,7 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
             run = self._start(run_id, parent_run_id, metadata)
             if run is None:
                 return
+            self._refuse_if_held(run, run_id)
             sent = messages[0] if messages else ()
             self._human_input(run, sent)
             _put(run.in_context, run_id, _holds(sent, run.said), _MAX_TOOLS)
@@ -411,6 +448,7 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
             run = self._start(run_id, parent_run_id, metadata)
             if run is None:
                 return
+            self._refuse_if_held(run, run_id)
             verdict = self.decide(run.detector, "turn_start")
         self._act(run.key, [verdict])
 
@@ -430,9 +468,17 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
         text-completion model's input is not looked into: its answers always may repeat.
 
         An answer with several calls, one of which would stop the run, is stopped here, so
-        that none of them runs: each call is its own parallel task, and raising from one
-        task's ``on_tool_start`` would not keep its siblings from running. The middleware and
-        the node guard decide such an answer the same way.
+        that none of them runs: each call is its own parallel task, and refusing only the
+        stopping call's ``on_tool_start`` would not keep its siblings from running. The
+        middleware and the node guard decide such an answer the same way.
+
+        A stop decided here (those calls, or a repeated answer) is reported here but raised
+        at the next step of the invocation: the next chain, tool, retriever or model that
+        starts (each parallel sibling's included), or the invocation's end. Raising from this
+        callback would keep the handlers after this one, LangSmith's tracer among them, from
+        recording the answer, and ``loop-guard replay`` of the trace could not find the stop.
+        A model called outside any chain the handler saw (on its own, or with the handler
+        attached to the model only) is stopped here, as nothing of its run may follow.
         """
         with self._lock:
             tracked = self._resolve(run_id, parent_run_id) is not None
@@ -446,6 +492,7 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
         with self._lock:
             run = self._resolve(run_id, parent_run_id)
             verdict = ALLOW
+            held = False
             if run is not None and tracked:
                 answer = DetectorEvent(
                     kind="assistant_message",
@@ -464,12 +511,15 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
                         verdict = self._replay(run, call)
                         if verdict.stops:
                             break
-                for name, signature, call_id, tokens in named:
-                    if call_id:
-                        _put(run.announced, call_id, (name, signature, tokens), _MAX_ANNOUNCED)
+                if verdict.stops:  # its calls are refused, never counted as unexecuted ones
+                    held = self._hold(run, run_id, parent_run_id, verdict)
+                else:
+                    for name, signature, call_id, tokens in named:
+                        if call_id:
+                            _put(run.announced, call_id, (name, signature, tokens), _MAX_ANNOUNCED)
             self._end(run_id)
         if run is not None:
-            self._act(run.key, [verdict])
+            self._act(run.key, [verdict], stop=not held)
 
     @_guarded
     def on_llm_error(
@@ -514,6 +564,7 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
                 return
             if call_id is not None:
                 run.announced.pop(call_id, None)
+            self._refuse_if_held(run, run_id)
             resumed = call_id is not None and run.paused.pop(call_id, False)
             if resumed and run.detector.tripped is None:
                 verdict = ALLOW  # a resumed call was counted when it first started
@@ -812,6 +863,48 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
                 return True
         return False
 
+    def _hold(self, run: _Run, run_id: UUID, parent_run_id: UUID | None, verdict: Verdict) -> bool:
+        """Hold the stop decided at the answer of the model run ``run_id``, to be raised at
+        the next step of its invocation; whether it is held.
+
+        It is held only when the model ran inside a chain the handler saw start and that is
+        still open: the handler then sees the steps that follow. A model run that is its own
+        top-level run, or whose parent the handler never saw (a handler attached to the model
+        only), may have no later event here: its stop is raised at once.
+        """
+        root = self._open.get(run_id)
+        if root is None or root.ended or parent_run_id is None or parent_run_id not in self._open:
+            return False
+        run.held = _HeldStop(root.id, verdict)
+        return True
+
+    def _refuse_if_held(self, run: _Run, run_id: UUID) -> None:
+        """Raise the stop held for the invocation that ``run_id`` (a step starting) is part of.
+
+        Every step that starts after the stopped answer is refused, each parallel sibling's
+        included, so none of the answer's calls runs. The stop was reported when it was
+        decided: it is raised again, not reported again. ``run_id`` will not report an end.
+        """
+        held = run.held
+        if held is None:
+            return
+        root = self._open.get(run_id)
+        if root is None or root.id != held.root:
+            return
+        held.raised = True
+        self._end(run_id)
+        raise LoopDetected.from_verdict(held.verdict, run_id=run.key)
+
+    def _raise_unraised(self, root: _Root) -> None:
+        """Raise the stop held for ``root``, an invocation that just ended, if no step raised
+        it (nothing started after the stopped answer)."""
+        run = self._runs.get(root.key) or self._stopped.get(root.key)
+        held = run.held if run is not None else None
+        if held is None or held.root != root.id or held.raised:
+            return
+        held.raised = True
+        raise LoopDetected.from_verdict(held.verdict, run_id=root.key)
+
     def _human_input(self, run: _Run, messages: Sequence[BaseMessage]) -> None:
         """Release a thread (``scope="thread"``) when a new human message reached its model.
 
@@ -866,8 +959,9 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
                 break
         return verdicts
 
-    def _act(self, key: str, verdicts: Sequence[Verdict]) -> None:
-        """Report the verdicts (log, status, trace), then stop the run on a stopping one.
+    def _act(self, key: str, verdicts: Sequence[Verdict], *, stop: bool = True) -> None:
+        """Report the verdicts (log, status, trace), then stop the run on a stopping one
+        (unless ``stop`` is false: a held stop is raised later, see :meth:`_hold`).
 
         Called after the lock is released: reporting runs other code (verdict listeners,
         other handlers' ``on_custom_event``).
@@ -877,7 +971,7 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
             self.report(key, verdict)
             if not verdict.tripped:
                 self._trace(key, verdict)
-        for verdict in reported:
+        for verdict in reported if stop else ():
             if verdict.stops:
                 raise LoopDetected.from_verdict(verdict, run_id=key)
 

@@ -25,6 +25,7 @@ from pydantic import BaseModel, ValidationError
 from langchain_loop_guard import LoopGuardConfig, LoopGuardConfigError, Signal
 from langchain_loop_guard._handler import LoopGuardCallbackHandler
 from langchain_loop_guard._interrupt import LoopDetected
+from langchain_loop_guard.testing import calls
 
 
 def guard(**values: Any) -> LoopGuardCallbackHandler:
@@ -316,14 +317,18 @@ def test_a_validation_error_from_on_tool_error_is_an_error() -> None:
 # --- model turns ----------------------------------------------------------------------------------
 
 
-def test_identical_assistant_text_raises_from_llm_end() -> None:
-    """The third identical answer to an input holding the previous one raises at its end."""
-    run = Run(guard())
+def test_identical_assistant_text_stops_the_run_at_its_next_step() -> None:
+    """The third identical answer to an input holding the previous one is reported when the
+    model answers (the tracers after the guard still record it) and raised at the next step."""
+    handler = guard()
+    run = Run(handler)
     history: list[BaseMessage] = [HumanMessage("Find the bug.")]
     for answer in ("I cannot find it.", "I  cannot find it. "):
         history += [run.model(answer, seen=history), HumanMessage("Look again.")]
+    run.model("I cannot find it.", seen=history)
+    assert handler.status().stops == 1
     with pytest.raises(LoopDetected) as caught:
-        run.model("I cannot find it.", seen=history)
+        run.node()
     assert caught.value.signal is Signal.REPEATED_ASSISTANT_RESPONSE
 
 
@@ -353,8 +358,9 @@ def test_an_answer_whose_input_holds_the_previous_answer_by_id_repeats_it() -> N
     history: list[BaseMessage] = [HumanMessage("q")]
     for n in range(2):
         history += [run.model(AIMessage("Same.", id=f"a{n}"), seen=history), HumanMessage("more")]
+    run.model(AIMessage("Same.", id="a2"), seen=history)
     with pytest.raises(LoopDetected) as caught:
-        run.model(AIMessage("Same.", id="a2"), seen=history)
+        run.end()  # the invocation ends right after the answer: its end raises
     assert caught.value.signal is Signal.REPEATED_ASSISTANT_RESPONSE
 
 
@@ -425,6 +431,190 @@ def test_calls_that_reach_a_tool_are_not_counted_twice() -> None:
     inspection = handler.inspect()
     assert inspection is not None
     assert inspection.calls == 1
+
+
+# --- an answer whose calls would stop the run -----------------------------------------------------
+
+STOPPING = calls(("lookup", {"k": "a"}, "l"), ("write", {"x": 1}, "w"), ("notify", {}, "n"))
+"""After two ``lookup(k=a)``: its lookup is the third identical call in a row, so none of its
+calls runs."""
+
+
+def _answer_stopping(handler: LoopGuardCallbackHandler, run: Run) -> UUID:
+    """Two lookups, then :data:`STOPPING` answered inside a chain still open (the model's
+    node, as in a hand-written agent node); returns that chain."""
+    for _ in range(2):
+        run.tool("lookup", {"k": "a"}, "value")
+    node, llm = run.node(), uuid4()
+    handler.on_chat_model_start({}, [[HumanMessage("go")]], run_id=llm, parent_run_id=node)
+    result = LLMResult(generations=[[ChatGeneration(message=STOPPING)]])
+    handler.on_llm_end(result, run_id=llm, parent_run_id=node)  # reported, not raised
+    return node
+
+
+def _tool_start(handler: LoopGuardCallbackHandler, parent: UUID, name: str, call_id: str) -> None:
+    args = dict(next(c["args"] for c in STOPPING.tool_calls if c["id"] == call_id))
+    handler.on_tool_start(
+        {"name": name},
+        str(args),
+        run_id=uuid4(),
+        parent_run_id=parent,
+        inputs=args,
+        tool_call_id=call_id,
+    )
+
+
+NEXT_STEPS: dict[str, Any] = {
+    "a chain starts": lambda h, run, node: h.on_chain_start(
+        None, {}, run_id=uuid4(), parent_run_id=run.id
+    ),
+    "a model starts": lambda h, run, node: h.on_chat_model_start(
+        {}, [[HumanMessage("go")]], run_id=uuid4(), parent_run_id=node
+    ),
+    "a text model starts": lambda h, run, node: h.on_llm_start(
+        {}, ["go"], run_id=uuid4(), parent_run_id=node
+    ),
+    "a retriever starts": lambda h, run, node: h.on_retriever_start(
+        {}, "q", run_id=uuid4(), parent_run_id=node
+    ),
+    "a call of the answer starts": lambda h, run, node: _tool_start(h, node, "notify", "n"),
+    "the invocation ends": lambda h, run, node: (
+        h.on_chain_end({}, run_id=node, parent_run_id=run.id),
+        run.end(),
+    ),
+}
+
+
+@pytest.mark.parametrize("step", NEXT_STEPS)
+def test_a_stopping_answer_is_reported_at_once_and_raised_at_the_next_step(step: str) -> None:
+    """Not raised in on_llm_end (the tracers after the guard record the answer): the next
+    chain, model, retriever or tool that starts, or the invocation's end, raises the stop."""
+    handler = guard()
+    run = Run(handler)
+    node = _answer_stopping(handler, run)
+    assert handler.status().stops == 1
+    with pytest.raises(LoopDetected) as caught:
+        NEXT_STEPS[step](handler, run, node)
+    error = caught.value
+    assert (error.signal, error.tool, error.count, error.run_id) == (
+        Signal.REPEATED_TOOL_CALL,
+        "lookup",
+        3,
+        str(run.id),
+    )
+    assert error.verdict is not None
+    assert not error.verdict.tripped  # the stop itself, not "this run was already stopped"
+    assert handler.status().stops == 1
+
+
+def test_every_call_of_a_stopped_answer_is_refused_and_the_stop_counted_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Each parallel sibling raises at its start, so none runs; the detector is fed nothing
+    more, and the stop is logged and counted once."""
+    handler = guard()
+    run = Run(handler)
+    with caplog.at_level(logging.INFO, logger="langchain_loop_guard"):
+        node = _answer_stopping(handler, run)
+        before = handler.inspect(run.id)
+        assert before is not None
+        for name, call_id in (("write", "w"), ("notify", "n"), ("lookup", "l")):
+            with pytest.raises(LoopDetected) as caught:
+                _tool_start(handler, node, name, call_id)
+            assert caught.value.tool == "lookup"
+    after = handler.inspect(run.id)
+    assert after is not None
+    assert (after.calls, after.recent) == (before.calls, before.recent)
+    assert [c.outcome for c in after.recent][-1] == "blocked"
+    assert [r.loop_guard_action for r in caplog.records] == ["block"]  # type: ignore[attr-defined]
+    assert handler.status().stops == 1
+
+
+@pytest.mark.parametrize("parent", ["none", "unseen"])
+def test_a_model_outside_any_chain_seen_is_stopped_at_its_answer(parent: str) -> None:
+    """A model that is its own run, or whose chain the handler never saw (the handler given to
+    the model only), may have no later event: its stopping answer raises in on_llm_end."""
+    handler = guard(scope="thread")  # a model on its own: each call is a top-level run
+    parent_id = None if parent == "none" else uuid4()
+    history: list[BaseMessage] = [HumanMessage("q")]
+    for n in range(3):
+        llm, answer = uuid4(), AIMessage("Same.", id=f"a{n}")
+        handler.on_chat_model_start(
+            {}, [history], run_id=llm, parent_run_id=parent_id, metadata={"thread_id": "t"}
+        )
+        history = [*history, answer]
+        result = LLMResult(generations=[[ChatGeneration(message=answer)]])
+        if n < 2:
+            handler.on_llm_end(result, run_id=llm, parent_run_id=parent_id)
+            continue
+        with pytest.raises(LoopDetected) as caught:
+            handler.on_llm_end(result, run_id=llm, parent_run_id=parent_id)
+        assert caught.value.signal is Signal.REPEATED_ASSISTANT_RESPONSE
+
+
+def test_observe_mode_reports_a_stopping_answer_once_and_refuses_nothing() -> None:
+    """Observe: the answer's calls all start, the loop is reported once, nothing raises."""
+    handler = guard(mode="observe")
+    run = Run(handler)
+    node = _answer_stopping(handler, run)
+    for name, call_id in (("lookup", "l"), ("write", "w"), ("notify", "n")):
+        _tool_start(handler, node, name, call_id)
+    handler.on_chain_end({}, run_id=node, parent_run_id=run.id)
+    run.node()
+    run.end()
+    assert (handler.status().observed, handler.status().stops) == (1, 0)
+
+
+def test_reset_drops_a_held_stop() -> None:
+    """reset() lets the run go on: the stop held for its next step is not raised."""
+    handler = guard()
+    run = Run(handler)
+    node = _answer_stopping(handler, run)
+    assert handler.reset(run.id) is True
+    _tool_start(handler, node, "notify", "n")
+    run.end()
+
+
+def test_switching_to_observe_drops_a_held_stop() -> None:
+    """set_mode("observe") between the answer and its calls: an observed run is never stopped."""
+    handler = guard()
+    run = Run(handler)
+    node = _answer_stopping(handler, run)
+    handler.set_mode("observe")
+    _tool_start(handler, node, "notify", "n")
+    run.end()
+    assert handler.status().stops == 1
+
+
+def test_a_thread_goes_on_after_a_stopped_answer_without_counting_its_calls() -> None:
+    """scope="thread": the stop is raised in its own invocation only; the next one, with a
+    new human message, goes on, and the refused calls (answered "not executed" by a repair)
+    are not counted as calls that reached no tool."""
+    handler = guard(scope="thread")
+    run = Run(handler, thread_id="chat-1")
+    node = _answer_stopping(handler, run)
+    with pytest.raises(LoopDetected):
+        run.node()
+    handler.on_chain_error(RuntimeError(), run_id=node, parent_run_id=run.id)
+    run.end(RuntimeError())
+    stopped = handler.inspect("chat-1")
+    assert stopped is not None
+    repaired = [
+        HumanMessage("go", id="h1"),
+        STOPPING,
+        *(
+            ToolMessage("not executed", tool_call_id=c["id"], status="error")
+            for c in STOPPING.tool_calls
+        ),
+        HumanMessage("Something else.", id="h2"),
+    ]
+    later = Run(handler, thread_id="chat-1")
+    later.node()
+    later.model("Sure.", seen=repaired)
+    later.end()
+    inspection = handler.inspect("chat-1")
+    assert inspection is not None
+    assert (inspection.calls, inspection.tripped) == (stopped.calls, None)
 
 
 # --- the run tree ---------------------------------------------------------------------------------

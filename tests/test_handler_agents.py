@@ -13,7 +13,9 @@ from typing import Any, NamedTuple
 
 import pytest
 from langchain.agents import create_agent
+from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
+from langchain_core.outputs import LLMResult
 from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langchain_core.tools import BaseTool, StructuredTool, ToolException, tool
 from langgraph.checkpoint.memory import InMemorySaver
@@ -327,7 +329,67 @@ def test_parallel_identical_calls_are_stopped(build: Callable[..., Any], how: st
     with pytest.raises(LoopDetected) as caught:
         run_agent(build, how, guard(), [parallel, "done"], [read_file])
     assert caught.value.signal is Signal.REPEATED_TOOL_CALL
-    assert read_file.calls <= 2
+    assert read_file.calls == 0  # the answer is stopped as a whole: none of its calls runs
+
+
+class AnswerSeen(BaseCallbackHandler):
+    """A handler after the guard, as LangSmith's tracer is: records each answer's call ids."""
+
+    raise_error = True
+    run_inline = True
+
+    def __init__(self) -> None:
+        self.answers: list[list[str | None]] = []
+
+    def on_llm_end(self, response: LLMResult, **kwargs: Any) -> None:
+        message = getattr(response.generations[0][0], "message", None)
+        self.answers.append([c["id"] for c in getattr(message, "tool_calls", [])])
+
+
+def test_no_call_of_a_stopped_answer_runs_and_the_handlers_after_the_guard_see_it(
+    build: Callable[..., Any], how: str
+) -> None:
+    """An answer whose first call is the third identical lookup: neither it nor its siblings
+    (each a parallel task in create_agent) run, in sync and async runs; the stop is counted
+    once; and the handler after the guard recorded the answer, so a trace holds the stop."""
+    tools = {name: scripted_tool(name, "value") for name in ("lookup", "write", "notify")}
+    stopping = calls(("lookup", {"k": "a"}, "l"), ("write", {"x": 1}, "w"), ("notify", {}, "n"))
+    script = [call("lookup", {"k": "a"}, id="l1"), call("lookup", {"k": "a"}, id="l2"), stopping]
+    handler, seen = guard(), AnswerSeen()
+    agent = build(ScriptedChatModel(script=[*script, "done"]), list(tools.values()))
+    with pytest.raises(LoopDetected) as caught:
+        drive(agent, how, "go", {"callbacks": [handler, seen]})
+    assert (caught.value.signal, caught.value.tool) == (Signal.REPEATED_TOOL_CALL, "lookup")
+    assert {name: t.calls for name, t in tools.items()} == {"lookup": 2, "write": 0, "notify": 0}
+    assert seen.answers == [["l1"], ["l2"], ["l", "w", "n"]]
+    assert handler.status().stops == 1
+
+
+@pytest.mark.parametrize("how", ["ainvoke", "astream"])
+def test_no_call_of_a_stopped_answer_runs_with_async_tools(
+    build: Callable[..., Any], how: str
+) -> None:
+    """The same with coroutine tools, whose callbacks go through the async callback manager."""
+    ran: list[str] = []
+
+    def recording(name: str) -> BaseTool:
+        async def body(**kwargs: Any) -> str:
+            ran.append(name)
+            return "value"
+
+        return StructuredTool.from_function(
+            coroutine=body, name=name, description=f"Records that {name} ran."
+        )
+
+    stopping = calls(("lookup", {}, "l"), ("write", {}, "w"), ("notify", {}, "n"))
+    script = [call("lookup", {}, id="l1"), call("lookup", {}, id="l2"), stopping, "done"]
+    agent = build(
+        ScriptedChatModel(script=script), [recording(n) for n in ("lookup", "write", "notify")]
+    )
+    with pytest.raises(LoopDetected) as caught:
+        drive(agent, how, "go", {"callbacks": [guard()]})
+    assert (caught.value.signal, caught.value.tool) == (Signal.REPEATED_TOOL_CALL, "lookup")
+    assert ran == ["lookup", "lookup"]
 
 
 @pytest.mark.parametrize("concurrency", ["threads", "asyncio.gather"])

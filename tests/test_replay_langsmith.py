@@ -125,10 +125,16 @@ class _Service(BaseHTTPRequestHandler):
         self._reply(b"{}")
 
 
-def _traced_runs(monkeypatch: pytest.MonkeyPatch, record: Path) -> dict[str, Any]:
+def _traced_runs(
+    monkeypatch: pytest.MonkeyPatch,
+    record: Path,
+    agents: dict[str, Callable[[], tuple[list[Any], list[Any]]]] = AGENTS,
+    settings: LoopGuardConfig = DEFAULTS,
+) -> dict[str, Any]:
     """Run every agent once, traced by the SDK into the stand-in and guarded live (mode on).
 
-    Returns the SDK's runs (post and patch merged, by id) and the live verdicts per agent.
+    Returns the SDK's runs (post and patch merged, by id), the live verdicts per agent and
+    how many tool bodies ran per agent.
     """
     received: list[tuple[str, dict[str, Any]]] = []
     handler_class = type("Service", (_Service,), {"received": received})
@@ -144,11 +150,12 @@ def _traced_runs(monkeypatch: pytest.MonkeyPatch, record: Path) -> dict[str, Any
     ls_utils.get_env_var.cache_clear()
     ls_utils.get_tracer_project.cache_clear()
     live: dict[str, Any] = {}
+    ran: dict[str, int] = {}
     try:
-        for name, agent in AGENTS.items():
+        for name, agent in agents.items():
             script, tools = agent()
             trace = record / f"{name}.jsonl"
-            handler = LoopGuardCallbackHandler(DEFAULTS, record_to=trace)
+            handler = LoopGuardCallbackHandler(settings, record_to=trace)
             graph = create_agent(ScriptedChatModel(script=script), tools)
             config: dict[str, Any] = {"callbacks": [handler], "metadata": {"thread_id": name}}
             raised = None
@@ -156,7 +163,8 @@ def _traced_runs(monkeypatch: pytest.MonkeyPatch, record: Path) -> dict[str, Any
                 graph.invoke({"messages": [("user", "go")]}, config)
             except LoopDetected as exc:
                 raised = exc.signal
-            live[name] = (raised, replay(trace, DEFAULTS).runs[0].live)
+            live[name] = (raised, replay(trace, settings).runs[0].live)
+            ran[name] = sum(tool.calls for tool in tools)
         run_trees.get_cached_client().flush()
         from langchain_core.tracers.langchain import wait_for_all_tracers
 
@@ -170,7 +178,7 @@ def _traced_runs(monkeypatch: pytest.MonkeyPatch, record: Path) -> dict[str, Any
     runs: dict[str, dict[str, Any]] = {}
     for _, run in received:
         runs.setdefault(str(run["id"]), {}).update({k: v for k, v in run.items() if v is not None})
-    return {"runs": list(runs.values()), "live": live}
+    return {"runs": list(runs.values()), "live": live, "ran": ran}
 
 
 @pytest.fixture(scope="module")
@@ -337,48 +345,40 @@ def _where(stop: ReplayVerdict | None) -> tuple[Signal, str | None, int] | None:
     return None if stop is None else (stop.signal, stop.tool, stop.call)
 
 
-def _untraced_answer(traced: dict[str, Any], name: str) -> dict[str, Any] | None:
-    """The model run of ``name``'s trace whose answer the SDK never saw, if any.
-
-    When the guard stops an answer itself (its calls would stop the run), it raises in
-    ``on_llm_end`` before the tracer's handler runs: the SDK sends that model run's start only
-    (no ``end_time``, no ``error``, empty ``outputs``), and no tool run for its calls.
-    """
+def _answers(traced: dict[str, Any], name: str) -> list[dict[str, Any]]:
+    """The model runs of ``name``'s trace, in order."""
     trace = _trace_of(traced)[name]
-    return next(
-        (
-            run
-            for run in traced["runs"]
-            if str(run["trace_id"]) == trace
-            and run["run_type"] == "llm"
-            and run.get("end_time") is None
-            and run.get("error") is None
-            and not run.get("outputs")
-        ),
-        None,
-    )
-
-
-def _expected(traced: dict[str, Any], name: str) -> tuple[Signal, str | None, int] | None:
-    """What a replay of ``name``'s trace can give: the live stop, unless the calls it stopped
-    on are in no run of the export (then nothing in the export stops)."""
-    live = traced["live"][name][1]
-    return None if _untraced_answer(traced, name) is not None else _where(live)
+    runs = [r for r in _list_runs(traced) if r["trace_id"] == trace and r["run_type"] == "llm"]
+    return sorted(runs, key=lambda r: r["dotted_order"])
 
 
 def test_the_sdk_traced_every_agent_and_the_live_guard_stopped_the_loops(
     traced: dict[str, Any],
 ) -> None:
-    """The fixture is what it claims: a trace per agent, a live stop for each loop only."""
+    """The fixture is what it claims: a trace per agent, a live stop for each loop only, and
+    every model answer in the export, finished, with its calls (the guard raises no stop
+    before the tracer has recorded the answer)."""
     assert sorted(_trace_of(traced)) == sorted(AGENTS)
     for name, (raised, live) in traced["live"].items():
         assert (raised is None) == (name == "productive"), name
         assert (live is None) == (name == "productive"), name
         if live is not None:
             assert live.signal is raised
-    # only the parallel agent is stopped at its model's answer (a dry run over its calls), so
-    # only its trace lacks the calls the guard stopped on
-    assert [name for name in AGENTS if _untraced_answer(traced, name)] == ["parallel"]
+        for answer in _answers(traced, name):
+            assert answer.get("end_time") is not None, name
+            assert answer["outputs"]["generations"][0][0]["message"], name
+
+
+def test_the_stopped_parallel_answer_is_in_the_export_and_none_of_its_calls_ran(
+    traced: dict[str, Any],
+) -> None:
+    """The parallel agent is stopped at its second answer, as a whole: the export holds that
+    answer with both calls, and no tool run (no tool body ran for either)."""
+    answers = _answers(traced, "parallel")
+    assert [_calls_in(answer) for answer in answers] == [["a0", "b0"], ["a1", "b1"]]
+    trace = _trace_of(traced)["parallel"]
+    tools = [r for r in _list_runs(traced) if r["trace_id"] == trace and r["run_type"] == "tool"]
+    assert len(tools) == traced["ran"]["parallel"] == 2  # the first answer's calls only
 
 
 @pytest.mark.parametrize("shape", SHAPES)
@@ -386,43 +386,61 @@ def test_each_langsmith_shape_replays_to_the_live_verdicts(
     shape: str, traced: dict[str, Any], tmp_path: Path
 ) -> None:
     """Same signal, tool and tool call as the live guard, for every agent (stopped, parallel,
-    productive), whatever shape the export has; except a stop at an answer the SDK never saw
-    (the parallel agent's), which no export holds: it replays without the stop."""
+    productive), whatever shape the export has."""
     report = replay(SHAPES[shape](traced, tmp_path), DEFAULTS)
     assert report.format == "langsmith"
     by_trace = {run.run: run for run in report.runs}
     traces = _trace_of(traced)
     assert set(by_trace) == set(traces.values())
     for name in traced["live"]:
-        assert _where(by_trace[traces[name]].stop) == _expected(traced, name), name
+        assert _where(by_trace[traces[name]].stop) == _where(traced["live"][name][1]), name
 
 
-@pytest.mark.parametrize("finished", [True, False], ids=["finished", "unfinished"])
-def test_a_stopped_answer_whose_calls_are_in_the_export_replays_to_the_live_stop(
-    traced: dict[str, Any], tmp_path: Path, finished: bool
+def test_a_stopped_answer_exported_before_its_model_run_finished_replays_the_same(
+    traced: dict[str, Any], tmp_path: Path
 ) -> None:
-    """When the export does hold the stopped answer (its model run's outputs name the calls, as
-    a tracer that saw the answer records them), the replay stops where the live guard did."""
+    """An export whose stopped answer has its outputs but no end time (an export taken while
+    the run was being written) stops where the live guard did too."""
     name = "parallel"
-    untraced = _untraced_answer(traced, name)
-    assert untraced is not None
-    trace = _trace_of(traced)[name]
-    rows = [r for r in _list_runs(traced) if str(r["trace_id"]) == trace]
-    answered = sorted(
-        (r for r in rows if r["run_type"] == "llm" and r.get("outputs")),
-        key=lambda r: r["dotted_order"],
-    )
-    outputs = json.loads(json.dumps(answered[-1]["outputs"]))
-    message = outputs["generations"][0][0]["message"]["kwargs"]
-    step = len(answered)  # the scripted ids of the stopped answer's calls
-    message["tool_calls"] = [{**c, "id": c["id"][0] + str(step)} for c in message["tool_calls"]]
+    stopped = _answers(traced, name)[-1]
+    rows = [r for r in _list_runs(traced) if r["trace_id"] == stopped["trace_id"]]
     for row in rows:
-        if row["id"] == str(untraced["id"]):
-            row["outputs"] = outputs
-            row["end_time"] = row["start_time"] if finished else None
-    path = tmp_path / "answered.jsonl"
+        if row["id"] == stopped["id"]:
+            row["end_time"] = None
+    path = tmp_path / "unfinished.jsonl"
     path.write_text(_jsonl(rows), encoding="utf-8")
-    assert _where(replay(path, DEFAULTS).runs[0].stop) == _where(traced["live"][name][1])
+    live = _where(traced["live"][name][1])
+    assert live is not None
+    assert _where(replay(path, DEFAULTS).runs[0].stop) == live
+
+
+SAYS_THE_SAME = LoopGuardConfig(progress_aware=False)  # a message with calls counts too
+
+
+def _says_the_same() -> tuple[list[Any], list[Any]]:
+    steps = [
+        calls(("read", {"path": f"{n}.py"}), content="Let me look at the file again.")
+        for n in range(5)
+    ]
+    return [*steps, "done"], [scripted_tool("read", lambda a: f"text of {a['path']}")]
+
+
+def test_a_run_stopped_at_a_repeated_answer_replays_to_the_live_stop(tmp_path: Path) -> None:
+    """The answer-level stop is raised after the tracer recorded the answer too: the SDK's
+    export holds the third identical answer, and replays to the live stop."""
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        traced = _traced_runs(
+            monkeypatch, tmp_path, {"says-the-same": _says_the_same}, SAYS_THE_SAME
+        )
+    run_trees._CLIENT = None
+    raised, live = traced["live"]["says-the-same"]
+    assert raised is Signal.REPEATED_ASSISTANT_RESPONSE
+    assert traced["ran"]["says-the-same"] == 2  # the third answer's call never ran
+    answers = _answers(traced, "says-the-same")
+    assert len(answers) == 3
+    assert all(answer.get("end_time") and answer["outputs"] for answer in answers)
+    path = SHAPES["list_runs JSONL"](traced, tmp_path)
+    assert _where(replay(path, SAYS_THE_SAME).runs[0].stop) == _where(live)
 
 
 def test_thread_scope_replays_the_traces_of_one_thread_as_one_run(
@@ -544,5 +562,5 @@ def test_cli_replays_a_directory_of_cli_exports(
     assert main(["replay", str(folder), "--no-progress"]) == EXIT_OK
     out = capsys.readouterr().out
     assert f"{len(AGENTS)} runs" in out.splitlines()[0]
-    stops = sum(_expected(traced, name) is not None for name in AGENTS)
+    stops = sum(traced["live"][name][1] is not None for name in AGENTS)
     assert f"summary: {len(AGENTS)} runs, {stops} would stop" in out
