@@ -16,7 +16,7 @@ import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar, cast
 from uuid import UUID
 
 from langchain_core.callbacks import BaseCallbackHandler
@@ -154,6 +154,10 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
     ``astream_events`` and to any handler's ``on_custom_event``), with tool names, the signal,
     counts and a digest, never arguments or output. The guard's own failures never break the
     run.
+
+    The handler goes with the run, never on a model or a tool: attached with
+    ``model.with_config(callbacks=[handler])``, a model's or a tool's ``callbacks``, it sees
+    each call as a run of its own and can detect nothing; it then logs one WARNING saying so.
 
     A callback can stop a run but not skip one call and go on, so ``nudges`` do not apply
     here; use :class:`~langchain_loop_guard.LoopGuardMiddleware` for that.
@@ -384,7 +388,7 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
         stopped thread (``scope="thread"``).
         """
         with self._lock:
-            run = self._start(run_id, parent_run_id, metadata)
+            run = self._start(run_id, parent_run_id, metadata, event="model")
             if run is None:
                 return
             sent = messages[0] if messages else ()
@@ -408,7 +412,7 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
     ) -> None:
         """A (text-completion) model turn begins."""
         with self._lock:
-            run = self._start(run_id, parent_run_id, metadata)
+            run = self._start(run_id, parent_run_id, metadata, event="model")
             if run is None:
                 return
             verdict = self.decide(run.detector, "turn_start")
@@ -509,7 +513,7 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
         signature = call_signature(name, arguments)
         tokens = arg_tokens(arguments)
         with self._lock:
-            run = self._start(run_id, parent_run_id, metadata)
+            run = self._start(run_id, parent_run_id, metadata, event="tool")
             if run is None:
                 return
             if call_id is not None:
@@ -615,7 +619,12 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
         return self._replay(run, _result_event(name, call_id, result, failed=failed))
 
     def _start(
-        self, run_id: UUID, parent_run_id: UUID | None, metadata: Mapping[str, Any] | None
+        self,
+        run_id: UUID,
+        parent_run_id: UUID | None,
+        metadata: Mapping[str, Any] | None,
+        *,
+        event: Literal["chain", "model", "tool"] = "chain",
     ) -> _Run | None:
         """Place a starting run in the tree; the state of its top-level run.
 
@@ -639,6 +648,10 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
             # no parent: a new top-level run; a parent never seen (a handler attached below
             # the top) is taken as the top
             root_id = run_id if parent_run_id is None else parent_run_id
+            if event != "chain" and (
+                parent_run_id is not None or "langgraph_node" in (metadata or {})
+            ):  # a model or tool call inside a run this handler was not given
+                self._warn_attached_below(event)
             created = self._new_root(root_id, metadata)
             if created is None:
                 _put(self._shed, root_id, None, _MAX_SHED)
@@ -657,6 +670,26 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
             self._open.pop(oldest).members.discard(oldest)
         self._touch(run)
         return run
+
+    _warned_attached_below: bool = False
+
+    def _warn_attached_below(self, event: str) -> None:
+        """Say once that this handler sits on a model or a tool, where it guards nothing.
+
+        A handler in ``model.with_config(callbacks=...)``, a model's or a tool's ``callbacks``
+        sees each model call or tool call as a run of its own (under a parent run it never
+        saw start, or inside a graph node it never saw), so no loop can ever add up.
+        """
+        if self._warned_attached_below:
+            return
+        self._warned_attached_below = True
+        logger.warning(
+            "loop-guard: LoopGuardCallbackHandler got a %s event whose parent run it never saw:"
+            " it is attached to a model or a tool (with_config(callbacks=...), .callbacks),"
+            " where each call looks like a run of its own and no loop is detected; pass it"
+            ' with the run instead: agent.invoke(inputs, {"callbacks": [handler]})',
+            event,
+        )
 
     def _new_root(
         self, root_id: UUID, metadata: Mapping[str, Any] | None
