@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import re
+import warnings
 from pathlib import Path
 
 import pytest
+from langgraph.warnings import LangGraphDeprecationWarning
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCUMENTS = [ROOT / "README.md", ROOT / "docs" / "manual.md"]
@@ -61,7 +63,10 @@ def test_example_runs_when_pasted_alone(
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
     namespace: dict[str, object] = {"__name__": "__main__"}
     try:
-        exec(compile(block, where, "exec"), namespace)
+        with warnings.catch_warnings():
+            # the manual shows LangGraph's create_react_agent, deprecated since LangGraph 1.0
+            warnings.filterwarnings("ignore", category=LangGraphDeprecationWarning)
+            exec(compile(block, where, "exec"), namespace)
     except Exception as exc:  # pragma: no cover - the failure report
         pytest.fail(f"{where} failed: {exc!r}\n{block}")
     capsys.readouterr()
