@@ -4,7 +4,7 @@ The hint (:func:`~langchain_loop_guard._messages.hint`) tells the model not to r
 not making progress and to report a blocker instead. It is appended to the user's system
 prompt, never replacing it; it is added once however often the prompt is rebuilt (its
 :data:`~langchain_loop_guard._messages.HINT_MARKER` shows it is there), and not at all when
-the guard is off.
+the guard is off or its configuration says ``prompt_hint=False``.
 """
 
 from __future__ import annotations
