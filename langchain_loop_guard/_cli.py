@@ -27,7 +27,7 @@ from typing import Any, TextIO, get_args
 from langchain_loop_guard._config import LoopGuardConfig, Mode
 from langchain_loop_guard._demo_kinds import INTEGRATIONS, LOOP_KINDS, describe_scenarios
 from langchain_loop_guard._errors import LoopGuardConfigError
-from langchain_loop_guard._messages import LOCALES, translator
+from langchain_loop_guard._messages import LOCALES, negotiate_locale, translator
 from langchain_loop_guard._runtime import text_table
 
 __all__ = [
@@ -98,8 +98,10 @@ def _demo_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--locale",
         choices=LOCALES,
-        default="en",
-        help="language of the timeline and the guard's messages (default: %(default)s)",
+        type=str.lower,
+        default=None,
+        help="language of the timeline and the guard's messages (default: LOOP_GUARD_LOCALE, "
+        "as ko, ko_KR or ko_KR.UTF-8, else en)",
     )
     parser.add_argument(
         "--integration",
@@ -124,9 +126,46 @@ def _demo_epilog() -> str:
     return "loops:\n" + "\n".join(lines) + "\n\n" + _EXIT_STATUS
 
 
+_LOCALE_VARIABLE = "LOOP_GUARD_LOCALE"
+
+
+def _demo_locale(requested: str | None) -> str | None:
+    """``--locale``, else ``LOOP_GUARD_LOCALE`` negotiated to a catalog, else ``"en"``.
+
+    A locale without messages falls back to English with one line on stderr saying so;
+    ``None`` (after a line on stderr) when the variable holds no locale at all.
+    """
+    if requested is not None:
+        return requested
+    text = os.environ.get(_LOCALE_VARIABLE, "").strip()
+    if not text:
+        return "en"
+    try:
+        chosen = negotiate_locale(text)
+    except ValueError:
+        print(
+            f"{_PROG}: environment {_LOCALE_VARIABLE}: got {text!r}; allowed: "
+            f"{', '.join(LOCALES)}, or a locale identifier naming one (ko_KR.UTF-8, ko-KR)",
+            file=sys.stderr,
+        )
+        return None
+    if chosen is None:
+        print(
+            f"{_PROG}: {_LOCALE_VARIABLE}={text!r} has no messages "
+            f"(available: {', '.join(LOCALES)}); using en",
+            file=sys.stderr,
+        )
+        return "en"
+    return chosen
+
+
 def _run_demo(args: argparse.Namespace) -> int:
     from langchain_loop_guard._demo import expected_signal, render, run_demo  # noqa: PLC0415
 
+    locale = _demo_locale(args.locale)
+    if locale is None:
+        return EXIT_USAGE
+    args.locale = locale
     with _logging(verbose=args.verbose):
         result = run_demo(
             args.loop, mode=args.mode, locale=args.locale, integration=args.integration
@@ -183,7 +222,7 @@ Run a real LangChain agent, offline (a scripted model and scripted tools, no API
 that falls into a loop, and print the timeline: each model turn, each tool call (its name
 and a digest of its arguments, never the arguments) with its outcome, and the guard's
 verdicts. The guard uses the built-in defaults, not your configuration files, so the demo
-behaves the same everywhere.""",
+behaves the same everywhere; only its language follows LOOP_GUARD_LOCALE (or --locale).""",
     add_arguments=_demo_arguments,
     run=_run_demo,
     epilog=_demo_epilog,

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import logging
 import os
 import re
 import reprlib
@@ -35,6 +36,7 @@ from typing import Annotated, Any, Final, Literal, NamedTuple, Self, final
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     PrivateAttr,
@@ -46,6 +48,7 @@ from pydantic import (
 )
 
 from langchain_loop_guard._errors import ConfigProblem, LoopGuardConfigError
+from langchain_loop_guard._messages import LOCALES, negotiate_locale
 
 __all__ = ["ConfigRow", "Locale", "LoopGuardConfig", "Mode", "Scope"]
 
@@ -67,6 +70,36 @@ _MAX_TIMEOUT_MS: Final = 10**12
 
 _MAX_FILE_BYTES: Final = 1 << 20
 """The largest configuration file read (a real one is a few hundred bytes)."""
+
+
+_logger = logging.getLogger("langchain_loop_guard")
+
+
+def _any_case(value: object) -> object:
+    """``"ON"``, ``"Thread"`` → ``"on"``, ``"thread"``: enumerated words are matched in any case."""
+    return value.lower() if isinstance(value, str) else value
+
+
+def _catalog_locale(value: object) -> object:
+    """A locale identifier → the catalog that serves it (``"ko_KR.UTF-8"`` → ``"ko"``).
+
+    A real locale without a catalog (``"fr_FR"``) falls back to ``"en"`` with a WARNING that
+    names it; text that is no locale at all is left for validation to reject.
+    """
+    if not isinstance(value, str):
+        return value
+    try:
+        chosen = negotiate_locale(value)
+    except ValueError:
+        return value
+    if chosen is None:
+        _logger.warning(
+            "loop-guard: no messages in locale %r (available: %s); using 'en'",
+            value,
+            ", ".join(LOCALES),
+        )
+        return "en"
+    return chosen
 
 
 def _zero_or_at_least_two(value: int) -> int:
@@ -144,10 +177,16 @@ class LoopGuardConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
-    mode: Mode = "on"
-    """``"on"`` stops loops, ``"observe"`` only reports them, ``"off"`` tracks nothing."""
-    locale: Locale = "en"
-    """Language of stop reasons, warnings, nudges and the prompt hint."""
+    mode: Annotated[Mode, BeforeValidator(_any_case)] = "on"
+    """``"on"`` stops loops, ``"observe"`` only reports them, ``"off"`` tracks nothing (any
+    case)."""
+    locale: Annotated[Locale, BeforeValidator(_catalog_locale)] = "en"
+    """Language of stop reasons, warnings, nudges and the prompt hint. Any locale identifier
+    naming one (``"KO"``, ``"ko_KR.UTF-8"``, ``"ko-KR"``) is read as it; a known locale
+    without messages (``"fr_FR"``) as ``"en"``, with a warning."""
+    prompt_hint: StrictBool = Field(True, alias="promptHint")
+    """Append the anti-loop hint to the system prompt (in modes ``"on"`` and ``"observe"``);
+    ``False`` leaves every prompt as it is."""
     max_turns: _Turns = Field(12, alias="maxTurns")
     """Model turns in a run before a (soft) warning."""
     turn_timeout_ms: _Timeout = Field(180_000, alias="turnTimeoutMs")
@@ -192,7 +231,7 @@ class LoopGuardConfig(BaseModel):
     """Model turns in a row in which no tool call succeeded; 0 turns the signal off."""
     nudges: Annotated[int, Field(strict=True, ge=0, le=_MAX_COUNT)] = 0
     """Hard detections that only block the call and tell the model, before one stops the run."""
-    scope: Scope = "run"
+    scope: Annotated[Scope, BeforeValidator(_any_case)] = "run"
     """``"run"``: one invocation; ``"thread"``: everything on one LangGraph ``thread_id``."""
 
     _sources: dict[str, str] | None = PrivateAttr(default=None)
@@ -318,8 +357,12 @@ class LoopGuardConfig(BaseModel):
 
 _ALLOWED: Final[Mapping[str, str]] = MappingProxyType(
     {
-        "mode": "one of 'on', 'observe', 'off'",
-        "locale": "one of 'en', 'ko'",
+        "mode": "one of 'on', 'observe', 'off' (any case)",
+        "locale": (
+            "one of 'en', 'ko', or a locale identifier naming one (ko_KR.UTF-8, ko-KR);"
+            " another known locale falls back to 'en'"
+        ),
+        "prompt_hint": "true or false",
         "max_turns": f"an integer from 1 to {_MAX_TURNS:,}",
         "turn_timeout_ms": f"an integer from 1 to {_MAX_TIMEOUT_MS:,} (milliseconds)",
         "repeat_tool_threshold": f"an integer from 2 to {_MAX_COUNT}",
@@ -342,7 +385,7 @@ _ALLOWED: Final[Mapping[str, str]] = MappingProxyType(
         "no_new_info_calls": f"0 (off) or an integer from 2 to {_MAX_COUNT}",
         "failing_turns": f"0 (off) or an integer from 2 to {_MAX_COUNT}",
         "nudges": f"an integer from 0 to {_MAX_COUNT}",
-        "scope": "one of 'run', 'thread'",
+        "scope": "one of 'run', 'thread' (any case)",
     }
 )
 
@@ -495,7 +538,7 @@ def _apply_enabled(
             allowed="true or false",
         )
     mode = entries.get("mode")
-    if enabled or (mode is not None and mode.value == "off"):
+    if enabled or (mode is not None and _any_case(mode.value) == "off"):
         return None
     if mode is None:
         entries["mode"] = _Entry("mode", "off", source=source, key=_ENABLED, where=where, raw=False)
@@ -694,6 +737,7 @@ _ENV: Final[Mapping[str, tuple[str, Callable[[str], object]]]] = MappingProxyTyp
     {
         "LOOP_GUARD_MODE": ("mode", _env_text),
         "LOOP_GUARD_LOCALE": ("locale", _env_text),
+        "LOOP_GUARD_PROMPT_HINT": ("prompt_hint", _env_boolean),
         "LOOP_GUARD_MAX_TURNS": ("max_turns", _env_integer),
         "LOOP_GUARD_TURN_TIMEOUT_MS": ("turn_timeout_ms", _env_integer),
         "LOOP_GUARD_REPEAT_TOOL": ("repeat_tool_threshold", _env_integer),
@@ -723,6 +767,7 @@ _ENV_ALLOWED: Final[Mapping[str, str]] = MappingProxyType(
             "e.g. bash=2,read=5"
         ),
         "progress_aware": "true, false, 1, 0, yes, no, on or off",
+        "prompt_hint": "true, false, 1, 0, yes, no, on or off",
     }
 )
 _VARIABLES_ALLOWED: Final = (

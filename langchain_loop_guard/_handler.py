@@ -16,7 +16,7 @@ import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar, cast
 from uuid import UUID
 
 from langchain_core.callbacks import BaseCallbackHandler
@@ -176,6 +176,10 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
     after it, each parallel call's included, or by the invocation's end: none of the
     answer's calls runs, and the handlers after this one, LangSmith's tracer among them,
     still record the answer, so ``loop-guard replay`` of the trace stops where the run did.
+
+    The handler goes with the run, never on a model or a tool: attached with
+    ``model.with_config(callbacks=[handler])``, a model's or a tool's ``callbacks``, it sees
+    each call as a run of its own and can detect nothing; it then logs one WARNING saying so.
 
     A callback can stop a run but not skip one call and go on, so ``nudges`` do not apply
     here; use :class:`~langchain_loop_guard.LoopGuardMiddleware` for that.
@@ -420,7 +424,7 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
         stopped thread (``scope="thread"``).
         """
         with self._lock:
-            run = self._start(run_id, parent_run_id, metadata)
+            run = self._start(run_id, parent_run_id, metadata, event="model")
             if run is None:
                 return
             self._refuse_if_held(run, run_id)
@@ -445,7 +449,7 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
     ) -> None:
         """A (text-completion) model turn begins."""
         with self._lock:
-            run = self._start(run_id, parent_run_id, metadata)
+            run = self._start(run_id, parent_run_id, metadata, event="model")
             if run is None:
                 return
             self._refuse_if_held(run, run_id)
@@ -559,7 +563,7 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
         signature = call_signature(name, arguments)
         tokens = arg_tokens(arguments)
         with self._lock:
-            run = self._start(run_id, parent_run_id, metadata)
+            run = self._start(run_id, parent_run_id, metadata, event="tool")
             if run is None:
                 return
             if call_id is not None:
@@ -666,7 +670,12 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
         return self._replay(run, _result_event(name, call_id, result, failed=failed))
 
     def _start(
-        self, run_id: UUID, parent_run_id: UUID | None, metadata: Mapping[str, Any] | None
+        self,
+        run_id: UUID,
+        parent_run_id: UUID | None,
+        metadata: Mapping[str, Any] | None,
+        *,
+        event: Literal["chain", "model", "tool"] = "chain",
     ) -> _Run | None:
         """Place a starting run in the tree; the state of its top-level run.
 
@@ -690,6 +699,10 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
             # no parent: a new top-level run; a parent never seen (a handler attached below
             # the top) is taken as the top
             root_id = run_id if parent_run_id is None else parent_run_id
+            if event != "chain" and (
+                parent_run_id is not None or "langgraph_node" in (metadata or {})
+            ):  # a model or tool call inside a run this handler was not given
+                self._warn_attached_below(event)
             created = self._new_root(root_id, metadata)
             if created is None:
                 _put(self._shed, root_id, None, _MAX_SHED)
@@ -708,6 +721,26 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
             self._open.pop(oldest).members.discard(oldest)
         self._touch(run)
         return run
+
+    _warned_attached_below: bool = False
+
+    def _warn_attached_below(self, event: str) -> None:
+        """Say once that this handler sits on a model or a tool, where it guards nothing.
+
+        A handler in ``model.with_config(callbacks=...)``, a model's or a tool's ``callbacks``
+        sees each model call or tool call as a run of its own (under a parent run it never
+        saw start, or inside a graph node it never saw), so no loop can ever add up.
+        """
+        if self._warned_attached_below:
+            return
+        self._warned_attached_below = True
+        logger.warning(
+            "loop-guard: LoopGuardCallbackHandler got a %s event whose parent run it never saw:"
+            " it is attached to a model or a tool (with_config(callbacks=...), .callbacks),"
+            " where each call looks like a run of its own and no loop is detected; pass it"
+            ' with the run instead: agent.invoke(inputs, {"callbacks": [handler]})',
+            event,
+        )
 
     def _new_root(
         self, root_id: UUID, metadata: Mapping[str, Any] | None

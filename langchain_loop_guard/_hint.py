@@ -4,7 +4,7 @@ The hint (:func:`~langchain_loop_guard._messages.hint`) tells the model not to r
 not making progress and to report a blocker instead. It is appended to the user's system
 prompt, never replacing it; it is added once however often the prompt is rebuilt (its
 :data:`~langchain_loop_guard._messages.HINT_MARKER` shows it is there), and not at all when
-the guard is off.
+the guard is off or its configuration says ``prompt_hint=False``.
 """
 
 from __future__ import annotations
@@ -42,9 +42,10 @@ class _HintSource:
         self._locale = locale
 
     def text(self) -> str | None:
-        """The hint, or ``None`` when the guard is off (a guard's live mode counts)."""
+        """The hint, or ``None`` when the guard is off or its ``prompt_hint`` is false (a
+        guard's live configuration counts)."""
         config = self._guard.config if self._guard is not None else self._config
-        if config is None or config.mode == "off":
+        if config is None or config.mode == "off" or not config.prompt_hint:
             return None
         return hint(self._locale or config.locale)
 
@@ -123,6 +124,30 @@ def _hinted_template(prompt: ChatPromptTemplate, source: _HintSource) -> ChatPro
     return _HintedChatPromptTemplate(**values, loop_hint=source)
 
 
+class _HintedModel(RunnableSequence[Any, Any]):
+    """``hint_step | model`` that binds like the model: ``create_agent`` calls ``bind_tools``
+    and ``bind`` on the model it is given, and gets the hinted model back, bound."""
+
+    @classmethod
+    def is_lc_serializable(cls) -> bool:
+        """Not serializable: the hint follows a live guard object."""
+        return False
+
+    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> Runnable[Any, Any]:
+        """The wrapped model's ``bind_tools(tools, **kwargs)``, still behind the hint step.
+
+        Raises:
+            AttributeError: the wrapped runnable has no ``bind_tools`` (tools were bound
+                before wrapping, say).
+        """
+        bound = self.last.bind_tools(tools, **kwargs)  # type: ignore[attr-defined]
+        return _HintedModel(first=self.first, middle=[], last=bound)
+
+    def bind(self, **kwargs: Any) -> Runnable[Any, Any]:
+        """The wrapped model bound to ``kwargs`` (not the hint step), behind the hint step."""
+        return _HintedModel(first=self.first, middle=[], last=self.last.bind(**kwargs))
+
+
 def _is_hinted(runnable: Runnable[Any, Any]) -> bool:
     return (
         isinstance(runnable, RunnableSequence)
@@ -186,14 +211,16 @@ def with_loop_hint(
       the hint (one is put first when the messages have none);
     * a chat model, or any ``Runnable`` taking messages: returns ``hint_step | target``,
       where the step appends the hint to the first ``SystemMessage`` of the input (or puts
-      one first) without mutating it; bind tools before wrapping
-      (``with_loop_hint(model.bind_tools(tools))``). Inputs that are not messages (a
+      one first) without mutating it. The result has the model's ``bind_tools`` and ``bind``
+      (bound behind the hint step), so ``create_agent(with_loop_hint(model), tools)`` works;
+      ``with_loop_hint(model.bind_tools(tools))`` works too. Inputs that are not messages (a
       ``dict``, say) pass unchanged.
 
     The user's system prompt is kept as it is and the hint added once, however often this is
-    applied or the prompt rebuilt. When the mode is ``"off"``, nothing is added: with a
-    ``guard`` (a :class:`~langchain_loop_guard.LoopGuardCallbackHandler`, say), templates and
-    runnables follow its live mode at each call, while a string is decided now.
+    applied or the prompt rebuilt. When the mode is ``"off"`` or the configuration says
+    ``prompt_hint=False``, nothing is added: with a ``guard`` (a
+    :class:`~langchain_loop_guard.LoopGuardCallbackHandler`, say), templates and runnables
+    follow its live configuration at each call, while a string is decided now.
 
     Args:
         target: the system prompt, template or runnable.
@@ -226,4 +253,4 @@ def with_loop_hint(
     if _is_hinted(target):
         return target
     step = RunnableLambda(source.model_input, afunc=source.amodel_input, name=_STEP_NAME)
-    return step | target
+    return _HintedModel(first=step, middle=[], last=target)

@@ -6,12 +6,15 @@ Load it with ``%load_ext langchain_loop_guard``, then::
     %loop_guard inspect [RUN]   # recent tool calls of a run (names and digests only)
     %loop_guard on|off|observe  # switch the mode of the guard's runs
     %loop_guard reset [RUN]     # clear a run's counters and tripped flag
-    %loop_guard use [VAR]       # drive the guard held in variable VAR (list them without VAR)
+    %loop_guard use [VAR | N]   # drive the guard in variable VAR, or number N of the list
+                                # that ``use`` alone prints (every live guard, numbered)
 
 Which guard: the one picked with ``use``, else the newest guard object still alive (every guard
-registers itself, weakly, when it is created). Status and inspections render as HTML tables in
-Jupyter and as text elsewhere. Mistakes print one line (IPython's ``UsageError``), never a
-traceback.
+registers itself, weakly, when it is created); then each command first says which one it
+drives (``#N``, its variable name and type), and ``use`` picks another, one in no variable
+(a middleware created inside ``create_agent(...)``) included. Status and inspections render
+as HTML tables in Jupyter and as text elsewhere. Mistakes print one line (IPython's
+``UsageError``), never a traceback.
 """
 
 from __future__ import annotations
@@ -29,12 +32,12 @@ from IPython.display import display
 from langchain_loop_guard._config import Mode
 from langchain_loop_guard._errors import LoopGuardError
 from langchain_loop_guard._messages import translator
-from langchain_loop_guard._runtime import GuardRuntime, live_guards
+from langchain_loop_guard._runtime import GuardRuntime, live_guards, text_table
 
 __all__ = ["LoopGuardMagics", "load_ipython_extension", "unload_ipython_extension"]
 
 _MAGIC = "%loop_guard"
-_USAGE = "%loop_guard status | inspect [RUN] | on | off | observe | reset [RUN] | use [VAR]"
+_USAGE = "%loop_guard status | inspect [RUN] | on | off | observe | reset [RUN] | use [VAR | N]"
 
 
 @magics_class
@@ -122,12 +125,24 @@ class LoopGuardMagics(Magics):
     def _use(self, args: list[str]) -> None:
         tr = translator(self._locale())
         if len(args) > 1:
-            raise UsageError(tr.gettext("Usage: {magic} use [VAR]").format(magic=_MAGIC))
+            raise UsageError(tr.gettext("Usage: {magic} use [VAR | N]").format(magic=_MAGIC))
         if not args:
             self._list_guards()
             return
         name = args[0]
         namespace = self._namespace()
+        number = name.removeprefix("#")
+        if number.isdecimal() and name not in namespace:
+            guards = live_guards()
+            index = int(number) - 1
+            if not 0 <= index < len(guards):
+                raise UsageError(
+                    tr.gettext("No loop guard #{number}: {magic} use lists them.").format(
+                        number=number, magic=_MAGIC
+                    )
+                )
+            self._choose(guards[index])
+            return
         if name not in namespace:
             raise UsageError(tr.gettext("No variable named '{name}'.").format(name=name))
         value = namespace[name]
@@ -137,10 +152,15 @@ class LoopGuardMagics(Magics):
                     name=name, kind=type(value).__name__
                 )
             )
-        self._chosen = weakref.ref(value)
-        tr = translator(value.config.locale)
+        self._choose(value)
+
+    def _choose(self, guard: GuardRuntime) -> None:
+        self._chosen = weakref.ref(guard)
+        tr = translator(guard.config.locale)
         print(
-            tr.gettext("{magic} now drives {guard}.").format(magic=_MAGIC, guard=self._label(value))
+            tr.gettext("{magic} now drives {guard}.").format(
+                magic=_MAGIC, guard=self._describe(guard)
+            )
         )
 
     def _help(self, args: list[str]) -> None:
@@ -155,8 +175,20 @@ class LoopGuardMagics(Magics):
         return chosen if chosen is not None else next(reversed(live_guards()), None)
 
     def _guard(self) -> GuardRuntime:
-        """The guard to drive; a usage error when there is none."""
+        """The guard to drive; a usage error when there is none.
+
+        A guard not chosen with ``use`` (the newest) is named first, so that the output is
+        never about a guard the reader did not mean.
+        """
+        chosen = self._chosen() if self._chosen is not None else None
         guard = self._current()
+        if guard is not None and chosen is None:
+            tr = translator(guard.config.locale)
+            print(
+                tr.gettext(
+                    "{magic} drives {guard}, the newest loop guard; {magic} use lists them all."
+                ).format(magic=_MAGIC, guard=self._describe(guard))
+            )
         if guard is None:
             tr = translator("en")
             raise UsageError(
@@ -183,20 +215,30 @@ class LoopGuardMagics(Magics):
                 return name
         return type(guard).__name__
 
+    def _describe(self, guard: GuardRuntime) -> str:
+        """``#2 guard (LoopGuardCallbackHandler)``: its number in ``use``'s list, its variable
+        name (when a variable holds it) and its type."""
+        guards = live_guards()
+        number = next((i for i, g in enumerate(guards, 1) if g is guard), 0)
+        kind = type(guard).__name__
+        label = self._label(guard)
+        return f"#{number} {kind}" if label == kind else f"#{number} {label} ({kind})"
+
     def _list_guards(self) -> None:
         tr = translator(self._locale())
         current = self._current()
-        found = [
-            (name, value)
-            for name, value in self._namespace().items()
-            if isinstance(value, GuardRuntime) and not name.startswith("_")
-        ]
-        if not found:
-            print(tr.gettext("No loop guard is held in a variable."))
+        guards = live_guards()
+        if not guards:
+            print(tr.gettext("No loop guard yet."))
             return
-        for name, value in found:
+        rows = []
+        for number, value in enumerate(guards, 1):
             marker = "*" if value is current else " "
-            print(f"{marker} {name}  {type(value).__name__}  {value.mode}")
+            label = self._label(value)
+            name = "-" if label == type(value).__name__ else label
+            rows.append((f"{marker} #{number}", name, type(value).__name__, value.mode))
+        for line in text_table(rows, indent=""):
+            print(line)
 
     def _no_arguments(self, command: str, args: list[str]) -> None:
         if args:

@@ -26,6 +26,7 @@ __all__ = [
     "current_locale",
     "hint",
     "load_catalog",
+    "negotiate_locale",
     "not_executed",
     "nudge",
     "stopped_after_nudge",
@@ -69,10 +70,45 @@ def _cached(locale: str) -> _gettext.NullTranslations:
         return _gettext.NullTranslations()
 
 
+def negotiate_locale(identifier: str) -> str | None:
+    """The catalog locale for a locale identifier, or ``None`` when no catalog serves it.
+
+    Case, region, script, encoding and modifier are what POSIX and BCP 47 write around a
+    language: ``"KO"``, ``"ko_KR"``, ``"ko-KR"``, ``"ko_KR.UTF-8"`` and ``"ko-Kore-KR"`` all give
+    ``"ko"``, ``"en_US"`` and ``"C"`` give ``"en"``; a real locale without a catalog
+    (``"fr_FR"``) gives ``None``. Babel parses the identifier (``babel.Locale.parse``) and picks
+    the catalog (``babel.negotiate_locale``).
+
+    Raises:
+        ValueError: ``identifier`` is not a locale Babel knows (``"korean"``, ``"kr"``, ``""``).
+    """
+    word = identifier.strip().lower()
+    if word in LOCALES:  # the common case, without loading Babel's locale data
+        return word
+    from babel import Locale, UnknownLocaleError  # noqa: PLC0415 - only for the rare forms
+    from babel import negotiate_locale as negotiate  # noqa: PLC0415
+
+    try:
+        parsed = Locale.parse(identifier.strip().replace("-", "_"))
+    except (UnknownLocaleError, ValueError) as exc:
+        msg = f"{identifier!r} is not a locale identifier"
+        raise ValueError(msg) from exc
+    return negotiate([str(parsed)], LOCALES)
+
+
 def current_locale(locale: str | None = None) -> str:
-    """The locale to use: the argument, else the context's, else ``"en"``."""
+    """The locale to use: the argument, else the context's, else ``"en"``.
+
+    An identifier such as ``"ko_KR.UTF-8"`` is negotiated (:func:`negotiate_locale`); one that
+    no catalog serves gives ``"en"``.
+    """
     chosen = locale or _current.get() or "en"
-    return chosen if chosen in LOCALES else "en"
+    if chosen in LOCALES:
+        return chosen
+    try:
+        return negotiate_locale(chosen) or "en"
+    except ValueError:
+        return "en"
 
 
 def translator(locale: str | None = None) -> _gettext.NullTranslations:

@@ -66,7 +66,8 @@ class LoopGuardMiddleware(GraphGuard, AgentMiddleware[LoopGuardAgentState, Any, 
     ``wrap_model_call`` before the model is called, together with the start of the turn: a
     repeated error, or a model call of a stopped run, stops there before the model call is
     paid for. ``wrap_model_call`` also appends the anti-loop hint to the system message (once;
-    also when the agent has no system prompt). So the guard adds no graph node of its own to a
+    also when the agent has no system prompt), in modes ``"on"`` and ``"observe"`` unless the
+    configuration says ``prompt_hint=False``. So the guard adds no graph node of its own to a
     step: like ``ToolCallLimitMiddleware``, it has one ``after_model`` hook.
 
     The guard does not decide in ``wrap_tool_call``: there each call of an answer is its own
@@ -292,7 +293,7 @@ class LoopGuardMiddleware(GraphGuard, AgentMiddleware[LoopGuardAgentState, Any, 
 
     def _with_hint(self, request: ModelRequest[Any]) -> ModelRequest[Any]:
         config = self.config
-        if config.mode == "off":
+        if config.mode == "off" or not config.prompt_hint:
             return request
         with self.failing_open("LoopGuardMiddleware.wrap_model_call"):
             system = self._hinted(request.system_message, hint(config.locale))

@@ -118,6 +118,53 @@ def test_demo_speaks_korean(
     assert f"({_signal_name(loop)})" in out
 
 
+@pytest.mark.parametrize("value", ["ko", "KO", "ko_KR", "ko-KR", "ko_KR.UTF-8"])
+def test_demo_follows_loop_guard_locale(
+    value: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without ``--locale``, ``LOOP_GUARD_LOCALE`` (any form naming Korean) is the language."""
+    monkeypatch.setenv("LOOP_GUARD_LOCALE", value)
+    assert main(["demo"]) == EXIT_OK
+    captured = capsys.readouterr()
+    assert translator("ko").gettext("model") in captured.out
+    assert captured.err == ""
+
+
+def test_demo_locale_option_wins_over_the_environment(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--locale en`` (any case) overrides ``LOOP_GUARD_LOCALE=ko``."""
+    monkeypatch.setenv("LOOP_GUARD_LOCALE", "ko")
+    assert main(["demo", "--locale", "EN"]) == EXIT_OK
+    assert translator("ko").gettext("model") not in capsys.readouterr().out
+
+
+def test_demo_locale_without_messages_is_english_with_a_notice(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A real locale with no catalog runs in English and says so on stderr, in one line."""
+    monkeypatch.setenv("LOOP_GUARD_LOCALE", "fr_FR.UTF-8")
+    assert main(["demo"]) == EXIT_OK
+    captured = capsys.readouterr()
+    assert captured.err == (
+        "loop-guard: LOOP_GUARD_LOCALE='fr_FR.UTF-8' has no messages (available: en, ko);"
+        " using en\n"
+    )
+    assert "loop guard stopped" in captured.out.lower()
+
+
+def test_demo_locale_that_is_no_locale_is_a_usage_error(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``LOOP_GUARD_LOCALE=korean`` exits 2 with one line naming the variable."""
+    monkeypatch.setenv("LOOP_GUARD_LOCALE", "korean")
+    assert main(["demo"]) == EXIT_USAGE
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith("loop-guard: environment LOOP_GUARD_LOCALE: got 'korean'")
+    assert captured.err.count("\n") == 1
+
+
 def test_demo_timeline_is_what_happened() -> None:
     """The timeline records the real run: turns, tool runs and the stop, in order."""
     result = run_demo("repeat")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
 import os
 import pickle
 import subprocess
@@ -27,6 +28,7 @@ Loader = Callable[..., LoopGuardConfig]
 SPEC_DEFAULTS: dict[str, object] = {
     "mode": "on",
     "locale": "en",
+    "prompt_hint": True,
     "max_turns": 12,
     "turn_timeout_ms": 180_000,
     "repeat_tool_threshold": 3,
@@ -50,6 +52,7 @@ SPEC_DEFAULTS: dict[str, object] = {
 }
 
 CAMEL_CASE = [
+    ("promptHint", "prompt_hint", False),
     ("maxTurns", "max_turns", 20),
     ("turnTimeoutMs", "turn_timeout_ms", 60_000),
     ("repeatToolThreshold", "repeat_tool_threshold", 5),
@@ -73,6 +76,7 @@ CAMEL_CASE = [
 ENVIRONMENT = [
     ("LOOP_GUARD_MODE", "observe", "mode", "observe"),
     ("LOOP_GUARD_LOCALE", "ko", "locale", "ko"),
+    ("LOOP_GUARD_PROMPT_HINT", "off", "prompt_hint", False),
     ("LOOP_GUARD_MAX_TURNS", "30", "max_turns", 30),
     ("LOOP_GUARD_TURN_TIMEOUT_MS", "60000", "turn_timeout_ms", 60_000),
     ("LOOP_GUARD_REPEAT_TOOL", "5", "repeat_tool_threshold", 5),
@@ -227,6 +231,86 @@ def test_enabled_must_be_a_boolean() -> None:
 
 
 @pytest.mark.parametrize(
+    ("field", "value", "expected"),
+    [
+        ("mode", "ON", "on"),
+        ("mode", "Observe", "observe"),
+        ("mode", "OFF", "off"),
+        ("scope", "Thread", "thread"),
+        ("scope", "RUN", "run"),
+        ("locale", "KO", "ko"),
+        ("locale", "En", "en"),
+    ],
+)
+def test_enumerated_values_are_read_in_any_case(field: str, value: str, expected: str) -> None:
+    """``"ON"``, ``"Thread"`` and ``"KO"`` are the words they spell, stored in lower case."""
+    assert getattr(LoopGuardConfig(**{field: value}), field) == expected
+
+
+def test_enumerated_values_are_read_in_any_case_from_the_environment(load: Loader) -> None:
+    """The variables take any case too."""
+    config = load({"LOOP_GUARD_MODE": "OBSERVE", "LOOP_GUARD_SCOPE": "Thread"})
+    assert (config.mode, config.scope) == ("observe", "thread")
+
+
+def test_enabled_false_agrees_with_mode_off_in_any_case() -> None:
+    """``enabled: false`` with ``mode: "OFF"`` in one place is consistent, not a conflict."""
+    assert LoopGuardConfig(enabled=False, mode="OFF").mode == "off"
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("ko_KR.UTF-8", "ko"),
+        ("ko-KR", "ko"),
+        ("ko_KR", "ko"),
+        ("ko-Kore-KR", "ko"),
+        ("en_US.UTF-8", "en"),
+        ("en-GB", "en"),
+        ("C", "en"),
+    ],
+)
+def test_locale_identifiers_are_negotiated_to_a_catalog(value: str, expected: str) -> None:
+    """POSIX and BCP 47 identifiers name the catalog of their language, without a warning."""
+    assert LoopGuardConfig(locale=value).locale == expected
+
+
+def test_locale_identifier_from_the_environment(load: Loader) -> None:
+    """``LOOP_GUARD_LOCALE=ko_KR.UTF-8`` (a copy of ``LANG``) selects Korean."""
+    config = load({"LOOP_GUARD_LOCALE": "ko_KR.UTF-8"})
+    assert config.locale == "ko"
+    assert config.sources["locale"] == "environment LOOP_GUARD_LOCALE"
+
+
+def test_a_locale_without_messages_falls_back_to_english_with_a_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A real locale with no catalog is English, and a WARNING line names it."""
+    with caplog.at_level(logging.WARNING, logger="langchain_loop_guard"):
+        config = LoopGuardConfig(locale="fr_FR")
+    assert config.locale == "en"
+    assert [r.getMessage() for r in caplog.records] == [
+        "loop-guard: no messages in locale 'fr_FR' (available: en, ko); using 'en'"
+    ]
+
+
+def test_a_supported_locale_logs_nothing(caplog: pytest.LogCaptureFixture) -> None:
+    """Negotiating ``ko_KR`` is quiet."""
+    with caplog.at_level(logging.DEBUG, logger="langchain_loop_guard"):
+        LoopGuardConfig(locale="ko_KR")
+    assert caplog.records == []
+
+
+def test_prompt_hint_is_on_by_default_and_can_be_switched_off(load: Loader) -> None:
+    """``prompt_hint`` defaults to true; code, alias and variable turn it off."""
+    assert LoopGuardConfig().prompt_hint is True
+    assert LoopGuardConfig(prompt_hint=False).prompt_hint is False
+    assert LoopGuardConfig(promptHint=False).prompt_hint is False
+    assert load({"LOOP_GUARD_PROMPT_HINT": "false"}).prompt_hint is False
+    assert LoopGuardConfig().merged(prompt_hint=False).sources["prompt_hint"] == "runtime"
+
+
+@pytest.mark.parametrize(
     ("field", "value"),
     [
         ("max_turns", "3"),
@@ -236,10 +320,14 @@ def test_enabled_must_be_a_boolean() -> None:
         ("repeat_tool_threshold", "3"),
         ("progress_aware", 1),
         ("progress_aware", "true"),
-        ("mode", "ON"),
+        ("prompt_hint", "false"),
+        ("prompt_hint", 0),
+        ("mode", "loud"),
         ("mode", None),
-        ("locale", "fr"),
-        ("locale", "en_US"),
+        ("locale", "korean"),
+        ("locale", "kr"),
+        ("locale", ""),
+        ("locale", 3),
         ("scope", "graph"),
         ("ignore_tools", "sleep"),
         ("ignore_tools", ["sleep", 1]),
@@ -430,7 +518,7 @@ def test_every_problem_is_reported() -> None:
     """All problems are reported together, one line each, not just the first."""
     error = config_error(
         max_turns="12",
-        locale="fr",
+        locale="korean",
         ignore_tools="sleep",
         nudges=-1,
         frequency_window_size=3,
@@ -1092,6 +1180,7 @@ def test_environment_table_is_the_specs() -> None:
     assert [name for name, *_ in ENVIRONMENT] == [
         "LOOP_GUARD_MODE",
         "LOOP_GUARD_LOCALE",
+        "LOOP_GUARD_PROMPT_HINT",
         "LOOP_GUARD_MAX_TURNS",
         "LOOP_GUARD_TURN_TIMEOUT_MS",
         "LOOP_GUARD_REPEAT_TOOL",
@@ -1189,7 +1278,8 @@ def test_environment_tool_overrides(load: Loader, text: str, expected: dict[str,
 # A variable, a bad value for it, and what the error must say it allows.
 BAD_ENVIRONMENT = [
     ("LOOP_GUARD_MODE", "loud", "one of 'on', 'observe', 'off'"),
-    ("LOOP_GUARD_LOCALE", "fr", "one of 'en', 'ko'"),
+    ("LOOP_GUARD_LOCALE", "korean", "one of 'en', 'ko', or a locale identifier naming one"),
+    ("LOOP_GUARD_PROMPT_HINT", "maybe", "true, false, 1, 0, yes, no, on or off"),
     ("LOOP_GUARD_SCOPE", "graph", "one of 'run', 'thread'"),
     ("LOOP_GUARD_MAX_TURNS", "many", "an integer from 1 to 1,000,000,000"),
     ("LOOP_GUARD_MAX_TURNS", "0", "an integer from 1 to 1,000,000,000"),
@@ -1296,6 +1386,7 @@ VALID_VALUES: st.SearchStrategy[dict[str, Any]] = st.fixed_dictionaries(
         "ignore_tools": st.frozensets(st.text(max_size=8), max_size=4),
         "tool_threshold_overrides": st.dictionaries(st.text(max_size=8), THRESHOLD, max_size=4),
         "progress_aware": st.booleans(),
+        "prompt_hint": st.booleans(),
         "no_progress_calls": st.one_of(st.just(0), THRESHOLD),
         "nudges": st.integers(0, 1000),
         "scope": st.sampled_from(["run", "thread"]),

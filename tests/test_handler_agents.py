@@ -624,3 +624,83 @@ def test_stop_is_dispatched_to_other_handlers_before_raising(build: Callable[...
     assert [(name, data["action"], data["signal"]) for name, data in seen] == [
         (TRACE_EVENT, "block", "repeated_tool_call")
     ]
+
+
+# --- a handler attached where it cannot guard -------------------------------------------------
+
+ATTACHED_BELOW = "it is attached to a model or a tool"
+
+
+def _attached_below_warnings(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    return [
+        r
+        for r in caplog.records
+        if r.name == "langchain_loop_guard" and ATTACHED_BELOW in r.getMessage()
+    ]
+
+
+def test_handler_on_a_model_warns_once_where_it_goes(caplog: pytest.LogCaptureFixture) -> None:
+    """A handler in a model's ``callbacks`` guards nothing: one WARNING line says so."""
+    handler = LoopGuardCallbackHandler()
+    model = ScriptedChatModel(
+        script=[call("read_file", {"path": "a"})] * 5 + ["done"], callbacks=[handler]
+    )
+    tool = scripted_tool("read_file", "same")
+    with caplog.at_level(logging.WARNING, logger="langchain_loop_guard"):
+        create_agent(model, [tool]).invoke({"messages": [("user", "go")]})
+    assert tool.calls == 5  # the loop was not stopped, as the warning says
+    (record,) = _attached_below_warnings(caplog)
+    assert record.levelno == logging.WARNING
+    assert "\n" not in record.getMessage()
+    assert 'agent.invoke(inputs, {"callbacks": [handler]})' in record.getMessage()
+    assert "got a model event" in record.getMessage()
+
+
+def test_handler_on_a_tool_warns_once(caplog: pytest.LogCaptureFixture) -> None:
+    """A handler in a tool's ``callbacks`` warns once, however many calls it sees."""
+    handler = LoopGuardCallbackHandler()
+    model = ScriptedChatModel(script=[call("read_file", {"path": "a"})] * 4 + ["done"])
+    tool = scripted_tool("read_file", "same")
+    tool.callbacks = [handler]
+    with caplog.at_level(logging.WARNING, logger="langchain_loop_guard"):
+        create_agent(model, [tool]).invoke({"messages": [("user", "go")]})
+    assert tool.calls == 4
+    (record,) = _attached_below_warnings(caplog)
+    assert "got a tool event" in record.getMessage()
+
+
+def test_handler_with_the_run_does_not_warn(caplog: pytest.LogCaptureFixture) -> None:
+    """Passed with the run (or to a model called on its own), the handler says nothing."""
+    handler = LoopGuardCallbackHandler()
+    model = ScriptedChatModel(script=[call("read_file", {"path": "a"}), "done", "ok"])
+    with caplog.at_level(logging.WARNING, logger="langchain_loop_guard"):
+        create_agent(model, [scripted_tool("read_file", "x")]).invoke(
+            {"messages": [("user", "go")]}, {"callbacks": [handler]}
+        )
+        model.invoke("hi", {"callbacks": [handler]})
+    assert _attached_below_warnings(caplog) == []
+
+
+def test_handler_in_a_models_with_config_inside_a_graph_node_warns(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """``model.with_config(callbacks=[handler])`` called in a node: the same one warning."""
+    handler = LoopGuardCallbackHandler()
+    model = ScriptedChatModel(script=[call("read_file", {"path": "a"})] * 4 + ["done"])
+    tool = scripted_tool("read_file", "same")
+    configured = model.with_config(callbacks=[handler])
+
+    def agent(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [configured.invoke(state["messages"])]}
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("agent", agent)
+    builder.add_node("tools", ToolNode([tool]))
+    builder.add_edge(START, "agent")
+    builder.add_conditional_edges("agent", tools_condition)
+    builder.add_edge("tools", "agent")
+    graph = builder.compile()
+    with caplog.at_level(logging.WARNING, logger="langchain_loop_guard"):
+        graph.invoke({"messages": [("user", "go")]})
+    assert tool.calls == 4
+    assert len(_attached_below_warnings(caplog)) == 1

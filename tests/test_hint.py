@@ -15,7 +15,7 @@ from langchain_core.runnables import RunnableLambda
 from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 
-from langchain_loop_guard import LoopGuardConfig
+from langchain_loop_guard import LoopGuardConfig, LoopGuardNode
 from langchain_loop_guard._handler import LoopGuardCallbackHandler
 from langchain_loop_guard._hint import with_loop_hint
 from langchain_loop_guard._messages import HINT_MARKER, hint
@@ -71,6 +71,32 @@ def test_hint_is_appended_to_a_system_message_without_mutating_it(content: Any) 
     assert hinted.text.startswith("You are a bot.")
     assert hinted.text.count(HINT_MARKER) == 1
     assert with_loop_hint(hinted, config=ON) is hinted
+
+
+def test_no_hint_when_prompt_hint_is_false() -> None:
+    """``prompt_hint=False`` (on or observe): every target is returned as it is."""
+    message = SystemMessage(content="You are a bot.")
+    template = ChatPromptTemplate.from_messages([("human", "{q}")])
+    model = ScriptedChatModel(script=["ok"])
+    for mode in ("on", "observe"):
+        config = LoopGuardConfig(mode=mode, prompt_hint=False)
+        assert with_loop_hint("You are a bot.", config=config) == "You are a bot."
+        for target in (message, template, model):
+            assert with_loop_hint(target, config=config) is target
+
+
+def test_guard_prompt_hint_is_followed_live() -> None:
+    """With a guard, templates and models follow a runtime ``prompt_hint`` change."""
+    handler = LoopGuardCallbackHandler(ON)
+    template = with_loop_hint(ChatPromptTemplate.from_messages([("human", "{q}")]), guard=handler)
+    model = ScriptedChatModel(script=["ok"], then="repeat")
+    hinted = with_loop_hint(model, guard=handler)
+    assert system_texts(template.invoke({"q": "hi"}).to_messages()) == [HINT]
+    hinted.invoke("hi")
+    handler.configure(prompt_hint=False)
+    assert system_texts(template.invoke({"q": "hi"}).to_messages()) == []
+    hinted.invoke("hi")
+    assert [system_texts(seen) for seen in model.seen] == [[HINT], []]
 
 
 def test_locale_chooses_the_hint_language() -> None:
@@ -310,6 +336,19 @@ AGENTS: dict[str, Callable[[ScriptedChatModel, LoopGuardCallbackHandler], Any]] 
 }
 
 
+def create_agent_with_hinted_model(
+    model: ScriptedChatModel, handler: LoopGuardCallbackHandler
+) -> Any:
+    return create_agent(
+        with_loop_hint(model, guard=handler),  # type: ignore[arg-type]  # binds like a model
+        [scripted_tool("read_file", "contents")],
+        system_prompt="You are a careful coder.",
+    )
+
+
+AGENTS["create_agent(with_loop_hint(model), tools)"] = create_agent_with_hinted_model
+
+
 @pytest.mark.parametrize("build", AGENTS.values(), ids=list(AGENTS))
 def test_every_model_call_of_an_agent_sees_the_hint_once(
     build: Callable[[ScriptedChatModel, LoopGuardCallbackHandler], Any],
@@ -326,3 +365,50 @@ def test_every_model_call_of_an_agent_sees_the_hint_once(
         assert isinstance(seen[0], SystemMessage)
         assert seen[0].text.count(HINT_MARKER) == 1
         assert sum(HINT_MARKER in m.text for m in seen) == 1
+
+
+def test_create_agent_binds_the_tools_of_a_hinted_model() -> None:
+    """``create_agent(with_loop_hint(model), tools)`` reaches the model's own ``bind_tools``."""
+    model = ScriptedChatModel(script=[call("read_file", {"path": "a.py"}), "done"])
+    tool = scripted_tool("read_file", "contents")
+    agent = create_agent(with_loop_hint(model, config=ON), [tool])  # type: ignore[arg-type]
+    result = agent.invoke({"messages": [("user", "read a.py")]})
+    assert result["messages"][-1].content == "done"
+    assert model.bound_tools == ["read_file"]
+    assert tool.calls == 1
+    assert [system_texts(seen) for seen in model.seen] == [[HINT], [HINT]]
+
+
+def test_create_agent_without_tools_binds_settings_behind_the_hint() -> None:
+    """Without tools ``create_agent`` calls ``bind``: the model is bound, the hint kept."""
+    model = ScriptedChatModel(script=["done"])
+    agent = create_agent(with_loop_hint(model, config=ON), [])  # type: ignore[arg-type]
+    assert agent.invoke({"messages": [("user", "hi")]})["messages"][-1].content == "done"
+    assert system_texts(model.seen[0]) == [HINT]
+
+
+def test_bind_tools_of_a_hinted_model_keeps_the_hint_step() -> None:
+    """``bind_tools`` returns a hinted model again; the hint is still added once."""
+    model = ScriptedChatModel(script=["ok"])
+    hinted = with_loop_hint(model, config=ON)
+    bound = hinted.bind_tools([scripted_tool("read_file", "x")])  # type: ignore[attr-defined]
+    assert with_loop_hint(bound, config=ON) is bound
+    bound.invoke([SystemMessage("Be brief."), HumanMessage("hi")])
+    assert system_texts(model.seen[0]) == [f"Be brief.\n\n{HINT}"]
+    assert model.bound_tools == ["read_file"]
+
+
+def test_bind_tools_of_a_hinted_runnable_without_it_says_so() -> None:
+    """A wrapped runnable that cannot bind tools fails with an ``AttributeError``."""
+    hinted = with_loop_hint(RunnableLambda(lambda x: x), config=ON)
+    with pytest.raises(AttributeError, match="bind_tools"):
+        hinted.bind_tools([])  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("prompt_hint", [True, False])
+def test_a_node_guard_prompt_hint_decides_for_its_hinted_model(prompt_hint: bool) -> None:
+    """The node guard adds no hint itself; ``with_loop_hint(model, guard=node)`` follows it."""
+    node = LoopGuardNode({"prompt_hint": prompt_hint})
+    model = ScriptedChatModel(script=["ok"])
+    with_loop_hint(model, guard=node).invoke([HumanMessage("hi")])
+    assert system_texts(model.seen[0]) == ([HINT] if prompt_hint else [])

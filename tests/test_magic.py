@@ -155,16 +155,62 @@ def test_reset_clears_a_stopped_thread(
     del shell.user_ns["threaded"]
 
 
-def test_use_lists_the_guards_in_variables(
+def test_use_lists_every_live_guard_numbered(
     shell: InteractiveShell, guard: LoopGuardCallbackHandler, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """``use`` without a name lists the guards held in variables, the driven one starred."""
+    """``use`` alone lists every live guard by number, variable name (or -), type and mode."""
     shell.user_ns["other"] = LoopGuardCallbackHandler({"mode": "off"})
+    unnamed = LoopGuardCallbackHandler({"mode": "observe"})  # a guard in no notebook variable
     capsys.readouterr()
     out = _magic_out(shell, "use", capsys)
-    assert "* guard  LoopGuardCallbackHandler  observe" in out
-    assert "  other  LoopGuardCallbackHandler  off" in out
+    number = {id(g): n for n, g in enumerate(live_guards(), 1)}
+    assert re.search(
+        rf"^\* #{number[id(guard)]} +guard +LoopGuardCallbackHandler +observe$", out, re.M
+    )
+    assert re.search(
+        rf"^  #{number[id(shell.user_ns['other'])]} +other +LoopGuardCallbackHandler +off$",
+        out,
+        re.M,
+    )
+    assert re.search(
+        rf"^  #{number[id(unnamed)]} +- +LoopGuardCallbackHandler +observe$", out, re.M
+    )
     del shell.user_ns["other"]
+
+
+def test_use_by_number_picks_a_guard_in_no_variable(
+    shell: InteractiveShell, guard: LoopGuardCallbackHandler, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``use N`` (or ``use #N``) drives the guard listed as number N, named or not."""
+    unnamed = LoopGuardCallbackHandler({"mode": "observe"})
+    number = live_guards().index(unnamed) + 1
+    capsys.readouterr()
+    out = _magic_out(shell, f"use {number}", capsys)
+    assert f"now drives #{number} LoopGuardCallbackHandler." in out
+    shell.run_line_magic("loop_guard", "on")
+    assert (unnamed.mode, guard.mode) == ("on", "observe")
+    _magic_out(shell, f"use #{live_guards().index(guard) + 1}", capsys)
+    shell.run_line_magic("loop_guard", "off")
+    assert (unnamed.mode, guard.mode) == ("on", "off")
+
+
+def test_the_newest_guard_is_named_before_it_is_driven(
+    shell: InteractiveShell, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without ``use``, each command first says which guard it drives: the newest."""
+    magics = shell.magics_manager.registry["LoopGuardMagics"]
+    magics._chosen = None
+    newest = LoopGuardCallbackHandler({"mode": "observe"})
+    shell.user_ns["newest"] = newest
+    number = live_guards().index(newest) + 1
+    capsys.readouterr()
+    out = _magic_out(shell, "status", capsys)
+    first = out.splitlines()[0]
+    assert first == (
+        f"%loop_guard drives #{number} newest (LoopGuardCallbackHandler), the newest loop guard;"
+        " %loop_guard use lists them all."
+    )
+    del shell.user_ns["newest"]
 
 
 def test_newest_guard_is_driven_unless_one_is_chosen(
@@ -190,6 +236,9 @@ def test_newest_guard_is_driven_unless_one_is_chosen(
         ("inspect a b", "Usage: %loop_guard inspect [RUN]"),
         ("use missing", "No variable named 'missing'"),
         ("use QUESTION", "QUESTION is a dict, not a loop guard"),
+        ("use 100000", "No loop guard #100000: %loop_guard use lists them."),
+        ("use #0", "No loop guard #0: %loop_guard use lists them."),
+        ("use a b", "Usage: %loop_guard use [VAR | N]"),
         ('use "unterminated', "No closing quotation"),
     ],
 )
@@ -315,7 +364,7 @@ def test_magic_in_a_real_ipython_process(tmp_path: Path) -> None:
     usage = [line for line in done.stderr.splitlines() if "UsageError" in line]
     assert usage == [
         "UsageError: Unknown command 'nonsense'. Use: %loop_guard status | inspect [RUN] | "
-        "on | off | observe | reset [RUN] | use [VAR]"
+        "on | off | observe | reset [RUN] | use [VAR | N]"
     ]
     assert "Traceback" not in done.stderr
 

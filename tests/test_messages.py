@@ -19,6 +19,7 @@ from langchain_loop_guard._messages import (
     current_locale,
     hint,
     load_catalog,
+    negotiate_locale,
     nudge,
     translator,
     use_locale,
@@ -131,6 +132,43 @@ def test_locale_is_per_call_then_context_then_english() -> None:
         assert current_locale("en") == "en"
         assert translator() is translator("ko")
     assert current_locale("fr") == "en"
+
+
+def test_locale_identifiers_select_their_catalog_per_call() -> None:
+    """``ko_KR.UTF-8`` is Korean; a locale without a catalog and a non-locale are English."""
+    assert current_locale("ko_KR.UTF-8") == "ko"
+    assert translator("ko-KR") is translator("ko")
+    assert current_locale("fr_FR") == "en"
+    assert current_locale("korean") == "en"
+
+
+@pytest.mark.parametrize(
+    ("identifier", "expected"),
+    [
+        ("ko", "ko"),
+        ("KO", "ko"),
+        (" en ", "en"),
+        ("ko_KR", "ko"),
+        ("ko-KR", "ko"),
+        ("ko_KR.UTF-8", "ko"),
+        ("ko_KR.UTF-8@euro", "ko"),
+        ("ko-Kore-KR", "ko"),
+        ("en_US", "en"),
+        ("C", "en"),
+        ("fr_FR", None),
+        ("zh-Hant-TW", None),
+    ],
+)
+def test_negotiate_locale(identifier: str, expected: str | None) -> None:
+    """Babel parses the identifier; its language picks the catalog, or none serves it."""
+    assert negotiate_locale(identifier) == expected
+
+
+@pytest.mark.parametrize("identifier", ["korean", "kr", "", "ko_KR_x_y_z"])
+def test_negotiate_locale_rejects_what_is_no_locale(identifier: str) -> None:
+    """Text Babel does not know as a locale is a ``ValueError`` naming it."""
+    with pytest.raises(ValueError, match="is not a locale identifier"):
+        negotiate_locale(identifier)
 
 
 def test_model_facing_texts_differ_by_locale() -> None:

@@ -412,6 +412,40 @@ def test_wrap_model_call_adds_no_hint_when_off() -> None:
     assert seen == [request]
 
 
+@pytest.mark.parametrize("mode", ["on", "observe"])
+def test_wrap_model_call_adds_no_hint_when_prompt_hint_is_false(mode: str) -> None:
+    """``prompt_hint=False``: the request reaches the model unchanged, in any mode."""
+    guard = _guard(config={"mode": mode, "prompt_hint": False})
+    request = ModelRequest(
+        model=ScriptedChatModel(script=["ok"]),
+        messages=[HumanMessage("hi")],
+        system_message=SystemMessage("Be brief."),
+    )
+    seen: list[ModelRequest[Any]] = []
+    guard.wrap_model_call(request, lambda r: seen.append(r) or ModelResponse(result=[]))  # type: ignore[func-returns-value]
+    assert seen == [request]
+
+
+def test_wrap_model_call_adds_the_hint_in_observe_mode_by_default() -> None:
+    """Observe previews ``on``, hint included, unless ``prompt_hint`` is false."""
+    guard = _guard(config={"mode": "observe"})
+    request = ModelRequest(model=ScriptedChatModel(script=["ok"]), messages=[HumanMessage("hi")])
+    seen: list[ModelRequest[Any]] = []
+    guard.wrap_model_call(request, lambda r: seen.append(r) or ModelResponse(result=[]))  # type: ignore[func-returns-value]
+    assert seen[0].system_prompt == hint("en")
+
+
+def test_wrap_model_call_follows_a_runtime_prompt_hint_change() -> None:
+    """``guard.configure(prompt_hint=False)`` removes the hint from the next model call."""
+    guard = _guard()
+    request = ModelRequest(model=ScriptedChatModel(script=["ok"]), messages=[HumanMessage("hi")])
+    seen: list[ModelRequest[Any]] = []
+    guard.wrap_model_call(request, lambda r: seen.append(r) or ModelResponse(result=[]))  # type: ignore[func-returns-value]
+    guard.configure(prompt_hint=False)
+    guard.wrap_model_call(request, lambda r: seen.append(r) or ModelResponse(result=[]))  # type: ignore[func-returns-value]
+    assert [r.system_prompt for r in seen] == [hint("en"), None]
+
+
 def test_async_hooks_decide_as_the_sync_ones() -> None:
     """aafter_model and awrap_model_call behave like their sync twins."""
     guard = _guard(on_stop="end")
@@ -778,6 +812,23 @@ def test_hint_reaches_the_model_once_per_call() -> None:
         assert isinstance(seen[0], SystemMessage)
         assert seen[0].content == f"Be brief.\n\n{hint('en')}"
         assert sum(HINT_MARKER in str(m.content) for m in seen) == 1
+
+
+def test_agent_with_prompt_hint_false_sends_the_users_prompt_unchanged() -> None:
+    """In a real agent run, ``prompt_hint=False`` leaves every model call's prompt alone."""
+    model = model_of(lambda n: "done" if n else call("read_file", {"path": "a"}))
+    agent = harness(
+        "middleware",
+        model,
+        [scripted_tool("read_file", "x")],
+        system_prompt="Be brief.",
+        config={"mode": "observe", "prompt_hint": False},
+    )
+    agent.invoke()
+    assert model.turns == 2
+    for seen in model.seen:
+        assert seen[0].content == "Be brief."
+        assert not any(HINT_MARKER in str(m.content) for m in seen)
 
 
 WORDS = [

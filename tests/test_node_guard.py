@@ -362,3 +362,42 @@ def test_mode_off_changes_nothing() -> None:
     )
     assert graph.invoke()["messages"][-1].content == "done"
     assert "loop_guard" not in graph.state()
+
+
+def test_node_guard_as_a_post_model_hook_interrupts_and_ends_on_resume() -> None:
+    """``create_react_agent(post_model_hook=LoopGuardNode(on_stop="interrupt"))``: the
+    interrupt carries the guard's payload, and ``Command(resume="end")`` ends the run."""
+    import warnings
+
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.prebuilt.chat_agent_executor import AgentState
+    from langgraph.types import Command
+    from langgraph.warnings import LangGraphDeprecationWarning
+
+    from langchain_loop_guard import LoopGuardState, guard_kind
+    from langchain_loop_guard.testing import ScriptedChatModel, call, scripted_tool
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=LangGraphDeprecationWarning)
+        from langgraph.prebuilt import create_react_agent
+
+        class State(AgentState, LoopGuardState):  # type: ignore[misc]
+            pass
+
+        read_file = scripted_tool("read_file", "same")
+        model = ScriptedChatModel(script=[call("read_file", {"path": "a"})] * 10 + ["done"])
+        agent = create_react_agent(
+            model,
+            [read_file],
+            post_model_hook=LoopGuardNode(on_stop="interrupt"),
+            state_schema=State,
+            checkpointer=InMemorySaver(),
+        )
+    config = {"configurable": {"thread_id": "hook"}}
+    paused = agent.invoke({"messages": [("user", "read a")]}, config)
+    (pending,) = paused["__interrupt__"]
+    assert pending.value["type"] == "loop_guard"
+    assert pending.value["signal"] == "repeated_tool_call"
+    result = agent.invoke(Command(resume="end"), config)
+    assert guard_kind(result["messages"][-1]) == "stop"
+    assert read_file.calls == 2

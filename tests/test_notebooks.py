@@ -15,10 +15,28 @@ ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 KERNEL = "loop-guard-tests"
 
+# What each notebook's outputs must show, once run: the story it tells really happened.
+EXPECTED = {
+    "01-observe-then-enforce.ipynb": [
+        "loop-guard status",
+        "signal=repeated_tool_call tool=read_log count=3/3",
+    ],
+    "02-observe-rollout.ipynb": [
+        "calls that ran: {'deploy_status': 4, 'read_log': 6, 'charge_card': 5}",
+        "system prompt the model saw: 'You are a support agent.'",
+        "loop-guard status",
+        "the newest loop guard",
+        "would stop: 3 of 3",
+        "ticket-2   would stop: tool call 3: repeated_tool_call (read_log, 3/3)",
+        "would stop: 2 of 3",
+        "on {'deploy_status': 6}",
+    ],
+}
+
 
 def test_there_are_notebooks() -> None:
-    """The glob below finds the notebooks (an empty list would test nothing)."""
-    assert "01-observe-then-enforce.ipynb" in [path.name for path in NOTEBOOKS]
+    """The glob finds exactly the notebooks whose outputs are checked (none left unchecked)."""
+    assert sorted(path.name for path in NOTEBOOKS) == sorted(EXPECTED)
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda path: path.name)
@@ -91,5 +109,5 @@ def test_notebook_runs_top_to_bottom(
         if cell.cell_type == "code"
         for output in cell.outputs
     )
-    assert "loop-guard status" in text
-    assert "signal=repeated_tool_call tool=read_log count=3/3" in text
+    for expected in EXPECTED[path.name]:
+        assert expected in text, expected
