@@ -64,6 +64,7 @@ from langchain_loop_guard._messages import (
     stopped_after_nudge,
     translator,
 )
+from langchain_loop_guard._observe import Site
 from langchain_loop_guard._outcomes import holds_answer, tool_outcome
 from langchain_loop_guard._public import safe_tool_name
 from langchain_loop_guard._runtime import ConfigInput, GuardRuntime, RunInspection, logger
@@ -233,6 +234,8 @@ class _Pass:
     jump: Literal["model", "end"] | None = None
     stop: Verdict | None = None
     ending: list[BaseMessage] = field(default_factory=list)
+    position: str | None = None
+    site: Site | None = None
 
 
 Position = Literal["before_model", "after_model"]
@@ -504,6 +507,7 @@ class GraphGuard(GuardRuntime):
         With a recorder, the detector's events are appended to ``events``.
         """
         work = self._restore(None if fresh else stored, thread, events, fresh=fresh)
+        work.position = position
         work.data.pop("halt", None)  # raised already, or left behind by a newer step
         target: AIMessage | None = None
         end = len(messages)
@@ -633,7 +637,20 @@ class GraphGuard(GuardRuntime):
             work.data["turn"] = False
 
     def _feed(self, work: _Pass, event: Any, *args: Any, **kwargs: Any) -> Verdict:
-        return self.feed(work.run_id, work.detector, event, *args, **kwargs)
+        """Feed ``work``'s detector and report what it decided.
+
+        A verdict that stops the run is reported by :meth:`_resolve`, once it is known whether
+        it stops the run or is answered with a nudge.
+        """
+        verdict = self.decide(work.detector, event, *args, **kwargs)
+        if verdict.action != "allow" and (verdict.tripped or not verdict.stops):
+            self._report(work, verdict)
+        return verdict
+
+    def _report(self, work: _Pass, verdict: Verdict, *, nudge: bool = False) -> None:
+        if work.site is None:
+            work.site = self._site(work.position)
+        self.report(work.run_id, verdict, site=work.site, nudge=nudge)
 
     def _feed_results(self, work: _Pass, tail: Sequence[AnyMessage]) -> Verdict | None:
         """Feed the results of the calls awaiting one; the first stopping verdict, if any."""
@@ -751,22 +768,17 @@ class GraphGuard(GuardRuntime):
             work.detector.release()
             work.data["nudged"] = used + 1
             work.data["last_nudge"] = [verdict.key, verdict.count]
-            logger.info(
-                "loop-guard nudge: run=%s signal=%s tool=%s count=%d nudge=%d/%d",
-                work.run_id,
-                verdict.signal.value if verdict.signal else "-",
-                verdict.tool,
-                verdict.count,
-                used + 1,
-                work.nudges,
-            )
+            self._report(work, verdict, nudge=True)
             return
+        reported = verdict.tripped  # a stopped run's verdict is reported when it is fed
         original = work.detector.tripped
         if verdict.tripped and original is not None and not original.tripped:
             # A call of a run stopped earlier in this pass: the stop gives the real reason.
             verdict = dataclasses.replace(original, action=verdict.action)
         verdict = _after_nudge(verdict, work.data.get("last_nudge"), work.config.locale)
         work.stop = verdict
+        if not reported:
+            self._report(work, verdict)
         done = answered | {getattr(m, "tool_call_id", None) for m in work.messages}
         text = not_executed(work.config.locale)
         work.ending = [

@@ -109,6 +109,7 @@ class LoopGuardMiddleware(GraphGuard, AgentMiddleware[LoopGuardAgentState, Any, 
     """
 
     state_schema = LoopGuardAgentState
+    _integration = "middleware"
 
     def __init__(
         self,

@@ -87,6 +87,8 @@ class LoopGuardNode(GraphGuard):
         LoopGuardConfigError: a bad argument, naming the parameter.
     """
 
+    _integration = "node"
+
     def __init__(
         self,
         config: ConfigInput = None,
