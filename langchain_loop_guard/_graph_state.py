@@ -78,11 +78,13 @@ __all__ = [
     "ON_STOP_VALUES",
     "RESUME_VALUES",
     "STATE_KEY",
+    "STOP_KEY",
     "GraphGuard",
     "GuardData",
     "GuardKind",
     "LoopGuardResume",
     "LoopGuardState",
+    "LoopGuardStop",
     "OnStop",
     "ResumeAction",
     "Update",
@@ -96,6 +98,10 @@ __all__ = [
 
 STATE_KEY = "loop_guard"
 """The graph-state key the guard keeps its state under."""
+
+STOP_KEY = "loop_guard_stop"
+"""The graph-state key where a run's stop shows, for the caller to read in the result
+(:class:`LoopGuardStop`; ``None`` again once a new run starts on the thread)."""
 
 MESSAGE_NAME = "loop_guard"
 """The ``name`` of the messages the guard adds on its own: nudges and the stop message."""
@@ -186,18 +192,51 @@ class GuardData(TypedDict, total=False):
     """When the state was written (the guard's clock), to count time spent between steps."""
     halt: dict[str, Any]
     """A stop to raise at the next step (``on_stop="raise"``), once its answers are saved."""
+    stopped: bool
+    """Whether this run's stop was written under :data:`STOP_KEY` (to clear at the next run)."""
+    run: str
+    """An id of the run (a new one at each human message), for log lines when the caller gave
+    no run id and nothing traces the run."""
+
+
+class LoopGuardStop(TypedDict):
+    """How a run was stopped, under ``"loop_guard_stop"`` (:data:`STOP_KEY`) in the result.
+
+    Plain JSON data (names, counts and the user-facing message), saved by any checkpointer.
+    It is set when the guard stops a run and writes its stop to the state (``on_stop="end"``,
+    an interrupt answered ``"end"``, and ``"raise"`` once the stopped answer's calls are
+    answered), and set back to ``None`` when a new human message starts the next run.
+    """
+
+    signal: str
+    """The :class:`~langchain_loop_guard.Signal` value that stopped the run."""
+    action: str
+    """``"block"`` (a tool call was refused) or ``"abort"`` (a model call was)."""
+    tool: str | None
+    """The tool that looped, if one did."""
+    tools: list[str]
+    """Every tool of the loop (a cycle names each)."""
+    count: int
+    """How many times the loop repeated."""
+    threshold: int
+    """The limit it reached."""
+    message: str
+    """The stop's explanation for the user, in the configured locale."""
 
 
 class LoopGuardState(TypedDict, total=False):
-    """The state key the node guard needs; mix it into your graph's state::
+    """The state keys the node guard needs; mix them into your graph's state::
 
         class State(MessagesState, LoopGuardState):
             pass
 
-    It is a plain (last value) channel: the guard node is its only writer.
+    Plain (last value) channels: the guard node is their only writer. ``loop_guard`` holds
+    the guard's own state; ``loop_guard_stop`` shows how a run was stopped
+    (:class:`LoopGuardStop`), or ``None``.
     """
 
     loop_guard: NotRequired[GuardData]
+    loop_guard_stop: NotRequired[LoopGuardStop | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,12 +251,23 @@ class Update:
             otherwise end), ``"end"`` when the guard ended the run, else ``None``.
         halt: the stop to raise at the next step, once these messages are saved
             (``on_stop="raise"`` with calls to answer); see :meth:`GraphGuard._pending_halt`.
+        stop: the run's stop, to show under :data:`STOP_KEY`.
+        clear_stop: a new run started after a stop: :data:`STOP_KEY` goes back to ``None``.
     """
 
     data: GuardData
     messages: tuple[BaseMessage, ...] = ()
     jump: Literal["model", "end"] | None = None
     halt: LoopDetected | None = None
+    stop: LoopGuardStop | None = None
+    clear_stop: bool = False
+
+    def stop_update(self) -> dict[str, LoopGuardStop | None]:
+        """The :data:`STOP_KEY` part of the state update: the stop, a clearing ``None``, or
+        nothing."""
+        if self.stop is not None:
+            return {STOP_KEY: self.stop}
+        return {STOP_KEY: None} if self.clear_stop else {}
 
 
 @dataclass(slots=True)
@@ -236,6 +286,7 @@ class _Pass:
     ending: list[BaseMessage] = field(default_factory=list)
     position: str | None = None
     site: Site | None = None
+    clear_stop: bool = False
 
 
 Position = Literal["before_model", "after_model"]
@@ -430,8 +481,16 @@ class GraphGuard(GuardRuntime):
             with self._lock:
                 _put(self._threads, thread, decided.data)
         self._record(thread, events)
+        shown = _stop_state(decided.stop) if decided.stop is not None else None
+        if shown is not None:
+            decided.data["stopped"] = True
         return Update(
-            data=decided.data, messages=tuple(decided.messages), jump=decided.jump, halt=halt
+            data=decided.data,
+            messages=tuple(decided.messages),
+            jump=decided.jump,
+            halt=halt,
+            stop=shown,
+            clear_stop=decided.clear_stop,
         )
 
     def _hold(self, halt: LoopDetected, ai: str | None) -> dict[str, Any]:
@@ -629,6 +688,8 @@ class GraphGuard(GuardRuntime):
 
     def _new_run(self, work: _Pass) -> None:
         """A human message arrived: a new run (``scope="run"``) or a released thread."""
+        work.clear_stop = work.clear_stop or bool(work.data.pop("stopped", False))
+        work.data["run"] = _new_run_id()
         if work.config.scope == "run":
             work.detector.reset()
             work.data = _load(None)
@@ -649,7 +710,13 @@ class GraphGuard(GuardRuntime):
 
     def _report(self, work: _Pass, verdict: Verdict, *, nudge: bool = False) -> None:
         if work.site is None:
-            work.site = self._site(work.position)
+            site = self._site(work.position)
+            if site.run_id is None:
+                run = work.data.get("run")
+                if not isinstance(run, str):
+                    run = work.data["run"] = _new_run_id()
+                site = dataclasses.replace(site, run_id=run)
+            work.site = site
         self.report(work.run_id, verdict, site=work.site, nudge=nudge)
 
     def _feed_results(self, work: _Pass, tail: Sequence[AnyMessage]) -> Verdict | None:
@@ -897,6 +964,10 @@ def _load(stored: object, thread: str | None = None) -> GuardData:
     return _fresh()
 
 
+def _new_run_id() -> str:
+    return uuid.uuid4().hex[:16]
+
+
 def _fresh() -> GuardData:
     return GuardData(v=_STATE_VERSION, pending=[], ai=None, turn=False, nudged=0)
 
@@ -1117,6 +1188,20 @@ def _standalone_nudge(verdict: Verdict, locale: str) -> HumanMessage:
 def _separate_nudge(text: str) -> HumanMessage:
     """A nudge no tool message can carry, marked as the guard's (see :data:`GUARD_KEY`)."""
     return HumanMessage(content=text, name=MESSAGE_NAME, additional_kwargs={GUARD_KEY: "nudge"})
+
+
+def _stop_state(verdict: Verdict) -> LoopGuardStop:
+    """The :data:`STOP_KEY` value of a stop: JSON data, no arguments, output or text but the
+    stop's own message."""
+    return LoopGuardStop(
+        signal=verdict.signal.value if verdict.signal else "",
+        action=verdict.action,
+        tool=verdict.tool,
+        tools=list(verdict.tools),
+        count=verdict.count,
+        threshold=verdict.threshold,
+        message=verdict.message,
+    )
 
 
 def _payload(verdict: Verdict) -> dict[str, Any]:

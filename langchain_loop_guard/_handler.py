@@ -26,7 +26,7 @@ from langgraph.errors import GraphBubbleUp, GraphInterrupt
 from langchain_loop_guard._detector import ALLOW, DetectorEvent, LoopDetector, Verdict
 from langchain_loop_guard._errors import LoopGuardConfigError, LoopGuardError
 from langchain_loop_guard._interrupt import LoopDetected
-from langchain_loop_guard._observe import TRACE_EVENT, Site
+from langchain_loop_guard._observe import TRACE_EVENT, Site, install_callback_stop_filter
 from langchain_loop_guard._outcomes import previous_answer, tool_outcome
 from langchain_loop_guard._public import safe_tool_name
 from langchain_loop_guard._runtime import ConfigInput, GuardRuntime, RunInspection, logger
@@ -206,6 +206,7 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
                 allowed="int >= 1",
             )
         super().__init__(config, clock=clock, record_to=record_to)
+        install_callback_stop_filter(type(self).__name__)  # the guard logs its stops itself
         self.max_runs = max_runs
         """Runs (or threads) tracked at once; see the ``max_runs`` argument."""
         # the registry's housekeeping reads the real clock (an injected clock is the

@@ -24,6 +24,7 @@ from langchain_loop_guard._graph_state import (
     STATE_KEY,
     GraphGuard,
     GuardData,
+    LoopGuardStop,
     OnStop,
     Update,
     repair_update,
@@ -47,6 +48,9 @@ class LoopGuardAgentState(AgentState[Any]):
     """
 
     loop_guard: NotRequired[Annotated[GuardData, PrivateStateAttr]]
+    loop_guard_stop: NotRequired[LoopGuardStop | None]
+    """How the run was stopped (``None`` before a stop and once the next run starts); in the
+    agent's output, unlike ``loop_guard``."""
 
 
 class LoopGuardMiddleware(GraphGuard, AgentMiddleware[LoopGuardAgentState, Any, Any]):
@@ -319,14 +323,15 @@ def _with_state(
             structured_response=response.structured_response,
         )
     return ExtendedModelResponse(
-        model_response=response, command=Command(update={STATE_KEY: update.data})
+        model_response=response,
+        command=Command(update={STATE_KEY: update.data, **update.stop_update()}),
     )
 
 
 def _as_state_update(update: Update | None) -> dict[str, Any] | None:
     if update is None:
         return None
-    result: dict[str, Any] = {STATE_KEY: update.data}
+    result: dict[str, Any] = {STATE_KEY: update.data, **update.stop_update()}
     if update.messages:
         result["messages"] = list(update.messages)
     if update.jump is not None:

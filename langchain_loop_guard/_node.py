@@ -146,7 +146,7 @@ class LoopGuardNode(GraphGuard):
         )
         if update is None:
             return None if repair is None else {self._messages_key: repair}
-        result: dict[str, Any] = {self.state_key: update.data}
+        result: dict[str, Any] = {self.state_key: update.data, **update.stop_update()}
         if update.messages or repair:
             result[self._messages_key] = [*(repair or ()), *update.messages]
         if update.halt is not None:

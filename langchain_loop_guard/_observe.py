@@ -18,11 +18,16 @@ failing open (tracing trouble never reaches the agent):
   (``stream_mode="custom"``).
 
 The data is names, counts and digests only (SPEC §8), as in the log.
+
+:class:`CallbackStopFilter` keeps LangChain's callback manager from logging each of the
+callback handler's deliberate stops a second time, as if it were an error.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -33,11 +38,14 @@ from langchain_loop_guard._public import public_digest
 
 __all__ = [
     "ACTION_RANK",
+    "LANGCHAIN_CALLBACK_LOGGER",
     "TRACE_EVENT",
     "Action",
+    "CallbackStopFilter",
     "Site",
     "context_ids",
     "event_data",
+    "install_callback_stop_filter",
     "publish",
     "trace_metadata",
     "trace_tags",
@@ -226,3 +234,71 @@ def _write(data: dict[str, Any], config: Mapping[str, Any]) -> None:
     writer = getattr(runtime, "stream_writer", None)
     if callable(writer):
         writer(data)
+
+
+# --- LangChain's line for a callback that raised ------------------------------------------------
+
+LANGCHAIN_CALLBACK_LOGGER = "langchain_core.callbacks.manager"
+"""The logger LangChain's callback manager logs a raising callback to."""
+
+_CALLBACK_ERROR = "Error in %s.%s callback: %s"
+_STOP_REPRS = ("LoopDetected(",)
+
+
+class CallbackStopFilter(logging.Filter):
+    """Drop LangChain's ``Error in LoopGuardCallbackHandler.on_tool_start callback:
+    LoopDetected(...)`` log line.
+
+    LangChain's callback manager logs every exception a callback raises at ``WARNING``, also
+    when the handler asks for it to propagate (``raise_error``), which is how the callback
+    handler stops a run; the guard has already logged the stop, once. This filter drops
+    exactly those lines: the message of a ``LoopDetected`` raised by a handler whose class
+    name it was given. Every other line passes, other handlers' errors included.
+
+    :class:`~langchain_loop_guard.LoopGuardCallbackHandler` installs one on LangChain's logger
+    (``"langchain_core.callbacks.manager"``) when it is created. To see LangChain's line
+    again::
+
+        import logging
+        from langchain_loop_guard import CallbackStopFilter
+
+        langchain_logger = logging.getLogger("langchain_core.callbacks.manager")
+        for installed in [f for f in langchain_logger.filters if isinstance(f, CallbackStopFilter)]:
+            langchain_logger.removeFilter(installed)
+    """
+
+    def __init__(self, handler_names: tuple[str, ...] = ("LoopGuardCallbackHandler",)) -> None:
+        super().__init__()
+        self._names = set(handler_names)
+
+    def add_handler_name(self, name: str) -> None:
+        """Also drop the stop lines of handlers of class ``name`` (a subclass of the guard's)."""
+        self._names.add(name)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """``False`` for a deliberate stop's line (dropped), ``True`` for anything else."""
+        if record.msg != _CALLBACK_ERROR:
+            return True
+        args = record.args
+        if not isinstance(args, tuple) or len(args) != 3:
+            return True
+        name, _, error = args
+        return not (
+            name in self._names and isinstance(error, str) and error.startswith(_STOP_REPRS)
+        )
+
+
+_installed: CallbackStopFilter | None = None
+_install_lock = threading.Lock()
+
+
+def install_callback_stop_filter(handler_name: str) -> CallbackStopFilter:
+    """Install the shared :class:`CallbackStopFilter` on LangChain's callback logger (once),
+    dropping the stop lines of handlers named ``handler_name``."""
+    global _installed  # noqa: PLW0603 - one filter per process, installed once
+    with _install_lock:
+        if _installed is None:
+            _installed = CallbackStopFilter()
+            logging.getLogger(LANGCHAIN_CALLBACK_LOGGER).addFilter(_installed)
+        _installed.add_handler_name(handler_name)
+        return _installed
