@@ -350,6 +350,8 @@ class GraphGuard(GuardRuntime):
         self._live: OrderedDict[int, tuple[object, LoopDetector]] = OrderedDict()
         # Stops waiting for the step that raises them, by token (see ``_pending_halt``).
         self._halts: OrderedDict[str, LoopDetected] = OrderedDict()
+        # Stops that paused a thread (``on_stop="interrupt"``), reported once (see ``_report``).
+        self._interrupted: OrderedDict[tuple[object, ...], None] = OrderedDict()
 
     # --- settings -------------------------------------------------------------------------------
 
@@ -709,6 +711,14 @@ class GraphGuard(GuardRuntime):
         return verdict
 
     def _report(self, work: _Pass, verdict: Verdict, *, nudge: bool = False) -> None:
+        if self._on_stop == "interrupt" and verdict.stops and not verdict.tripped and not nudge:
+            # LangGraph executes an interrupted node again on resume, and the pass reaches the
+            # same stop: it was reported when the thread paused.
+            seen = (work.run_id, work.data.get("ai"), verdict.key, verdict.count)
+            with self._lock:
+                if seen in self._interrupted:
+                    return
+                _put(self._interrupted, seen, None)
         if work.site is None:
             site = self._site(work.position)
             if site.run_id is None:

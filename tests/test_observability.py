@@ -453,3 +453,43 @@ def test_another_handlers_callback_error_is_still_logged(
             {"messages": [("user", "go")]}, {"callbacks": [Broken()]}
         )
     assert "Error in Broken.on_tool_start callback" in caplog.text
+
+
+@pytest.mark.parametrize("integration", ["middleware", "node"])
+def test_an_interrupted_stop_is_reported_once_across_the_resume(
+    integration: Integration, caplog: pytest.LogCaptureFixture
+) -> None:
+    """LangGraph executes the interrupted pass again on resume: the stop is still one line,
+    one listener call and one custom event."""
+    from langgraph.types import Command
+
+    agent = harness(integration, model_of(_repeat), _reader(), on_stop="interrupt")
+    heard: list[str] = []
+    agent.guard.add_verdict_listener(lambda run_id, verdict: heard.append(verdict.action))
+    items: list[Any] = []
+    with caplog.at_level(logging.WARNING, logger="langchain_loop_guard"):
+        for payload in ({"messages": [("user", "go")]}, Command(resume="end")):
+            items += agent.graph.stream(payload, agent.config, stream_mode="custom")
+    assert len(caplog.records) == 1
+    assert heard == ["block"]
+    assert [item["action"] for item in items] == ["block"]
+    assert agent.state()["loop_guard_stop"]["signal"] == "repeated_tool_call"
+
+
+@pytest.mark.parametrize("integration", INTEGRATIONS)
+def test_async_runs_write_to_the_custom_stream(integration: Integration) -> None:
+    """``astream(stream_mode="custom")`` gets the report from every integration too."""
+    config = LoopGuardConfig(mode="observe")
+    if integration == "handler":
+        graph = create_agent(_finite(), _reader())
+        run_config: dict[str, Any] = {"callbacks": [LoopGuardCallbackHandler(config)]}
+    else:
+        agent = harness(integration, _finite(), _reader(), config={"mode": "observe"})
+        graph, run_config = agent.graph, {"configurable": {"thread_id": "async"}}
+
+    async def items() -> list[Any]:
+        payload = {"messages": [("user", "go")]}
+        return [item async for item in graph.astream(payload, run_config, stream_mode="custom")]
+
+    reports = [i for i in asyncio.run(items()) if isinstance(i, dict) and i.get("type")]
+    assert [(i["action"], i["signal"]) for i in reports] == [("observe", "repeated_tool_call")]
