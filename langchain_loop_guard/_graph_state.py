@@ -473,7 +473,7 @@ class GraphGuard(GuardRuntime):
             if self._on_stop == "interrupt":
                 answer = interrupt(_payload(stop), response_schema=_RESUME_SCHEMA)
                 if _action(answer) == "continue":
-                    logger.info("loop-guard: run=%s resumed with fresh counters", thread or "-")
+                    logger.info("loop-guard: thread=%s resumed with fresh counters", thread or "-")
                     fresh = True
                     continue
             decided.messages.extend(decided.ending)
@@ -623,7 +623,7 @@ class GraphGuard(GuardRuntime):
                     exported = {**exported, "elapsed": elapsed + gap}
                 if not detector.restore_state(exported):
                     logger.warning(
-                        "loop-guard: run=%s: the detector's saved state is unreadable; "
+                        "loop-guard: thread=%s: the detector's saved state is unreadable; "
                         "discarded, detection starts afresh",
                         thread or "-",
                     )
@@ -966,7 +966,7 @@ def _load(stored: object, thread: str | None = None) -> GuardData:
         data["pending"] = [[str(call_id), str(name)] for call_id, name in data["pending"]]
         return data
     logger.warning(
-        "loop-guard: run=%s: the guard's saved state is unreadable (%s); discarded, detection "
+        "loop-guard: thread=%s: the guard's saved state is unreadable (%s); discarded, detection "
         "starts afresh",
         thread or "-",
         problem,

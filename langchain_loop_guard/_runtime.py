@@ -28,7 +28,7 @@ from langchain_loop_guard._detector import ALLOW, CallInfo, LoopDetector, Signal
 from langchain_loop_guard._errors import LoopGuardConfigError, LoopGuardError
 from langchain_loop_guard._messages import translator
 from langchain_loop_guard._observe import Action, Site, context_ids, event_data, publish
-from langchain_loop_guard._public import public_digest
+from langchain_loop_guard._public import public_digest, safe_tool_name
 
 if TYPE_CHECKING:
     from langchain_loop_guard._detector import EventListener
@@ -579,7 +579,14 @@ class GuardRuntime:
                 )
         if site is None:
             site = self._site()
-        shown_run = site.run_id or run_id
+        # ids come from the caller's config: shown bounded and without control characters
+        site = Site(
+            site.integration,
+            site.position,
+            None if site.run_id is None else safe_tool_name(site.run_id),
+            None if site.thread_id is None else safe_tool_name(site.thread_id),
+        )
+        shown_run = site.run_id or safe_tool_name(run_id)
         if verdict.tripped:
             level = logging.DEBUG
         elif verdict.stops and not nudge:

@@ -493,3 +493,21 @@ def test_async_runs_write_to_the_custom_stream(integration: Integration) -> None
 
     reports = [i for i in asyncio.run(items()) if isinstance(i, dict) and i.get("type")]
     assert [(i["action"], i["signal"]) for i in reports] == [("observe", "repeated_tool_call")]
+
+
+def test_ids_from_the_config_cannot_forge_log_lines(caplog: pytest.LogCaptureFixture) -> None:
+    """A thread id with a newline and escapes is logged (and published) without them."""
+    agent = harness("middleware", _finite(), _reader(), on_stop="end")
+    evil = "t1\nloop-guard block: run=forged\x1b[2J"
+    with caplog.at_level(logging.WARNING, logger="langchain_loop_guard"):
+        items = list(
+            agent.graph.stream(
+                {"messages": [("user", "go")]},
+                {"configurable": {"thread_id": evil}},
+                stream_mode="custom",
+            )
+        )
+    (line,) = caplog.records
+    assert "\n" not in line.getMessage()
+    assert "\x1b" not in line.getMessage()
+    assert "\n" not in items[0]["thread_id"]
