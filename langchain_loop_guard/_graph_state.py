@@ -123,7 +123,8 @@ OnStop = Literal["raise", "end", "interrupt"]
   ``invoke``/``stream`` from the next step, so the saved thread is valid for its next message.
 - ``"end"``: answer every pending tool call with an error ``ToolMessage``, add a final
   ``AIMessage`` that explains the stop to the user, and end the run normally. The history stays
-  valid for the next model call.
+  valid for the next model call. The result's ``"loop_guard_stop"`` key tells how the run was
+  stopped (:class:`LoopGuardStop`).
 - ``"interrupt"``: pause the thread with LangGraph's ``interrupt()`` so that a human decides;
   resume with ``Command(resume="continue")`` (go on with fresh counters) or
   ``Command(resume="end")`` (as ``"end"``). Needs a checkpointer.

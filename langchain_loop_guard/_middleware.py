@@ -88,6 +88,10 @@ class LoopGuardMiddleware(GraphGuard, AgentMiddleware[LoopGuardAgentState, Any, 
     call an earlier run left open (another guard's stop, a crash, an interrupt answered with a
     new message instead of a resume).
 
+    Stops, observe-mode reports, nudges and warnings are logged, given to verdict listeners,
+    recorded on the traced LangSmith run and sent as a ``"loop_guard"`` custom event
+    (``astream_events``, ``stream_mode="custom"``); see ``docs/observability.md``.
+
     Args:
         config: a :class:`~langchain_loop_guard.LoopGuardConfig`, a mapping of values (over
             files and environment), or ``None`` to load files and environment.
@@ -97,10 +101,11 @@ class LoopGuardMiddleware(GraphGuard, AgentMiddleware[LoopGuardAgentState, Any, 
         on_stop: ``"raise"`` (default) answers the pending tool calls, then raises
             :class:`~langchain_loop_guard.LoopDetected`;
             ``"end"`` answers every pending tool call, adds a final message explaining the stop
-            and ends the run normally; ``"interrupt"`` pauses the thread for a human, who
-            resumes with ``Command(resume="continue")`` (fresh counters) or
-            ``Command(resume="end")`` (``{"action": ...}`` works too; anything else is refused
-            with ``pydantic.ValidationError`` and the interrupt stays open).
+            and ends the run normally (the result's ``"loop_guard_stop"`` says how);
+            ``"interrupt"`` pauses the thread for a human, who resumes with
+            ``Command(resume="continue")`` (fresh counters) or ``Command(resume="end")``
+            (``{"action": ...}`` works too; anything else is refused with
+            ``pydantic.ValidationError`` and the interrupt stays open).
         clock: returns seconds (:func:`time.time` by default for time between steps, the
             detector's :func:`time.monotonic` within one).
         record_to: append every run's events to this file, digests only, for

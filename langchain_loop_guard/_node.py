@@ -67,6 +67,8 @@ class LoopGuardNode(GraphGuard):
     Nudges, ``on_stop`` and scopes behave as for
     :class:`~langchain_loop_guard.LoopGuardMiddleware`. The node does not see the model's
     prompt: add the anti-loop hint there with :func:`~langchain_loop_guard.with_loop_hint`.
+    Reports reach the log, verdict listeners, the traced LangSmith run and the
+    ``"loop_guard"`` custom event as for the middleware (``docs/observability.md``).
 
     Args:
         config: a :class:`~langchain_loop_guard.LoopGuardConfig`, a mapping of values (over
