@@ -6,6 +6,7 @@ state, and in one log line per stop."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 from typing import Any, Literal
@@ -62,6 +63,22 @@ def _run(integration: Integration, mode: Mode, thread: str, **options: Any) -> d
         return {"raised": exc}
 
 
+def _run_failing(integration: Integration, thread: str) -> None:
+    """Five different calls that fail the same way: stopped before the next model call."""
+    from langchain_core.tools import ToolException
+
+    model = ScriptedChatModel(script=[call("deploy", {"n": n}) for n in range(5)] + ["done"])
+    tools = [scripted_tool("deploy", ToolException("disk full"))]
+    run_config: dict[str, Any] = {"configurable": {"thread_id": thread}}
+    if integration == "handler":
+        run_config["callbacks"] = [LoopGuardCallbackHandler(LoopGuardConfig())]
+        graph = create_agent(model, tools)
+    else:
+        graph = harness(integration, model, tools, on_stop="end").graph
+    with contextlib.suppress(LoopDetected):
+        graph.invoke({"messages": [("user", "go")]}, run_config)
+
+
 # --- LangSmith: what the SDK sends ----------------------------------------------------------------
 
 
@@ -74,6 +91,8 @@ def traced() -> dict[str, dict[str, Any]]:
             for integration in INTEGRATIONS:
                 for mode in ("on", "observe"):
                     _run(integration, mode, f"{integration}-{mode}", on_stop="end")
+            for integration in INTEGRATIONS:
+                _run_failing(integration, f"{integration}-error")
         finally:
             service.close()
     forget_environment()
@@ -160,7 +179,31 @@ def test_the_step_where_it_happened_carries_an_event(
 def test_untraced_runs_are_untouched(traced: dict[str, dict[str, Any]]) -> None:
     """Only the runs of a step that reported carry the guard's tags."""
     tagged = [run for run in traced.values() if "loop_guard:stop" in (run.get("tags") or ())]
-    assert len(tagged) == 6  # 3 integrations x (top-level run + the step)
+    assert len(tagged) == 12  # 3 integrations x 2 loops x (top-level run + the step)
+
+
+@pytest.mark.parametrize(
+    ("integration", "step", "position"),
+    [
+        ("handler", "tools", "on_tool_end"),  # the handler stops at the failing result
+        ("middleware", "model", "before_model"),
+        ("node", "loop_guard", "before_model"),
+    ],
+)
+def test_a_repeated_error_marks_the_step_that_decided(
+    traced: dict[str, dict[str, Any]], integration: Integration, step: str, position: str
+) -> None:
+    """A repeated error: the step that decided carries the event (the failing tool's step for
+    the handler, the model's step before the model call for the middleware, the guard's node),
+    and the top-level run the metadata."""
+    runs = _runs_of(traced, f"{integration}-error")
+    (root,) = [run for run in runs if run.get("parent_run_id") is None]
+    assert _guard_metadata(root)["loop_guard.signal"] == "repeated_tool_error"
+    assert _guard_metadata(root)["loop_guard.position"] == position
+    (marked,) = [
+        run for run in runs if any(e.get("name") == "loop_guard" for e in run.get("events") or ())
+    ]
+    assert marked["name"] == step
 
 
 def test_a_warning_does_not_hide_a_stop_in_the_metadata() -> None:
