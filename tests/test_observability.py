@@ -554,3 +554,17 @@ def test_ids_from_the_config_cannot_forge_log_lines(caplog: pytest.LogCaptureFix
     assert "\n" not in line.getMessage()
     assert "\x1b" not in line.getMessage()
     assert "\n" not in items[0]["thread_id"]
+
+
+@pytest.mark.parametrize("integration", ["middleware", "node"])
+def test_a_raised_stop_is_also_in_the_saved_state(integration: Integration) -> None:
+    """``on_stop="raise"``: the exception says how, and so does the saved thread."""
+    agent = harness(integration, model_of(_repeat), _reader())
+    with pytest.raises(LoopDetected) as info:
+        agent.invoke()
+    stop = agent.state()["loop_guard_stop"]
+    assert (stop["signal"], stop["tool"], stop["count"]) == (
+        info.value.signal.value,
+        info.value.tool,
+        info.value.count,
+    )
