@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import re
 from typing import Any, Literal
 
 import pytest
@@ -568,3 +569,19 @@ def test_a_raised_stop_is_also_in_the_saved_state(integration: Integration) -> N
         info.value.tool,
         info.value.count,
     )
+
+
+@pytest.mark.parametrize("integration", ["middleware", "node"])
+def test_graph_guard_runs_without_a_run_id_get_one_of_their_own(
+    integration: Integration, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Untraced and without a ``run_id`` in the config, each run of a thread still has its own
+    id in the log (kept in the guard's state), not ``run=-``."""
+    agent = harness(integration, model_of(_repeat), _reader(), on_stop="end")
+    with caplog.at_level(logging.WARNING, logger="langchain_loop_guard"):
+        agent.invoke()
+        agent.invoke(text=AGAIN)  # answered: the next run
+        agent.graph.invoke({"messages": [("user", "go on")]}, agent.config)  # loops again
+    first, second = (r.loop_guard_run_id for r in caplog.records)  # type: ignore[attr-defined]
+    assert re.fullmatch(r"[0-9a-f]{16}", first)
+    assert first != second
