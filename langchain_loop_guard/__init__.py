@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from langchain_loop_guard._errors import LoopGuardConfigError as LoopGuardConfigError
     from langchain_loop_guard._errors import LoopGuardError as LoopGuardError
     from langchain_loop_guard._graph_state import LoopGuardState as LoopGuardState
+    from langchain_loop_guard._graph_state import LoopGuardStop as LoopGuardStop
     from langchain_loop_guard._graph_state import OnStop as OnStop
     from langchain_loop_guard._graph_state import guard_kind as guard_kind
     from langchain_loop_guard._handler import LoopGuardCallbackHandler as LoopGuardCallbackHandler
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
     from langchain_loop_guard._magic import unload_ipython_extension as unload_ipython_extension
     from langchain_loop_guard._middleware import LoopGuardMiddleware as LoopGuardMiddleware
     from langchain_loop_guard._node import LoopGuardNode as LoopGuardNode
+    from langchain_loop_guard._observe import CallbackStopFilter as CallbackStopFilter
     from langchain_loop_guard._repair import arepair_thread as arepair_thread
     from langchain_loop_guard._repair import repair_thread as repair_thread
     from langchain_loop_guard._replay import Calibration as Calibration
@@ -39,6 +41,7 @@ __version__ = "0.1.0"
 
 _EXPORTS: dict[str, str] = {
     "Calibration": "langchain_loop_guard._replay",
+    "CallbackStopFilter": "langchain_loop_guard._observe",
     "LoopDetected": "langchain_loop_guard._interrupt",
     "LoopDetector": "langchain_loop_guard._detector",
     "LoopGuardCallbackHandler": "langchain_loop_guard._handler",
@@ -48,6 +51,7 @@ _EXPORTS: dict[str, str] = {
     "LoopGuardMiddleware": "langchain_loop_guard._middleware",
     "LoopGuardNode": "langchain_loop_guard._node",
     "LoopGuardState": "langchain_loop_guard._graph_state",
+    "LoopGuardStop": "langchain_loop_guard._graph_state",
     "OnStop": "langchain_loop_guard._graph_state",
     "ReplayReport": "langchain_loop_guard._replay",
     "Signal": "langchain_loop_guard._detector",
@@ -65,6 +69,7 @@ _EXPORTS: dict[str, str] = {
 
 __all__ = [
     "Calibration",
+    "CallbackStopFilter",
     "LoopDetected",
     "LoopDetector",
     "LoopGuardCallbackHandler",
@@ -74,6 +79,7 @@ __all__ = [
     "LoopGuardMiddleware",
     "LoopGuardNode",
     "LoopGuardState",
+    "LoopGuardStop",
     "OnStop",
     "ReplayReport",
     "Signal",

@@ -64,6 +64,7 @@ from langchain_loop_guard._messages import (
     stopped_after_nudge,
     translator,
 )
+from langchain_loop_guard._observe import Site
 from langchain_loop_guard._outcomes import holds_answer, tool_outcome
 from langchain_loop_guard._public import safe_tool_name
 from langchain_loop_guard._runtime import ConfigInput, GuardRuntime, RunInspection, logger
@@ -77,11 +78,13 @@ __all__ = [
     "ON_STOP_VALUES",
     "RESUME_VALUES",
     "STATE_KEY",
+    "STOP_KEY",
     "GraphGuard",
     "GuardData",
     "GuardKind",
     "LoopGuardResume",
     "LoopGuardState",
+    "LoopGuardStop",
     "OnStop",
     "ResumeAction",
     "Update",
@@ -95,6 +98,10 @@ __all__ = [
 
 STATE_KEY = "loop_guard"
 """The graph-state key the guard keeps its state under."""
+
+STOP_KEY = "loop_guard_stop"
+"""The graph-state key where a run's stop shows, for the caller to read in the result
+(:class:`LoopGuardStop`; ``None`` again once a new run starts on the thread)."""
 
 MESSAGE_NAME = "loop_guard"
 """The ``name`` of the messages the guard adds on its own: nudges and the stop message."""
@@ -116,7 +123,8 @@ OnStop = Literal["raise", "end", "interrupt"]
   ``invoke``/``stream`` from the next step, so the saved thread is valid for its next message.
 - ``"end"``: answer every pending tool call with an error ``ToolMessage``, add a final
   ``AIMessage`` that explains the stop to the user, and end the run normally. The history stays
-  valid for the next model call.
+  valid for the next model call. The result's ``"loop_guard_stop"`` key tells how the run was
+  stopped (:class:`LoopGuardStop`).
 - ``"interrupt"``: pause the thread with LangGraph's ``interrupt()`` so that a human decides;
   resume with ``Command(resume="continue")`` (go on with fresh counters) or
   ``Command(resume="end")`` (as ``"end"``). Needs a checkpointer.
@@ -185,18 +193,51 @@ class GuardData(TypedDict, total=False):
     """When the state was written (the guard's clock), to count time spent between steps."""
     halt: dict[str, Any]
     """A stop to raise at the next step (``on_stop="raise"``), once its answers are saved."""
+    stopped: bool
+    """Whether this run's stop was written under :data:`STOP_KEY` (to clear at the next run)."""
+    run: str
+    """An id of the run (a new one at each human message), for log lines when the caller gave
+    no run id and nothing traces the run."""
+
+
+class LoopGuardStop(TypedDict):
+    """How a run was stopped, under ``"loop_guard_stop"`` (:data:`STOP_KEY`) in the result.
+
+    Plain JSON data (names, counts and the user-facing message), saved by any checkpointer.
+    It is set when the guard stops a run and writes its stop to the state (``on_stop="end"``,
+    an interrupt answered ``"end"``, and ``"raise"`` once the stopped answer's calls are
+    answered), and set back to ``None`` when a new human message starts the next run.
+    """
+
+    signal: str
+    """The :class:`~langchain_loop_guard.Signal` value that stopped the run."""
+    action: str
+    """``"block"`` (a tool call was refused) or ``"abort"`` (a model call was)."""
+    tool: str | None
+    """The tool that looped, if one did."""
+    tools: list[str]
+    """Every tool of the loop (a cycle names each)."""
+    count: int
+    """How many times the loop repeated."""
+    threshold: int
+    """The limit it reached."""
+    message: str
+    """The stop's explanation for the user, in the configured locale."""
 
 
 class LoopGuardState(TypedDict, total=False):
-    """The state key the node guard needs; mix it into your graph's state::
+    """The state keys the node guard needs; mix them into your graph's state::
 
         class State(MessagesState, LoopGuardState):
             pass
 
-    It is a plain (last value) channel: the guard node is its only writer.
+    Plain (last value) channels: the guard node is their only writer. ``loop_guard`` holds
+    the guard's own state; ``loop_guard_stop`` shows how a run was stopped
+    (:class:`LoopGuardStop`), or ``None``.
     """
 
     loop_guard: NotRequired[GuardData]
+    loop_guard_stop: NotRequired[LoopGuardStop | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,12 +252,23 @@ class Update:
             otherwise end), ``"end"`` when the guard ended the run, else ``None``.
         halt: the stop to raise at the next step, once these messages are saved
             (``on_stop="raise"`` with calls to answer); see :meth:`GraphGuard._pending_halt`.
+        stop: the run's stop, to show under :data:`STOP_KEY`.
+        clear_stop: a new run started after a stop: :data:`STOP_KEY` goes back to ``None``.
     """
 
     data: GuardData
     messages: tuple[BaseMessage, ...] = ()
     jump: Literal["model", "end"] | None = None
     halt: LoopDetected | None = None
+    stop: LoopGuardStop | None = None
+    clear_stop: bool = False
+
+    def stop_update(self) -> dict[str, LoopGuardStop | None]:
+        """The :data:`STOP_KEY` part of the state update: the stop, a clearing ``None``, or
+        nothing."""
+        if self.stop is not None:
+            return {STOP_KEY: self.stop}
+        return {STOP_KEY: None} if self.clear_stop else {}
 
 
 @dataclass(slots=True)
@@ -233,6 +285,9 @@ class _Pass:
     jump: Literal["model", "end"] | None = None
     stop: Verdict | None = None
     ending: list[BaseMessage] = field(default_factory=list)
+    position: str | None = None
+    site: Site | None = None
+    clear_stop: bool = False
 
 
 Position = Literal["before_model", "after_model"]
@@ -296,6 +351,8 @@ class GraphGuard(GuardRuntime):
         self._live: OrderedDict[int, tuple[object, LoopDetector]] = OrderedDict()
         # Stops waiting for the step that raises them, by token (see ``_pending_halt``).
         self._halts: OrderedDict[str, LoopDetected] = OrderedDict()
+        # Stops that paused a thread (``on_stop="interrupt"``), reported once (see ``_report``).
+        self._interrupted: OrderedDict[tuple[object, ...], None] = OrderedDict()
 
     # --- settings -------------------------------------------------------------------------------
 
@@ -417,7 +474,7 @@ class GraphGuard(GuardRuntime):
             if self._on_stop == "interrupt":
                 answer = interrupt(_payload(stop), response_schema=_RESUME_SCHEMA)
                 if _action(answer) == "continue":
-                    logger.info("loop-guard: run=%s resumed with fresh counters", thread or "-")
+                    logger.info("loop-guard: thread=%s resumed with fresh counters", thread or "-")
                     fresh = True
                     continue
             decided.messages.extend(decided.ending)
@@ -427,8 +484,16 @@ class GraphGuard(GuardRuntime):
             with self._lock:
                 _put(self._threads, thread, decided.data)
         self._record(thread, events)
+        shown = _stop_state(decided.stop) if decided.stop is not None else None
+        if shown is not None:
+            decided.data["stopped"] = True
         return Update(
-            data=decided.data, messages=tuple(decided.messages), jump=decided.jump, halt=halt
+            data=decided.data,
+            messages=tuple(decided.messages),
+            jump=decided.jump,
+            halt=halt,
+            stop=shown,
+            clear_stop=decided.clear_stop,
         )
 
     def _hold(self, halt: LoopDetected, ai: str | None) -> dict[str, Any]:
@@ -504,6 +569,7 @@ class GraphGuard(GuardRuntime):
         With a recorder, the detector's events are appended to ``events``.
         """
         work = self._restore(None if fresh else stored, thread, events, fresh=fresh)
+        work.position = position
         work.data.pop("halt", None)  # raised already, or left behind by a newer step
         target: AIMessage | None = None
         end = len(messages)
@@ -558,7 +624,7 @@ class GraphGuard(GuardRuntime):
                     exported = {**exported, "elapsed": elapsed + gap}
                 if not detector.restore_state(exported):
                     logger.warning(
-                        "loop-guard: run=%s: the detector's saved state is unreadable; "
+                        "loop-guard: thread=%s: the detector's saved state is unreadable; "
                         "discarded, detection starts afresh",
                         thread or "-",
                     )
@@ -625,6 +691,8 @@ class GraphGuard(GuardRuntime):
 
     def _new_run(self, work: _Pass) -> None:
         """A human message arrived: a new run (``scope="run"``) or a released thread."""
+        work.clear_stop = work.clear_stop or bool(work.data.pop("stopped", False))
+        work.data["run"] = _new_run_id()
         if work.config.scope == "run":
             work.detector.reset()
             work.data = _load(None)
@@ -633,7 +701,34 @@ class GraphGuard(GuardRuntime):
             work.data["turn"] = False
 
     def _feed(self, work: _Pass, event: Any, *args: Any, **kwargs: Any) -> Verdict:
-        return self.feed(work.run_id, work.detector, event, *args, **kwargs)
+        """Feed ``work``'s detector and report what it decided.
+
+        A verdict that stops the run is reported by :meth:`_resolve`, once it is known whether
+        it stops the run or is answered with a nudge.
+        """
+        verdict = self.decide(work.detector, event, *args, **kwargs)
+        if verdict.action != "allow" and (verdict.tripped or not verdict.stops):
+            self._report(work, verdict)
+        return verdict
+
+    def _report(self, work: _Pass, verdict: Verdict, *, nudge: bool = False) -> None:
+        if self._on_stop == "interrupt" and verdict.stops and not verdict.tripped and not nudge:
+            # LangGraph executes an interrupted node again on resume, and the pass reaches the
+            # same stop: it was reported when the thread paused.
+            seen = (work.run_id, work.data.get("ai"), verdict.key, verdict.count)
+            with self._lock:
+                if seen in self._interrupted:
+                    return
+                _put(self._interrupted, seen, None)
+        if work.site is None:
+            site = self._site(work.position)
+            if site.run_id is None:
+                run = work.data.get("run")
+                if not isinstance(run, str):
+                    run = work.data["run"] = _new_run_id()
+                site = dataclasses.replace(site, run_id=run)
+            work.site = site
+        self.report(work.run_id, verdict, site=work.site, nudge=nudge)
 
     def _feed_results(self, work: _Pass, tail: Sequence[AnyMessage]) -> Verdict | None:
         """Feed the results of the calls awaiting one; the first stopping verdict, if any."""
@@ -751,22 +846,17 @@ class GraphGuard(GuardRuntime):
             work.detector.release()
             work.data["nudged"] = used + 1
             work.data["last_nudge"] = [verdict.key, verdict.count]
-            logger.info(
-                "loop-guard nudge: run=%s signal=%s tool=%s count=%d nudge=%d/%d",
-                work.run_id,
-                verdict.signal.value if verdict.signal else "-",
-                verdict.tool,
-                verdict.count,
-                used + 1,
-                work.nudges,
-            )
+            self._report(work, verdict, nudge=True)
             return
+        reported = verdict.tripped  # a stopped run's verdict is reported when it is fed
         original = work.detector.tripped
         if verdict.tripped and original is not None and not original.tripped:
             # A call of a run stopped earlier in this pass: the stop gives the real reason.
             verdict = dataclasses.replace(original, action=verdict.action)
         verdict = _after_nudge(verdict, work.data.get("last_nudge"), work.config.locale)
         work.stop = verdict
+        if not reported:
+            self._report(work, verdict)
         done = answered | {getattr(m, "tool_call_id", None) for m in work.messages}
         text = not_executed(work.config.locale)
         work.ending = [
@@ -877,12 +967,16 @@ def _load(stored: object, thread: str | None = None) -> GuardData:
         data["pending"] = [[str(call_id), str(name)] for call_id, name in data["pending"]]
         return data
     logger.warning(
-        "loop-guard: run=%s: the guard's saved state is unreadable (%s); discarded, detection "
+        "loop-guard: thread=%s: the guard's saved state is unreadable (%s); discarded, detection "
         "starts afresh",
         thread or "-",
         problem,
     )
     return _fresh()
+
+
+def _new_run_id() -> str:
+    return uuid.uuid4().hex[:16]
 
 
 def _fresh() -> GuardData:
@@ -1105,6 +1199,20 @@ def _standalone_nudge(verdict: Verdict, locale: str) -> HumanMessage:
 def _separate_nudge(text: str) -> HumanMessage:
     """A nudge no tool message can carry, marked as the guard's (see :data:`GUARD_KEY`)."""
     return HumanMessage(content=text, name=MESSAGE_NAME, additional_kwargs={GUARD_KEY: "nudge"})
+
+
+def _stop_state(verdict: Verdict) -> LoopGuardStop:
+    """The :data:`STOP_KEY` value of a stop: JSON data, no arguments, output or text but the
+    stop's own message."""
+    return LoopGuardStop(
+        signal=verdict.signal.value if verdict.signal else "",
+        action=verdict.action,
+        tool=verdict.tool,
+        tools=list(verdict.tools),
+        count=verdict.count,
+        threshold=verdict.threshold,
+        message=verdict.message,
+    )
 
 
 def _payload(verdict: Verdict) -> dict[str, Any]:

@@ -10,25 +10,25 @@ commands, logging, failing open) is :class:`~langchain_loop_guard._runtime.Guard
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar, cast
 from uuid import UUID
 
 from langchain_core.callbacks import BaseCallbackHandler
-from langchain_core.callbacks.manager import dispatch_custom_event
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langgraph.errors import GraphBubbleUp, GraphInterrupt
 
 from langchain_loop_guard._detector import ALLOW, DetectorEvent, LoopDetector, Verdict
 from langchain_loop_guard._errors import LoopGuardConfigError, LoopGuardError
 from langchain_loop_guard._interrupt import LoopDetected
+from langchain_loop_guard._observe import TRACE_EVENT, Site, install_callback_stop_filter
 from langchain_loop_guard._outcomes import previous_answer, tool_outcome
-from langchain_loop_guard._public import public_digest, safe_tool_name
+from langchain_loop_guard._public import safe_tool_name
 from langchain_loop_guard._runtime import ConfigInput, GuardRuntime, RunInspection, logger
 from langchain_loop_guard._signature import (
     Outcome,
@@ -46,9 +46,6 @@ if TYPE_CHECKING:
 
 __all__ = ["TRACE_EVENT", "LoopGuardCallbackHandler"]
 
-TRACE_EVENT = "loop_guard"
-"""Name of the custom event a report is dispatched as (``on_custom_event`` in
-``astream_events``); its data holds tool names, the signal, counts and a digest, never content."""
 
 _UNKNOWN_TOOL = "unknown_tool"
 _MAX_ANNOUNCED = 64  # tool calls a model named that no tool has started yet, per run
@@ -63,6 +60,11 @@ _DEFAULT_MAX_RUNS = 1024
 _HARD_FACTOR = 4  # runs in flight are tracked up to this many times max_runs
 
 _Callback = TypeVar("_Callback", bound=Callable[..., None])
+
+_CALLBACK: ContextVar[tuple[str | None, UUID | None, UUID | None]] = ContextVar(
+    "loop_guard_callback", default=(None, None, None)
+)
+"""The callback being handled (its name, ``run_id``, ``parent_run_id``), for reports."""
 
 
 def _put(bounded: dict[Any, Any], key: Any, value: Any, limit: int) -> None:
@@ -137,12 +139,15 @@ def _guarded(method: _Callback) -> _Callback:
     def callback(self: LoopGuardCallbackHandler, *args: Any, **kwargs: Any) -> None:
         if self.mode == "off":
             return
+        token = _CALLBACK.set((where, kwargs.get("run_id"), kwargs.get("parent_run_id")))
         try:
             method(self, *args, **kwargs)
         except (LoopGuardError, GraphBubbleUp):
             raise  # a deliberate stop
         except Exception as exc:  # noqa: BLE001 - fail open, SPEC §8
             self.internal_error(where, exc)
+        finally:
+            _CALLBACK.reset(token)
 
     return cast("_Callback", callback)
 
@@ -165,11 +170,13 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
     :class:`~langchain_loop_guard.LoopDetected`: from ``on_tool_start`` before the tool runs,
     from ``on_chat_model_start`` before the model is paid for, or from the end of the step
     that completed the loop. Stops, warnings and observe-mode reports are logged to the
-    ``langchain_loop_guard`` logger, counted in :meth:`status` and dispatched to the run's
-    trace as a custom event named ``"loop_guard"`` (:data:`TRACE_EVENT`; visible in
-    ``astream_events`` and to any handler's ``on_custom_event``), with tool names, the signal,
-    counts and a digest, never arguments or output. The guard's own failures never break the
-    run.
+    ``langchain_loop_guard`` logger (one line per stop, naming the run and the thread),
+    counted in :meth:`status`, given to verdict listeners, recorded on the traced LangSmith
+    run (metadata ``loop_guard.*``, tags ``loop_guard:*`` and an event) and dispatched as a
+    custom event named ``"loop_guard"`` (:data:`TRACE_EVENT`; visible in ``astream_events``,
+    to any handler's ``on_custom_event`` and in ``stream_mode="custom"``), with tool names,
+    the signal, counts and a digest, never arguments or output. The guard's own failures
+    never break the run. See ``docs/observability.md``.
 
     A loop found in a model's answer (the same answer again, or an answer whose calls would
     stop the run) is reported when the model answers and raised by the next step that starts
@@ -204,6 +211,7 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
 
     raise_error = True
     run_inline = True
+    _integration = "handler"
 
     max_open_runs: ClassVar[int] = 65_536
 
@@ -224,6 +232,7 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
                 allowed="int >= 1",
             )
         super().__init__(config, clock=clock, record_to=record_to)
+        install_callback_stop_filter(type(self).__name__)  # the guard logs its stops itself
         self.max_runs = max_runs
         """Runs (or threads) tracked at once; see the ``max_runs`` argument."""
         # the registry's housekeeping reads the real clock (an injected clock is the
@@ -649,7 +658,7 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
             return outcome(error=value, tool=name, tokens=tokens)
         return outcome(value, tool=name, tokens=tokens)
 
-    # --- internals (called with the lock held, except _act and _trace) ---------------------------
+    # --- internals (called with the lock held, except _act) ---------------------------------
 
     def _replay(self, run: _Run, event: DetectorEvent) -> Verdict:
         """Give ``run``'s detector an event digested beforehand; fail open."""
@@ -993,37 +1002,38 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
         return verdicts
 
     def _act(self, key: str, verdicts: Sequence[Verdict], *, stop: bool = True) -> None:
-        """Report the verdicts (log, status, trace), then stop the run on a stopping one
-        (unless ``stop`` is false: a held stop is raised later, see :meth:`_hold`).
+        """Report the verdicts (log, status, listeners, trace, streams), then stop the run on a
+        stopping one (unless ``stop`` is false: a held stop is raised later, see :meth:`_hold`).
 
         Called after the lock is released: reporting runs other code (verdict listeners,
         other handlers' ``on_custom_event``).
         """
         reported = [verdict for verdict in verdicts if verdict.action != "allow"]
+        if not reported:
+            return
+        site = self._callback_site(key)
         for verdict in reported:
-            self.report(key, verdict)
-            if not verdict.tripped:
-                self._trace(key, verdict)
+            self.report(key, verdict, site=site)
         for verdict in reported if stop else ():
             if verdict.stops:
                 raise LoopDetected.from_verdict(verdict, run_id=key)
 
-    def _trace(self, key: str, verdict: Verdict) -> None:
-        """Dispatch ``verdict`` as a custom event of the run being traced, if there is one."""
-        signal = verdict.signal
-        data = {
-            "action": verdict.action,
-            "signal": signal.value if signal is not None else None,
-            "tool": verdict.tool,
-            "tools": list(verdict.tools),
-            "count": verdict.count,
-            "threshold": verdict.threshold,
-            "key": public_digest(verdict.key),
-            "run_id": key,
-        }
-        # RuntimeError: no run to attach the event to (a model called outside any runnable)
-        with self.failing_open("trace event"), contextlib.suppress(RuntimeError):
-            dispatch_custom_event(TRACE_EVENT, data)
+    def _callback_site(self, key: str) -> Site:
+        """Where the current callback happened: its name, the top-level run and the thread."""
+        position, run_id, parent_run_id = _CALLBACK.get()
+        site = self._site(position)
+        with self._lock:
+            root = self._open.get(run_id) if run_id is not None else None
+            if root is None and parent_run_id is not None:
+                root = self._open.get(parent_run_id)
+            if root is None and run_id is not None:
+                root = self._closed.get(run_id)
+            run = self._runs.get(key) or self._stopped.get(key)
+        root_id = str(root.id) if root is not None else None
+        thread_id = site.thread_id
+        if thread_id is None and run is not None and run.per_thread:
+            thread_id = key
+        return Site(site.integration, position, root_id or site.run_id or key, thread_id)
 
 
 def _latest_human(messages: Sequence[BaseMessage]) -> object:

@@ -24,6 +24,7 @@ from langchain_loop_guard._graph_state import (
     STATE_KEY,
     GraphGuard,
     GuardData,
+    LoopGuardStop,
     OnStop,
     Update,
     repair_update,
@@ -47,6 +48,9 @@ class LoopGuardAgentState(AgentState[Any]):
     """
 
     loop_guard: NotRequired[Annotated[GuardData, PrivateStateAttr]]
+    loop_guard_stop: NotRequired[LoopGuardStop | None]
+    """How the run was stopped (``None`` before a stop and once the next run starts); in the
+    agent's output, unlike ``loop_guard``."""
 
 
 class LoopGuardMiddleware(GraphGuard, AgentMiddleware[LoopGuardAgentState, Any, Any]):
@@ -85,6 +89,10 @@ class LoopGuardMiddleware(GraphGuard, AgentMiddleware[LoopGuardAgentState, Any, 
     call an earlier run left open (another guard's stop, a crash, an interrupt answered with a
     new message instead of a resume).
 
+    Stops, observe-mode reports, nudges and warnings are logged, given to verdict listeners,
+    recorded on the traced LangSmith run and sent as a ``"loop_guard"`` custom event
+    (``astream_events``, ``stream_mode="custom"``); see ``docs/observability.md``.
+
     Args:
         config: a :class:`~langchain_loop_guard.LoopGuardConfig`, a mapping of values (over
             files and environment), or ``None`` to load files and environment.
@@ -94,10 +102,11 @@ class LoopGuardMiddleware(GraphGuard, AgentMiddleware[LoopGuardAgentState, Any, 
         on_stop: ``"raise"`` (default) answers the pending tool calls, then raises
             :class:`~langchain_loop_guard.LoopDetected`;
             ``"end"`` answers every pending tool call, adds a final message explaining the stop
-            and ends the run normally; ``"interrupt"`` pauses the thread for a human, who
-            resumes with ``Command(resume="continue")`` (fresh counters) or
-            ``Command(resume="end")`` (``{"action": ...}`` works too; anything else is refused
-            with ``pydantic.ValidationError`` and the interrupt stays open).
+            and ends the run normally (the result's ``"loop_guard_stop"`` says how);
+            ``"interrupt"`` pauses the thread for a human, who resumes with
+            ``Command(resume="continue")`` (fresh counters) or ``Command(resume="end")``
+            (``{"action": ...}`` works too; anything else is refused with
+            ``pydantic.ValidationError`` and the interrupt stays open).
         clock: returns seconds (:func:`time.time` by default for time between steps, the
             detector's :func:`time.monotonic` within one).
         record_to: append every run's events to this file, digests only, for
@@ -110,6 +119,7 @@ class LoopGuardMiddleware(GraphGuard, AgentMiddleware[LoopGuardAgentState, Any, 
     """
 
     state_schema = LoopGuardAgentState
+    _integration = "middleware"
 
     def __init__(
         self,
@@ -319,14 +329,15 @@ def _with_state(
             structured_response=response.structured_response,
         )
     return ExtendedModelResponse(
-        model_response=response, command=Command(update={STATE_KEY: update.data})
+        model_response=response,
+        command=Command(update={STATE_KEY: update.data, **update.stop_update()}),
     )
 
 
 def _as_state_update(update: Update | None) -> dict[str, Any] | None:
     if update is None:
         return None
-    result: dict[str, Any] = {STATE_KEY: update.data}
+    result: dict[str, Any] = {STATE_KEY: update.data, **update.stop_update()}
     if update.messages:
         result["messages"] = list(update.messages)
     if update.jump is not None:

@@ -67,6 +67,8 @@ class LoopGuardNode(GraphGuard):
     Nudges, ``on_stop`` and scopes behave as for
     :class:`~langchain_loop_guard.LoopGuardMiddleware`. The node does not see the model's
     prompt: add the anti-loop hint there with :func:`~langchain_loop_guard.with_loop_hint`.
+    Reports reach the log, verdict listeners, the traced LangSmith run and the
+    ``"loop_guard"`` custom event as for the middleware (``docs/observability.md``).
 
     Args:
         config: a :class:`~langchain_loop_guard.LoopGuardConfig`, a mapping of values (over
@@ -86,6 +88,8 @@ class LoopGuardNode(GraphGuard):
     Raises:
         LoopGuardConfigError: a bad argument, naming the parameter.
     """
+
+    _integration = "node"
 
     def __init__(
         self,
@@ -144,7 +148,7 @@ class LoopGuardNode(GraphGuard):
         )
         if update is None:
             return None if repair is None else {self._messages_key: repair}
-        result: dict[str, Any] = {self.state_key: update.data}
+        result: dict[str, Any] = {self.state_key: update.data, **update.stop_update()}
         if update.messages or repair:
             result[self._messages_key] = [*(repair or ()), *update.messages]
         if update.halt is not None:

@@ -21,13 +21,14 @@ import weakref
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, get_args
 
 from langchain_loop_guard._config import LoopGuardConfig, Mode
 from langchain_loop_guard._detector import ALLOW, CallInfo, LoopDetector, Signal, Verdict
 from langchain_loop_guard._errors import LoopGuardConfigError, LoopGuardError
 from langchain_loop_guard._messages import translator
-from langchain_loop_guard._public import public_digest
+from langchain_loop_guard._observe import Action, Site, context_ids, event_data, publish
+from langchain_loop_guard._public import public_digest, safe_tool_name
 
 if TYPE_CHECKING:
     from langchain_loop_guard._detector import EventListener
@@ -527,13 +528,38 @@ class GuardRuntime:
             return ALLOW
         return verdict
 
-    def report(self, run_id: str, verdict: Verdict) -> None:
-        """Log ``verdict`` and count it for ``status``: tool names, signals and counts only."""
+    def report(
+        self,
+        run_id: str,
+        verdict: Verdict,
+        *,
+        site: Site | None = None,
+        nudge: bool = False,
+    ) -> None:
+        """Log ``verdict``, count it for ``status``, tell the listeners and publish it.
+
+        Tool names, signals and counts only. The log line names the top-level run and the
+        thread (``run=… thread=…``); a stop is logged once at ``WARNING``, warnings,
+        observe-mode reports and nudges at ``INFO``, the blocks and aborts of a run already
+        stopped at ``DEBUG``. Every verdict but the latter is published to the traced run and
+        the streams (see :mod:`~langchain_loop_guard._observe`).
+
+        Args:
+            run_id: the run (or thread) whose state decided, as :meth:`inspect` names it.
+            verdict: a verdict that is not ``"allow"``.
+            site: where it happened; read from the runnable being executed when ``None``.
+            nudge: the verdict only refused one call and the run goes on (graph guards'
+                ``nudges``): logged and published as ``"nudge"``, not counted as a stop, and
+                not given to verdict listeners.
+        """
         signal = verdict.signal
         if signal is None:
             return
+        action: Action = "nudge" if nudge else verdict.action  # type: ignore[assignment]
         with self._lock:
-            if verdict.action == "warn":
+            if nudge:
+                pass
+            elif verdict.action == "warn":
                 self._warnings += 1
             elif verdict.action == "observe":
                 self._observed += 1
@@ -543,7 +569,7 @@ class GuardRuntime:
                 self._recent.append(
                     StopRecord(
                         run_id=run_id,
-                        action=verdict.action,
+                        action=action,
                         signal=signal,
                         tool=verdict.tool,
                         count=verdict.count,
@@ -551,39 +577,73 @@ class GuardRuntime:
                         at=time.time(),
                     )
                 )
-        level = logging.INFO if verdict.tripped else logging.WARNING
+        if site is None:
+            site = self._site()
+        # ids come from the caller's config: shown bounded and without control characters
+        site = Site(
+            site.integration,
+            site.position,
+            None if site.run_id is None else safe_tool_name(site.run_id),
+            None if site.thread_id is None else safe_tool_name(site.thread_id),
+        )
+        shown_run = site.run_id or safe_tool_name(run_id)
+        if verdict.tripped:
+            level = logging.DEBUG
+        elif verdict.stops and not nudge:
+            level = logging.WARNING
+        else:
+            level = logging.INFO
         logger.log(
             level,
-            "loop-guard %s: run=%s signal=%s tool=%s count=%d threshold=%d",
-            verdict.action,
-            run_id,
+            "loop-guard %s: run=%s thread=%s signal=%s tool=%s count=%d threshold=%d",
+            action,
+            shown_run,
+            site.thread_id or "-",
             signal.value,
             verdict.tool,
             verdict.count,
             verdict.threshold,
             extra={
-                "loop_guard_action": verdict.action,
+                "loop_guard_action": action,
                 "loop_guard_signal": signal.value,
                 "loop_guard_tool": verdict.tool,
                 "loop_guard_count": verdict.count,
                 "loop_guard_threshold": verdict.threshold,
-                "loop_guard_run_id": run_id,
+                "loop_guard_run_id": shown_run,
+                "loop_guard_thread_id": site.thread_id,
                 "loop_guard_key": public_digest(verdict.key),
             },
         )
-        for listener in self._listeners:
-            try:
-                listener(run_id, verdict)
-            except Exception as exc:  # noqa: BLE001 - a listener's bug must not break the run
-                self.internal_error("verdict listener", exc)
+        if not nudge:
+            for listener in self._listeners:
+                try:
+                    listener(run_id, verdict)
+                except Exception as exc:  # noqa: BLE001 - a listener's bug must not break the run
+                    self.internal_error("verdict listener", exc)
+        if not verdict.tripped:
+            with self.failing_open("publishing a verdict"):
+                publish(event_data(verdict, site, action))
+
+    _integration: ClassVar[str] = "guard"
+    """The integration's name in published data: ``"handler"``, ``"middleware"``, ``"node"``."""
+
+    def _site(self, position: str | None = None) -> Site:
+        """Where the verdict being reported happened, read from the runnable being executed."""
+        run_id: str | None = None
+        thread_id: str | None = None
+        with contextlib.suppress(Exception):  # no runnable, or an unexpected config
+            run_id, thread_id = context_ids()
+        return Site(self._integration, position, run_id, thread_id)
 
     def add_verdict_listener(self, listener: VerdictListener) -> Callable[[], None]:
         """Call ``listener(run_id, verdict)`` for every verdict this guard reports.
 
         Reported verdicts are the ones that are not ``"allow"``: warnings, observed loops,
-        stops, and the blocks and aborts of a run already stopped (``verdict.tripped``). The
-        listener runs on the thread of the event, outside the guard's lock; its exceptions are
-        logged once and swallowed. Returns a function that removes the listener.
+        stops, and the blocks and aborts of a run already stopped (``verdict.tripped``); a
+        graph guard's nudges are not stops and are not given to listeners. The listener runs
+        on the thread of the event, outside the guard's lock; its exceptions are logged once
+        and swallowed. Returns a function that removes the listener. Recipes (metrics
+        counters): ``docs/observability.md``.
         """
         with self._lock:
             self._listeners = (*self._listeners, listener)

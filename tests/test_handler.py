@@ -949,10 +949,11 @@ def test_observe_mode_logs_and_counts_without_raising(caplog: pytest.LogCaptureF
     """Observe: the loop is logged once with names and counts, and counted in status."""
     handler = guard(mode="observe")
     run = Run(handler)
-    with caplog.at_level(logging.WARNING, logger="langchain_loop_guard"):
+    with caplog.at_level(logging.INFO, logger="langchain_loop_guard"):
         for _ in range(5):
             run.tool("read_file", {"path": "secret.txt"}, "secret output")
     (record,) = caplog.records
+    assert record.levelno == logging.INFO  # expected behaviour in observe mode: no WARNING
     assert "observe" in record.getMessage()
     assert "read_file" in record.getMessage()
     assert "secret" not in record.getMessage()
@@ -965,10 +966,11 @@ def test_soft_warning_is_logged_and_counted_without_raising(
     """Passing max_turns warns once and the run goes on."""
     handler = guard(max_turns=2)
     run = Run(handler)
-    with caplog.at_level(logging.WARNING, logger="langchain_loop_guard"):
+    with caplog.at_level(logging.INFO, logger="langchain_loop_guard"):
         for n in range(5):
             run.model(f"step {n}")
     assert [r.loop_guard_signal for r in caplog.records] == ["turn_count"]  # type: ignore[attr-defined]
+    assert [r.levelno for r in caplog.records] == [logging.INFO]
     assert handler.status().warnings == 1
 
 
@@ -979,7 +981,7 @@ def test_elapsed_time_uses_the_injected_clock(caplog: pytest.LogCaptureFixture) 
     run = Run(handler)
     run.model("first")
     now[0] = 2.0
-    with caplog.at_level(logging.WARNING, logger="langchain_loop_guard"):
+    with caplog.at_level(logging.INFO, logger="langchain_loop_guard"):
         run.model("second")
     assert [r.loop_guard_signal for r in caplog.records] == ["elapsed_time"]  # type: ignore[attr-defined]
 

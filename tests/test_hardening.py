@@ -212,9 +212,7 @@ def test_pin_cannot_be_recovered_from_inspect_logs_exceptions_or_trace_events(
     """``inspect()``'s 8 digits, a log record's key, ``LoopDetected``'s and the custom event's
     key: none matches the unkeyed digest of any of the 10,000 PINs."""
     events: list[dict[str, Any]] = []
-    monkeypatch.setattr(
-        "langchain_loop_guard._handler.dispatch_custom_event", lambda _, data: events.append(data)
-    )
+    monkeypatch.setattr("langchain_loop_guard._runtime.publish", events.append)
     handler = LoopGuardCallbackHandler(LoopGuardConfig())
     run = Run(handler)
     with caplog.at_level(logging.INFO, logger="langchain_loop_guard"):

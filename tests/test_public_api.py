@@ -10,6 +10,7 @@ import langchain_loop_guard
 
 EXPECTED = [
     "Calibration",
+    "CallbackStopFilter",
     "LoopDetected",
     "LoopDetector",
     "LoopGuardCallbackHandler",
@@ -19,6 +20,7 @@ EXPECTED = [
     "LoopGuardMiddleware",
     "LoopGuardNode",
     "LoopGuardState",
+    "LoopGuardStop",
     "OnStop",
     "ReplayReport",
     "Signal",

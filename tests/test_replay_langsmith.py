@@ -11,18 +11,16 @@ from __future__ import annotations
 import gzip
 import json
 import sys
-import threading
-from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from langchain.agents import create_agent
 from langchain_core.tools import ToolException
-from langsmith import run_trees, schemas
-from langsmith import utils as ls_utils
+from langsmith import schemas
 from langsmith.types.run import Run as RunV2
+from langsmith_service import LangSmithService, forget_environment
 
 from langchain_loop_guard import LoopDetected, LoopGuardConfig, Signal
 from langchain_loop_guard._cli import EXIT_OK, EXIT_USAGE, main
@@ -76,54 +74,6 @@ AGENTS: dict[str, Callable[[], tuple[list[Any], list[Any]]]] = {
     "productive": _productive,
 }
 
-# --- a loopback stand-in for the LangSmith service ------------------------------------------------
-
-_INFO = {
-    "version": "0.10.0",
-    "batch_ingest_config": {
-        "use_multipart_endpoint": False,
-        "scale_up_qsize_trigger": 1000,
-        "scale_up_nthreads_limit": 1,
-        "scale_down_nempty_trigger": 4,
-        "size_limit": 100,
-        "size_limit_bytes": 20_971_520,
-    },
-}
-
-
-class _Service(BaseHTTPRequestHandler):
-    """Answers ``/info`` and records every run the SDK creates or updates."""
-
-    received: list[tuple[str, dict[str, Any]]]
-
-    def log_message(self, format: str, *args: Any) -> None:
-        """Quiet."""
-
-    def _reply(self, body: bytes) -> None:
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def do_GET(self) -> None:
-        self._reply(json.dumps(_INFO if self.path.startswith("/info") else {}).encode())
-
-    def do_POST(self) -> None:
-        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        if self.path.endswith("/runs/batch"):
-            batch = json.loads(body)
-            for op in ("post", "patch"):
-                self.received.extend((op, run) for run in batch.get(op) or [])
-        elif self.path.endswith("/runs"):
-            self.received.append(("post", json.loads(body)))
-        self._reply(b"{}")
-
-    def do_PATCH(self) -> None:
-        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        self.received.append(("patch", {**json.loads(body), "id": self.path.rsplit("/", 1)[-1]}))
-        self._reply(b"{}")
-
 
 def _traced_runs(
     monkeypatch: pytest.MonkeyPatch,
@@ -136,19 +86,7 @@ def _traced_runs(
     Returns the SDK's runs (post and patch merged, by id), the live verdicts per agent and
     how many tool bodies ran per agent.
     """
-    received: list[tuple[str, dict[str, Any]]] = []
-    handler_class = type("Service", (_Service,), {"received": received})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler_class)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    monkeypatch.setenv("LANGSMITH_TRACING", "true")
-    monkeypatch.setenv("LANGSMITH_ENDPOINT", f"http://127.0.0.1:{server.server_port}")
-    monkeypatch.setenv("LANGSMITH_API_KEY", "lsv2-dummy-key-for-a-loopback-service")
-    monkeypatch.setenv("LANGSMITH_PROJECT", "loop-guard-tests")
-    monkeypatch.delenv("LANGCHAIN_TRACING_V2", raising=False)
-    monkeypatch.setattr(run_trees, "_CLIENT", None)
-    ls_utils.get_env_var.cache_clear()
-    ls_utils.get_tracer_project.cache_clear()
+    service = LangSmithService(monkeypatch)
     live: dict[str, Any] = {}
     ran: dict[str, int] = {}
     try:
@@ -165,28 +103,19 @@ def _traced_runs(
                 raised = exc.signal
             live[name] = (raised, replay(trace, settings).runs[0].live)
             ran[name] = sum(tool.calls for tool in tools)
-        run_trees.get_cached_client().flush()
-        from langchain_core.tracers.langchain import wait_for_all_tracers
-
-        wait_for_all_tracers()
-        run_trees.get_cached_client().flush()
     finally:
-        server.shutdown()
-        server.server_close()
-        ls_utils.get_env_var.cache_clear()
-        ls_utils.get_tracer_project.cache_clear()
-    runs: dict[str, dict[str, Any]] = {}
-    for _, run in received:
-        runs.setdefault(str(run["id"]), {}).update({k: v for k, v in run.items() if v is not None})
+        service.close()
+    runs = service.runs()
     return {"runs": list(runs.values()), "live": live, "ran": ran}
 
 
 @pytest.fixture(scope="module")
-def traced(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+def traced(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """The SDK's runs of every agent, and the live guard's verdicts."""
     with pytest.MonkeyPatch.context() as monkeypatch:
-        yield _traced_runs(monkeypatch, tmp_path_factory.mktemp("record"))
-    run_trees._CLIENT = None  # the next user builds a client for its own environment
+        traced = _traced_runs(monkeypatch, tmp_path_factory.mktemp("record"))
+    forget_environment()  # the next user builds a client for its own environment
+    return traced
 
 
 # --- the export shapes, from the SDK's objects --------------------------------------------------
@@ -432,7 +361,7 @@ def test_a_run_stopped_at_a_repeated_answer_replays_to_the_live_stop(tmp_path: P
         traced = _traced_runs(
             monkeypatch, tmp_path, {"says-the-same": _says_the_same}, SAYS_THE_SAME
         )
-    run_trees._CLIENT = None
+    forget_environment()
     raised, live = traced["live"]["says-the-same"]
     assert raised is Signal.REPEATED_ASSISTANT_RESPONSE
     assert traced["ran"]["says-the-same"] == 2  # the third answer's call never ran
