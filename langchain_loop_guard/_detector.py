@@ -637,7 +637,9 @@ class LoopDetector:
         view = self._view
         if call is not None:
             call.outcome, call.kind = outcome, "error" if failed else "ok"
-            call.near, call.info, call.tokens = near, info, None
+            # a result that echoes nothing says what its outcome is: kept once, as the outcome
+            call.near, call.tokens = near, None
+            call.info = "=" if info is not None and info[:1] == "=" else info
         elif failed:
             call = Call(name, "", call_id)  # a result nobody asked for still fails
             call.outcome, call.kind = outcome, "error"

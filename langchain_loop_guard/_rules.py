@@ -68,7 +68,8 @@ class Call:
     ``outcome`` is the digest of the normalized result (``None`` while pending or when
     blocked, which counts as equal to any); ``near`` a sketch of its lines with the numbers
     left out (:func:`~._signature.near_equal` compares two); ``info`` what the result says
-    once the call's own argument values are removed (``""``: nothing); ``changed`` whether a
+    once the call's own argument values are removed (``""``: nothing; ``"="``: a result that
+    echoes nothing, which says its ``outcome``, kept only once); ``changed`` whether a
     different call succeeded between this call and the previous one with its signature
     (``None``: the history held no call with its signature).
     ``tokens`` are keyed hashes of the argument values, kept only while the call is pending.
@@ -325,6 +326,8 @@ class RunView:
         info, sig = call.info, call.sig
         if info is None:
             return False
+        if info == "=":  # a result that echoes nothing says its outcome
+            info = call.outcome or ""
         seen = self.infos.get(name)
         said = None if seen is None else seen.get(info)
         if info and said is None:  # something new: the streak ends
@@ -337,7 +340,7 @@ class RunView:
                 del seen[next(iter(seen))]
             self.quiet = (None, 0)
             return True
-        if said == sig or info[:1] == "=" or call.changed is not None:
+        if said == sig or call.info == "=" or call.changed is not None:
             # a re-read, a result that echoed nothing, a call made before: neither new nor
             # empty (a call walked again is the repeat, cycle and sequence rules' business)
             return False
