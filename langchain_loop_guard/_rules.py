@@ -595,6 +595,8 @@ def repeated_sequence(view: RunView, seq: Sequence[Call], sigs: list[str]) -> De
 def _walked_again(view: RunView, seq: Sequence[Call], sigs: list[str]) -> Detection | None:
     """A longer block (up to twice ``max_sequence_length`` calls) walked exactly the same
     way, its calls and their results, ``cycle_repeats - 1`` times and begun once more."""
+    if seq[-1].changed is None:
+        return None  # a call the history does not hold walks no path again
     limits = view.limits
     laps = limits.cycle_repeats - 1
     for length in range(limits.max_sequence + 1, 2 * limits.max_sequence + 1):
