@@ -11,7 +11,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -714,11 +713,16 @@ class _List(list[object]):
     """A list subclass: never plain JSON, so it is always normalized."""
 
 
-def test_a_mapping_whose_items_never_end_is_cut_quickly_and_marked() -> None:
-    """Normalization stops at its item budget and says so, instead of running out of memory."""
-    started = time.perf_counter()
+def test_a_mapping_whose_items_never_end_is_cut_quickly_and_marked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Normalization stops at its item budget and says so, instead of running out of memory.
+
+    The time budget is lifted here so that the item budget, which is deterministic, is the
+    one that cuts (on a loaded machine the two-second budget could come first; the time
+    budget has its own test below, and the cost is measured in ``benchmarks/``)."""
+    monkeypatch.setattr("langchain_loop_guard._signature._MAX_SECONDS", 600.0)
     text = canonical({"query": _Endless()})
-    assert time.perf_counter() - started < 10
     assert '"$truncated":"items"' in text
     assert len(text) < 10 << 20
     assert call_signature("t", {"q": _Endless()}) == call_signature("t", {"q": _Endless()})
