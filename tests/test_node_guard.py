@@ -25,7 +25,7 @@ from langchain_core.tools import ToolException
 from langgraph.graph import END
 from langgraph.types import Command, Send
 
-from langchain_loop_guard import LoopGuardConfig, LoopGuardConfigError
+from langchain_loop_guard import LoopGuardConfig, LoopGuardConfigError, guard_kind
 from langchain_loop_guard._interrupt import LoopDetected
 from langchain_loop_guard._messages import HINT_MARKER, not_executed, nudge
 from langchain_loop_guard._node import LoopGuardNode
@@ -220,6 +220,13 @@ def test_each_loop_raises_loop_detected(loop: Loop) -> None:
     with pytest.raises(LoopDetected) as caught:
         graph.invoke()
     assert (caught.value.signal, caught.value.tool) == (loop.signal, loop.tool)
+    saved = graph.state()
+    assert_valid_history(saved["messages"])
+    # A stop that answered the stopped answer's calls saved them with the stop message after
+    # them (so any router ends there), and shows under loop_guard_stop; one without calls
+    # raised at once and saved neither.
+    ends_with_stop = guard_kind(saved["messages"][-1]) == "stop"
+    assert ends_with_stop == (saved.get("loop_guard_stop") is not None)
 
 
 @pytest.mark.parametrize("loop", LOOPS, ids=LOOP_IDS)
