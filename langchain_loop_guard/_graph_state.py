@@ -37,7 +37,17 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Annotated, Any, Literal, NotRequired, TypeVar, cast, get_args
+from typing import (
+    TYPE_CHECKING,
+    Annotated,
+    Any,
+    ClassVar,
+    Literal,
+    NotRequired,
+    TypeVar,
+    cast,
+    get_args,
+)
 
 from langchain_core.messages import (
     AIMessage,
@@ -121,6 +131,9 @@ OnStop = Literal["raise", "end", "interrupt"]
 - ``"raise"``: answer every pending tool call with an error ``ToolMessage`` in the graph state,
   then raise :class:`~langchain_loop_guard.LoopDetected` to the caller of
   ``invoke``/``stream`` from the next step, so the saved thread is valid for its next message.
+  The node guard also adds the stop message after the answers, as ``"end"`` does, so that a
+  router it does not control (``create_react_agent``'s, for a ``post_model_hook``) ends the
+  run rather than calling the model again.
 - ``"end"``: answer every pending tool call with an error ``ToolMessage``, add a final
   ``AIMessage`` that explains the stop to the user, and end the run normally. The history stays
   valid for the next model call. The result's ``"loop_guard_stop"`` key tells how the run was
@@ -303,6 +316,12 @@ class GraphGuard(GuardRuntime):
     :class:`Update` into their host's state update and routing.
     """
 
+    _halt_ends_run: ClassVar[bool] = False
+    """Whether a stop raised at the next step (``on_stop="raise"`` with calls to answer) also
+    adds the stop message after the answers, as ``"end"`` does: for a guard whose host may
+    route the graph on without it (the node guard as ``create_react_agent``'s
+    ``post_model_hook``, whose router calls the model again after tool answers)."""
+
     def __init__(
         self,
         config: ConfigInput = None,
@@ -466,8 +485,10 @@ class GraphGuard(GuardRuntime):
                     self._record(thread, events)
                     raise halt
                 # Answer the open calls first: the step after this one raises (see
-                # ``_pending_halt``), once the answers are saved.
-                decided.messages.extend(answers)
+                # ``_pending_halt``), once the answers are saved. A guard that does not route
+                # the graph itself adds the stop message too, so a router that knows nothing
+                # of the guard ends the run instead of calling the model on the answers.
+                decided.messages.extend(decided.ending if self._halt_ends_run else answers)
                 decided.data["halt"] = self._hold(halt, decided.data.get("ai"))
                 decided.jump = "end"
                 break
@@ -521,8 +542,13 @@ class GraphGuard(GuardRuntime):
         marker = stored.get("halt")
         if not isinstance(marker, Mapping) or not messages:
             return None
-        index = _last_ai(messages, len(messages))
-        if not isinstance(messages[-1], ToolMessage) or index < 0:
+        end = len(messages)
+        if isinstance(messages[-1], AIMessage) and guard_kind(messages[-1]) == "stop":
+            end -= 1  # the stop message after the answers (see ``_halt_ends_run``)
+        if end == 0 or not isinstance(messages[end - 1], ToolMessage):
+            return None
+        index = _last_ai(messages, end)
+        if index < 0:
             return None
         return marker if messages[index].id == marker.get("ai") else None
 
@@ -530,7 +556,8 @@ class GraphGuard(GuardRuntime):
         """The stop an earlier pass answered the calls of and left to this step to raise.
 
         Only right after that pass: its model answer is still the last one and the guard's
-        answers to it are the last messages. The same exception object is raised when this
+        answers to it are the last messages (or come just before the guard's stop message, see
+        :attr:`_halt_ends_run`). The same exception object is raised when this
         process made it; otherwise (another process, a resume after a restart) it is rebuilt
         from the marker, without :attr:`LoopDetected.verdict`.
         """

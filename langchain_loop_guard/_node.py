@@ -90,6 +90,7 @@ class LoopGuardNode(GraphGuard):
     """
 
     _integration = "node"
+    _halt_ends_run = True  # as a ``post_model_hook``, the prebuilt router routes the graph
 
     def __init__(
         self,
@@ -126,10 +127,13 @@ class LoopGuardNode(GraphGuard):
     def __call__(self, state: Any) -> dict[str, Any] | Command[Any] | None:
         """One pass of the guard: the state update (``None`` when nothing changes).
 
-        With ``on_stop="raise"``, a stop whose calls need answers returns them with a
-        ``Command`` back to this node, which raises :class:`~langchain_loop_guard.LoopDetected`
-        at the next step, once the answers are saved. After a new human message, calls an
-        earlier run left unanswered are answered first ("not executed").
+        With ``on_stop="raise"``, a stop whose calls need answers returns them, and the stop
+        message after them, with a ``Command`` back to this node, which raises
+        :class:`~langchain_loop_guard.LoopDetected` at the next step, once they are saved. The
+        stop message makes any router end there (:meth:`route`, and the router of
+        ``create_react_agent``'s ``post_model_hook``) instead of calling the model again.
+        After a new human message, calls an earlier run left unanswered are answered first
+        ("not executed").
         """
         messages = _messages(state, self._messages_key)
         if not messages:

@@ -395,15 +395,25 @@ class GuardRuntime:
         """``"on"``, ``"observe"`` or ``"off"``."""
         return self._config.mode
 
-    def set_mode(self, mode: Mode) -> None:
-        """Switch every run of this guard to ``mode`` (``"on"``, ``"observe"`` or ``"off"``)."""
+    def set_mode(self, mode: Mode | str) -> None:
+        """Switch every run of this guard to ``mode`` (``"on"``, ``"observe"`` or ``"off"``,
+        in any case, as in the configuration: ``"ON"`` is ``"on"``).
+
+        Raises:
+            LoopGuardConfigError: ``mode`` is none of these.
+        """
         allowed = get_args(Mode)
-        if mode not in allowed:
-            msg = f"mode {mode!r} is not one of {', '.join(allowed)}"
+        word = mode.lower() if isinstance(mode, str) else mode
+        if word not in allowed:
+            msg = f"mode {mode!r} is not one of {', '.join(allowed)} (any case)"
             raise LoopGuardConfigError(
-                msg, source="runtime", key="mode", value=mode, allowed=" | ".join(allowed)
+                msg,
+                source="runtime",
+                key="mode",
+                value=mode,
+                allowed=" | ".join(allowed) + " (any case)",
             )
-        self.configure(mode=mode)
+        self.configure(mode=word)
 
     def configure(self, **values: Any) -> None:
         """Change configuration values at runtime (validated; nothing is half applied)."""

@@ -931,6 +931,32 @@ def test_set_mode_applies_to_runs_in_progress() -> None:
     assert handler.status().active_runs == 0
 
 
+@pytest.mark.parametrize("kind", ["handler", "middleware", "node"])
+def test_set_mode_and_configure_accept_any_case_as_the_configuration_does(kind: str) -> None:
+    """``set_mode("ON")`` is ``set_mode("on")`` on every guard, as ``mode: ON`` is in a file;
+    an unknown mode is still refused, naming the allowed ones, and changes nothing."""
+    from langchain_loop_guard import LoopGuardMiddleware, LoopGuardNode
+
+    guards = {
+        "handler": LoopGuardCallbackHandler,
+        "middleware": LoopGuardMiddleware,
+        "node": LoopGuardNode,
+    }
+    subject = guards[kind](LoopGuardConfig())
+    for given, expected in (("OBSERVE", "observe"), ("Off", "off"), ("ON", "on")):
+        subject.set_mode(given)
+        assert subject.status().mode == expected
+        assert subject.config.mode == expected
+    assert subject.config.sources["mode"] == "runtime"
+    subject.configure(mode="Observe")
+    assert subject.status().mode == "observe"
+    for bad in ("loud", "", None):
+        with pytest.raises(LoopGuardConfigError, match="on, observe, off") as caught:
+            subject.set_mode(bad)  # type: ignore[arg-type]
+        assert (caught.value.key, caught.value.value) == ("mode", bad)
+    assert subject.status().mode == "observe"
+
+
 def test_off_mode_tracks_nothing() -> None:
     """Off: no run is tracked and nothing raises."""
     handler = guard(mode="off")

@@ -25,7 +25,7 @@ from langchain_core.tools import ToolException
 from langgraph.graph import END
 from langgraph.types import Command, Send
 
-from langchain_loop_guard import LoopGuardConfig, LoopGuardConfigError
+from langchain_loop_guard import LoopGuardConfig, LoopGuardConfigError, guard_kind
 from langchain_loop_guard._interrupt import LoopDetected
 from langchain_loop_guard._messages import HINT_MARKER, not_executed, nudge
 from langchain_loop_guard._node import LoopGuardNode
@@ -220,6 +220,13 @@ def test_each_loop_raises_loop_detected(loop: Loop) -> None:
     with pytest.raises(LoopDetected) as caught:
         graph.invoke()
     assert (caught.value.signal, caught.value.tool) == (loop.signal, loop.tool)
+    saved = graph.state()
+    assert_valid_history(saved["messages"])
+    # A stop that answered the stopped answer's calls saved them with the stop message after
+    # them (so any router ends there), and shows under loop_guard_stop; one without calls
+    # raised at once and saved neither.
+    ends_with_stop = guard_kind(saved["messages"][-1]) == "stop"
+    assert ends_with_stop == (saved.get("loop_guard_stop") is not None)
 
 
 @pytest.mark.parametrize("loop", LOOPS, ids=LOOP_IDS)
@@ -364,35 +371,47 @@ def test_mode_off_changes_nothing() -> None:
     assert "loop_guard" not in graph.state()
 
 
-def test_node_guard_as_a_post_model_hook_interrupts_and_ends_on_resume() -> None:
-    """``create_react_agent(post_model_hook=LoopGuardNode(on_stop="interrupt"))``: the
-    interrupt carries the guard's payload, and ``Command(resume="end")`` ends the run."""
+def _react_agent(on_stop: str, model: ScriptedChatModel, tools: list[Any], **options: Any) -> Any:
+    """``create_react_agent`` with the node guard as its ``post_model_hook``, checkpointed."""
     import warnings
 
     from langgraph.checkpoint.memory import InMemorySaver
-    from langgraph.prebuilt.chat_agent_executor import AgentState
-    from langgraph.types import Command
+    from langgraph.prebuilt.chat_agent_executor import (
+        AgentState,
+        AgentStateWithStructuredResponse,
+    )
     from langgraph.warnings import LangGraphDeprecationWarning
 
-    from langchain_loop_guard import LoopGuardState, guard_kind
-    from langchain_loop_guard.testing import ScriptedChatModel, call, scripted_tool
+    from langchain_loop_guard import LoopGuardState
+
+    class State(AgentState, LoopGuardState):  # type: ignore[misc]
+        pass
+
+    class StructuredState(AgentStateWithStructuredResponse, LoopGuardState):  # type: ignore[misc]
+        pass
 
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", category=LangGraphDeprecationWarning)
         from langgraph.prebuilt import create_react_agent
 
-        class State(AgentState, LoopGuardState):  # type: ignore[misc]
-            pass
-
-        read_file = scripted_tool("read_file", "same")
-        model = ScriptedChatModel(script=[call("read_file", {"path": "a"})] * 10 + ["done"])
-        agent = create_react_agent(
+        return create_react_agent(
             model,
-            [read_file],
-            post_model_hook=LoopGuardNode(on_stop="interrupt"),
-            state_schema=State,
+            tools,
+            post_model_hook=LoopGuardNode(on_stop=on_stop),  # type: ignore[arg-type]
+            state_schema=StructuredState if "response_format" in options else State,
             checkpointer=InMemorySaver(),
+            **options,
         )
+
+
+def test_node_guard_as_a_post_model_hook_interrupts_and_ends_on_resume() -> None:
+    """``create_react_agent(post_model_hook=LoopGuardNode(on_stop="interrupt"))``: the
+    interrupt carries the guard's payload, and ``Command(resume="end")`` ends the run."""
+    from langchain_loop_guard import guard_kind
+
+    read_file = scripted_tool("read_file", "same")
+    model = ScriptedChatModel(script=[call("read_file", {"path": "a"})] * 10 + ["done"])
+    agent = _react_agent("interrupt", model, [read_file])
     config = {"configurable": {"thread_id": "hook"}}
     paused = agent.invoke({"messages": [("user", "read a")]}, config)
     (pending,) = paused["__interrupt__"]
@@ -401,3 +420,64 @@ def test_node_guard_as_a_post_model_hook_interrupts_and_ends_on_resume() -> None
     result = agent.invoke(Command(resume="end"), config)
     assert guard_kind(result["messages"][-1]) == "stop"
     assert read_file.calls == 2
+
+
+def _reads_until_asked_again(messages: list[Any]) -> AIMessage | str:
+    """Reads the same file until a second human message arrives, then answers."""
+    humans = sum(isinstance(m, HumanMessage) and m.name != "loop_guard" for m in messages)
+    return FINE if humans >= 2 else call("read_file", {"path": "a"})
+
+
+@pytest.mark.parametrize("how", ["invoke", "ainvoke"])
+def test_node_guard_as_a_post_model_hook_raises_without_another_model_call(how: str) -> None:
+    """``on_stop="raise"`` as a ``post_model_hook``: the caller gets ``LoopDetected``, the
+    model is not called again, and the saved thread takes the next message."""
+    from langchain_loop_guard import guard_kind
+
+    read_file = scripted_tool("read_file", "same")
+    model = ScriptedChatModel(script=[_reads_until_asked_again], then="repeat")
+    agent = _react_agent("raise", model, [read_file])
+    config = {"configurable": {"thread_id": f"hook-raise-{how}"}}
+    start = {"messages": [("user", "read a")]}
+
+    def run() -> object:
+        if how == "invoke":
+            return agent.invoke(start, config)
+        return asyncio.run(agent.ainvoke(start, config))
+
+    with pytest.raises(LoopDetected) as caught:
+        run()
+    assert (caught.value.signal.value, caught.value.tool) == ("repeated_tool_call", "read_file")
+    assert model.turns == 3  # the third answer was refused; nothing asked the model again
+    assert read_file.calls == 2
+    saved = agent.get_state(config).values
+    assert_valid_history(saved["messages"])
+    assert [guard_kind(m) for m in saved["messages"][-2:]] == ["not_executed", "stop"]
+    assert saved["loop_guard_stop"]["signal"] == "repeated_tool_call"
+
+    result = agent.invoke({"messages": [("user", AGAIN)]}, config)
+    assert model.turns == 4
+    assert_valid_history(model.seen[-1])
+    assert result["messages"][-1].content == FINE
+    assert result["loop_guard_stop"] is None
+
+
+def test_node_guard_as_a_post_model_hook_raises_with_a_response_format() -> None:
+    """With ``response_format`` the agent's structured-response step follows any end of the
+    run, so it is called once alongside the raise (as the manual says); the caller still
+    gets ``LoopDetected`` and the tool is not run again."""
+    from pydantic import BaseModel
+
+    class Answer(BaseModel):
+        text: str
+
+    read_file = scripted_tool("read_file", "same")
+    script = [call("read_file", {"path": "a"})] * 3 + [call("Answer", {"text": "x"})]
+    model = ScriptedChatModel(script=script)
+    agent = _react_agent("raise", model, [read_file], response_format=Answer)
+    config = {"configurable": {"thread_id": "hook-raise-structured"}}
+    with pytest.raises(LoopDetected):
+        agent.invoke({"messages": [("user", "read a")]}, config)
+    assert read_file.calls == 2
+    assert model.turns == 4  # the structured-response call
+    assert_valid_history(agent.get_state(config).values["messages"])
