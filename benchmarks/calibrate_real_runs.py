@@ -27,7 +27,6 @@ import re
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DATA = ROOT.parent / "shared" / "real-trajectories"
@@ -82,27 +81,27 @@ def score(data: Path, config: dict[str, object]) -> dict[str, int]:
 
 
 def thread_score(data: Path, config: dict[str, object]) -> dict[str, int]:
-    """The totals with ``scope="thread"`` and each user message fed as the integrations do."""
+    """The totals with ``scope="thread"`` and each user message fed as the integrations do.
+
+    The runs are replayed by the package's own reader of trajectory files (``replay()``),
+    which tells the detector about a user message under ``scope="thread"``, and judged by
+    the scorer's own functions.
+    """
     spec = importlib.util.spec_from_file_location("score", data / "score.py")
     assert spec is not None
     assert spec.loader is not None
     scorer = importlib.util.module_from_spec(spec)
     sys.path.insert(0, str(ROOT))  # this checkout's package, as score.py itself would pick
     spec.loader.exec_module(scorer)
-    from langchain_loop_guard import LoopDetector, LoopGuardConfig
+    from langchain_loop_guard import LoopGuardConfig, replay
 
-    settings = LoopGuardConfig(**{**config, "scope": "thread"})
+    report = replay(data / "events", LoopGuardConfig(**{**config, "scope": "thread"}))
     labels = {rec["id"]: rec for rec in json.loads((data / "labels.json").read_text())}
     rows = []
-    for run in scorer.load_events(data / "events", set(labels)):
-        detector = LoopDetector(settings, clock=lambda: 0.0)
-        stop = None
-        for index, event in enumerate(run["events"]):
-            verdict = _feed(detector, event)
-            if verdict is not None and verdict.action in ("block", "abort"):
-                stop = {"event": index}
-                break
-        label = labels[run["id"]]
+    for run in report.runs:
+        # a report numbers a run's events from 1; the labels from 0
+        stop = None if run.stop is None else {"event": run.stop.event - 1}
+        label = labels[run.run]
         rows.append((label, stop, scorer.judge(label, stop)))
     totals = scorer.tally(rows)
     return {
@@ -114,21 +113,6 @@ def thread_score(data: Path, config: dict[str, object]) -> dict[str, int]:
         "false": totals["false_total"],
         "resolved": totals["false_resolved"],
     }
-
-
-def _feed(detector: Any, event: dict[str, Any]) -> Any:
-    kind = event["t"]
-    if kind == "user":
-        return detector.user_message()
-    if kind == "turn":
-        return detector.turn_start()
-    if kind == "assistant":
-        return detector.assistant_message(event["text"], [tuple(c) for c in event["tool_calls"]])
-    if kind == "call":
-        return detector.tool_call(event["name"], event["args"], call_id=event.get("id"))
-    if kind == "result":
-        return detector.tool_result(event["name"], event["output"], call_id=event.get("id"))
-    return detector.tool_result(event["name"], error=event["error"], call_id=event.get("id"))
 
 
 def main(argv: list[str] | None = None) -> int:
