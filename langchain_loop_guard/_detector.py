@@ -32,11 +32,13 @@ from langchain_loop_guard._rules import (
     Signal,
 )
 from langchain_loop_guard._signature import (
-    arg_tokens,
+    ArgWords,
+    Tokens,
     assistant_key,
     call_signature,
     digest,
     outcome,
+    tokens_of,
 )
 
 __all__ = [
@@ -300,7 +302,7 @@ class LoopDetector:
                     c.near,
                     c.info,
                     c.changed,
-                    None if c.tokens is None else sorted(c.tokens),
+                    None if c.tokens is None else sorted(tokens_of(c.tokens)),
                 ]
                 for c in view.calls
             ],
@@ -394,7 +396,7 @@ class LoopDetector:
         if listener is None and name in self._ignore:
             return self._tool_call(name, "", call_id)
         sig = call_signature(name, args)
-        tokens = arg_tokens(args) if self._limits.no_new_info else None
+        tokens = ArgWords(args) if self._limits.no_new_info else None
         verdict = self._tool_call(name, sig, call_id, tokens)
         if listener is not None:
             self._emit("tool_call", verdict, tool=name, digest=sig, call_id=call_id)
@@ -582,7 +584,7 @@ class LoopDetector:
         return self._soft()
 
     def _tool_call(
-        self, name: str, sig: str, call_id: str | None, tokens: frozenset[int] | None = None
+        self, name: str, sig: str, call_id: str | None, tokens: Tokens = None
     ) -> Verdict:
         ignored = name in self._ignore
         view = self._view

@@ -26,6 +26,7 @@ from typing import NamedTuple, cast
 from pydantic import BaseModel
 
 __all__ = [
+    "ArgWords",
     "Outcome",
     "arg_tokens",
     "assistant_key",
@@ -373,12 +374,14 @@ _DIGIT_RUN = re.compile(rb"\x00+")
 _VENDORS: tuple[bytes, ...] = tuple(
     b"req msg toolu call chatcmpl run lc resp evt sess conv file batch job".split()
 )
-# A vendor prefix found from its separator: the search skips to each ``_`` or ``-`` at C speed
-# and looks behind it (an alternation of the prefixes would be tried at every position).
+# A vendor prefix found from its separator, in a copy of the text where ``-`` is ``_``: a
+# search that starts with a literal skips to each ``_`` at C speed and looks behind it (a
+# character class or an alternation of the prefixes would be tried at every position).
+_SEPARATOR = bytes.maketrans(b"-", b"_")
 _VENDOR = re.compile(
-    rb"[_-](?:%b)"
+    rb"_(?:%b)"
     % b"|".join(
-        rb"(?<=(?:%b)[_-])" % b"|".join(v for v in _VENDORS if len(v) == size)
+        rb"(?<=(?:%b)_)" % b"|".join(v for v in _VENDORS if len(v) == size)
         for size in sorted({len(v) for v in _VENDORS})
     )
 )
@@ -392,7 +395,7 @@ def _maybe_ids(data: bytes) -> bool:
     return (
         _HEX_RUN in data.translate(_HEX_SHAPE)
         or b"line " in data
-        or _VENDOR.search(data) is not None
+        or _VENDOR.search(data.translate(_SEPARATOR)) is not None
     )
 
 
@@ -553,6 +556,10 @@ class Outcome(NamedTuple):
     """What the result says once the call's argument values are removed (``""``: nothing)."""
 
 
+_PACK = tuple(struct.Struct(f">{size}I").pack for size in range(_SKETCH + 1))
+"""Big-endian packers of 0.._SKETCH line hashes, built once."""
+
+
 def _sketch(text: str) -> str:
     """A sample of the distinct lines of ``text`` with digits and whitespace left out."""
     data = text.encode("utf-8", "surrogatepass")
@@ -563,7 +570,7 @@ def _sketch(text: str) -> str:
     if len(lines) <= 1:
         return f"{zlib.crc32(b''.join(lines)):08x}"
     smallest = sorted(map(zlib.crc32, lines))[:_SKETCH]  # at most 6 KB of lines: C speed
-    return struct.pack(f">{len(smallest)}I", *smallest).hex()
+    return _PACK[len(smallest)](*smallest).hex()
 
 
 def near_equal(a: str | None, b: str | None) -> bool:
@@ -629,7 +636,28 @@ def _strings_of(value: object, strings: list[str], depth: int) -> None:
                 _strings_of(item, strings, depth + 1)
 
 
-def _info(text: str, key: str, tokens: frozenset[int] | None) -> str:
+class ArgWords:
+    """A pending call's arguments, their words hashed (:func:`arg_tokens`) only when a short
+    result needs them: most results are long, and most calls need no hashing at all."""
+
+    __slots__ = ("args",)
+
+    def __init__(self, args: object) -> None:
+        self.args = args
+
+
+Tokens = frozenset[int] | ArgWords | None
+"""What :func:`outcome` takes of a call's arguments: their word hashes, or the arguments."""
+
+
+def tokens_of(tokens: Tokens) -> frozenset[int]:
+    """The word hashes of ``tokens`` (hashed now when they are the arguments themselves)."""
+    if isinstance(tokens, ArgWords):
+        return arg_tokens(tokens.args)
+    return tokens or frozenset()
+
+
+def _info(text: str, key: str, tokens: Tokens) -> str:
     """``""`` for an empty result; ``"~"`` and a digest for a short one that echoed the
     call's argument values, without them; ``"="`` and its key for any other (a result that
     echoes nothing is what it is: an ``ok`` is no search that came back empty).
@@ -639,8 +667,9 @@ def _info(text: str, key: str, tokens: frozenset[int] | None) -> str:
     words = _words(text)
     if not words:
         return ""
-    if tokens:
-        kept = [word for word in words if zlib.crc32(word) not in tokens]
+    hashes = tokens_of(tokens) if tokens is not None else None
+    if hashes:
+        kept = [word for word in words if zlib.crc32(word) not in hashes]
         if len(kept) < len(words):
             return "~" + _tagged(_INFO_HASH, b" ".join(kept))
     return "=" + key
@@ -651,7 +680,7 @@ def outcome(
     *,
     error: object = None,
     tool: str = "",
-    tokens: frozenset[int] | None = None,
+    tokens: Tokens = None,
 ) -> Outcome:
     """The digests of a result: ``output``, or ``error`` (an exception or text) of ``tool``."""
     if error is not None:
