@@ -64,7 +64,7 @@ class LoopGuardMagics(Magics):
             "help": self._help,
             **{mode: self._mode_setter(mode) for mode in get_args(Mode)},
         }
-        handler = handlers.get(command)
+        handler = handlers.get(command.lower())  # as the command line: ON is on
         if handler is None:
             tr = translator(self._locale())
             message = tr.gettext("Unknown command '{command}'. Use: {usage}")

@@ -228,6 +228,17 @@ def test_newest_guard_is_driven_unless_one_is_chosen(
     assert live_guards()[-1] is newer
 
 
+def test_command_words_ignore_case(
+    shell: InteractiveShell, guard: LoopGuardCallbackHandler, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``%loop_guard ON`` is ``on``, as ``loop-guard`` and ``set_mode`` take any case."""
+    shell.run_line_magic("loop_guard", "ON")
+    assert guard.mode == "on"
+    shell.run_line_magic("loop_guard", "Observe")
+    assert guard.mode == "observe"
+    assert "loop-guard status" in _magic_out(shell, "STATUS", capsys)
+
+
 @pytest.mark.parametrize(
     ("line", "message"),
     [
