@@ -41,7 +41,8 @@ def describe_scenarios(locale: str = "en") -> dict[LoopKind, str]:
             "The agent keeps coming back to the same lookup between other calls."
         ),
         "no-progress": tr.gettext(
-            "The agent goes round four steps that keep returning the same results."
+            "The agent goes round the same steps in a shifting order, and they keep returning"
+            " the same results."
         ),
         "error": tr.gettext("The agent retries a deployment that fails the same way each time."),
         "assistant": tr.gettext(
