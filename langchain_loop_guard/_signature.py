@@ -385,20 +385,11 @@ _VENDOR = re.compile(
         for size in sorted({len(v) for v in _VENDORS})
     )
 )
+_VENDOR_SIZES = tuple(sorted({len(v) for v in _VENDORS}))
 _HEX_SHAPE = bytes.maketrans(b"0123456789abcdefABCDEF\x01", b"\x01" * 22 + b"\x02")
-_HEX_RUN = b"\x01" * 8
-
-
-def _maybe_ids(data: bytes) -> bool:
-    """Whether ``data`` may hold an id of :data:`_IDS`: C-speed searches first (a run of
-    eight hex characters in a shape of the text, a literal), a vendor prefix last."""
-    return (
-        _HEX_RUN in data.translate(_HEX_SHAPE)
-        or b"line " in data
-        or _VENDOR.search(data.translate(_SEPARATOR)) is not None
-    )
-
-
+_HEX_RUN = b"\x01" * 8  # in the hex shape: eight hex characters, found at C speed
+_HEX_RUN_END = re.compile(b"\x01*")
+_LINE = b"line "
 _IDS = re.compile(
     rb"(?<![%(w)b-])(?:"
     rb"(?:%(v)b)[_-]"
@@ -407,6 +398,40 @@ _IDS = re.compile(
     rb")(?![%(w)b])"
     rb"|(?<=line )[0-9]+(?=:)" % {b"w": _TEXT_WORD, b"v": b"|".join(_VENDORS)}
 )
+
+
+def _id_spans(data: bytes) -> list[tuple[int, int]]:
+    """Where :data:`_IDS` matches in ``data``, as ``_IDS.sub`` would replace them.
+
+    ``_IDS`` begins with a look-behind, so a search tries it at every byte. Every match
+    starts where a C-speed search finds a candidate (a run of eight or more hex characters
+    in a shape of the text, a vendor prefix found from its separator, the end of ``line ``),
+    so it is tried only there, left to right, each match skipping the candidates it covers.
+    """
+    starts: list[int] = []
+    shape = data.translate(_HEX_SHAPE)
+    at = shape.find(_HEX_RUN)
+    while at >= 0:  # each found at its first character: the previous run ended before
+        starts.append(at)
+        at = shape.find(_HEX_RUN, _HEX_RUN_END.match(shape, at).end())  # type: ignore[union-attr]
+    at = data.find(_LINE)
+    while at >= 0:
+        starts.append(at + len(_LINE))
+        at = data.find(_LINE, at + 1)
+    for found in _VENDOR.finditer(data.translate(_SEPARATOR)):
+        separator = found.start()
+        starts.extend(separator - size for size in _VENDOR_SIZES if separator >= size)
+    spans: list[tuple[int, int]] = []
+    if not starts:
+        return spans
+    end, match = 0, _IDS.match
+    for start in sorted(set(starts)):
+        if start >= end and (found_id := match(data, start)) is not None:
+            spans.append(found_id.span())
+            end = found_id.end()
+    return spans
+
+
 _DIGITS_AND_SPACE = b"0123456789 \t\r\n\x0b\x0c"
 LARGE = 32 * 1024
 """Texts longer than this (characters) are masked in their first and last parts only."""
@@ -453,8 +478,9 @@ def _masked(text: str, *, digits: bool) -> bytes:
         uuids = [(found.start() - 8, found.end()) for found in _UUID_TAIL.finditer(data)]
         if uuids:
             data = _splice(data, uuids)
-    if _maybe_ids(data):
-        data = _IDS.sub(_MASK, data)
+    ids = _id_spans(data)
+    if ids:
+        data = _splice(data, ids)
     shape = data.translate(_DIGIT_SHAPE)
     spans: list[tuple[int, int]] = []
     search = _VOLATILE.search
