@@ -219,7 +219,7 @@ class LoopGuardConfig(BaseModel):
         int, Field(strict=True, ge=0, le=_MAX_COUNT), AfterValidator(_zero_or_at_least_two)
     ] = Field(8, alias="noProgressCalls")
     """Calls in a row that only repeat recent (call, outcome) pairs; 0 turns the signal off."""
-    near_repeat_threshold: _ZeroOrThreshold = Field(6, alias="nearRepeatThreshold")
+    near_repeat_threshold: _ZeroOrThreshold = Field(4, alias="nearRepeatThreshold")
     """Identical calls whose outputs are nearly the same (numbers aside); 0 turns it off."""
     max_sequence_length: Annotated[
         int, Field(strict=True, ge=0, le=_MAX_CYCLE_LENGTH), AfterValidator(_zero_or_at_least_four)

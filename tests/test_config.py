@@ -43,7 +43,7 @@ SPEC_DEFAULTS: dict[str, object] = {
     "progress_aware": True,
     "no_progress_calls": 8,
     # SPEC §11 (v3), calibrated on real agent runs
-    "near_repeat_threshold": 6,
+    "near_repeat_threshold": 4,
     "max_sequence_length": 6,
     "no_new_info_calls": 9,
     "failing_turns": 6,

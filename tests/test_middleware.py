@@ -886,7 +886,7 @@ PRODUCTIVE: dict[str, tuple[list[Any], dict[str, Any], list[Any]]] = {
             for step in (call("job_status", {"id": 7}), call("sleep", {"seconds": 5}))
         ]
         + ["The job is done."],
-        # a status whose percentage only moves is a near repeat past 6 polls (SPEC §11 R1):
+        # a status whose percentage only moves is a near repeat at its 4th poll (SPEC §11 R1):
         # such a poller gets its own limit
         {"ignore_tools": ["sleep"], "tool_threshold_overrides": {"job_status": 9}},
         [

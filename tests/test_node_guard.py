@@ -25,7 +25,7 @@ from langchain_core.tools import ToolException
 from langgraph.graph import END
 from langgraph.types import Command, Send
 
-from langchain_loop_guard import LoopGuardConfig, LoopGuardConfigError, guard_kind
+from langchain_loop_guard import LoopGuardConfig, LoopGuardConfigError, Signal, guard_kind
 from langchain_loop_guard._interrupt import LoopDetected
 from langchain_loop_guard._messages import HINT_MARKER, not_executed, nudge
 from langchain_loop_guard._node import LoopGuardNode
@@ -346,16 +346,42 @@ def test_async_graph_is_stopped_like_a_sync_one() -> None:
     assert stop_message(result["messages"]).content.startswith("Loop guard stopped the run")
 
 
-def test_productive_polling_completes_untouched() -> None:
-    """Polling whose status changes is progress: the graph runs to its answer."""
-    statuses = ["Pending", "Running 10%", "Running 40%", "Running 70%", "Running 90%", "Done"]
-    script: list[Any] = [call("job_status", {"id": 7})] * len(statuses) + ["Done."]
-    graph = harness(
-        "node", ScriptedChatModel(script=script), [scripted_tool("job_status", *statuses)]
+_POLL_STATUSES = ["Pending", "Running 10%", "Running 40%", "Running 70%", "Running 90%", "Done"]
+
+
+def _poller(config: dict[str, Any] | None = None) -> Any:
+    """A graph that polls ``job_status`` back to back until it says ``Done``."""
+    script: list[Any] = [call("job_status", {"id": 7})] * len(_POLL_STATUSES) + ["Done."]
+    return harness(
+        "node",
+        ScriptedChatModel(script=script),
+        [scripted_tool("job_status", *_POLL_STATUSES)],
+        config=config,
     )
+
+
+def test_a_poller_whose_percentage_only_moves_is_stopped_at_its_4th_running_poll() -> None:
+    """SPEC §11 R1: the identical poll, its output moving only in numbers, is a near repeat:
+    without configuration the 4th ``Running`` poll is stopped, and the stop message names
+    the keys that let such a poller run."""
+    graph = _poller()
+    with pytest.raises(LoopDetected) as caught:
+        graph.invoke()
+    stopped = (caught.value.signal, caught.value.tool, caught.value.count)
+    assert stopped == (Signal.NEAR_REPEAT, "job_status", 4)
+    assert "tool_threshold_overrides" in caught.value.message
+    assert "ignore_tools" in caught.value.message
+    assert graph.tool("job_status").calls == 4  # Pending and three Running polls ran
+
+
+def test_productive_polling_with_its_own_threshold_completes_untouched() -> None:
+    """The same poller given its own threshold, as the stop message says: it runs to its
+    answer."""
+    graph = _poller({"tool_threshold_overrides": {"job_status": 6}})
     result = graph.invoke()
     assert guard_messages(result["messages"]) == []
     assert result["messages"][-1].content == "Done."
+    assert graph.tool("job_status").calls == len(_POLL_STATUSES)
 
 
 def test_mode_off_changes_nothing() -> None:
