@@ -132,6 +132,9 @@ class Limits:
     failing_turns: int
     assistant: int
     history: int
+    sketched: int
+    """How many of the newest calls keep their near sketch: as far as a near repeat looks back
+    (0: all of them; the calls before it are never compared again)."""
 
     @classmethod
     def of(cls, config: LoopGuardConfig) -> Limits:
@@ -173,6 +176,7 @@ class Limits:
             failing_turns=config.failing_turns if aware else 0,
             assistant=config.repeat_assistant_threshold,
             history=history,
+            sketched=2 * max(near_repeat, max_repeat) if near_repeat else 0,
         )
 
     def repeat_threshold(self, tool: str) -> int:
@@ -239,8 +243,12 @@ class RunView:
                 call.changed = succeeded
                 break
             succeeded = succeeded or earlier.kind == "ok"
-        self.calls.append(call)
+        calls = self.calls
+        calls.append(call)
         self.seen += 1
+        sketched = self.limits.sketched
+        if 0 < sketched < len(calls):
+            calls[-sketched - 1].near = None  # out of every near repeat's reach from now on
         return call.changed is not None
 
     def start_turn(self) -> None:

@@ -1174,6 +1174,24 @@ def test_a_poller_whose_output_changes_only_in_numbers_is_a_near_repeat() -> Non
     assert first_stop(run(loosened, steps)) is None
 
 
+def test_only_the_calls_a_near_repeat_can_reach_keep_their_sketch() -> None:
+    """A near repeat looks back twice its threshold: older calls drop their sketch (memory),
+    and a poller loosened by an override is still compared as far as its own threshold."""
+    d = detector()
+    run(d, [Call("read", {"path": f"f{n}"}, f"line one\nline two {n}") for n in range(30)])
+    sketches = [call[5] for call in d.export_state()["calls"]]
+    assert len(sketches) == 25
+    assert sketches[:17] == [None] * 17
+    assert None not in sketches[17:]  # the newest 2 x near_repeat_threshold
+    loosened = detector(tool_threshold_overrides={"status": 9})
+    steps = [same("status", f"progress {p}%") for p in range(10, 100, 10)]
+    stop = first_stop(run(loosened, steps))
+    assert stop is not None
+    assert (stop[0], stop[1].signal) == (9, Signal.NEAR_REPEAT)
+    polls = loosened.export_state()["calls"]
+    assert [call[5] is not None for call in polls] == [True] * 8 + [False]  # the 9th: blocked
+
+
 def test_pending_outcomes_count_as_equal() -> None:
     """Three identical calls made in parallel, before any result: the third is blocked."""
     d = detector()
