@@ -32,13 +32,11 @@ from langchain_loop_guard._rules import (
     Signal,
 )
 from langchain_loop_guard._signature import (
-    ArgWords,
-    Tokens,
+    arg_tokens,
     assistant_key,
     call_signature,
     digest,
     outcome,
-    tokens_of,
 )
 
 __all__ = [
@@ -302,7 +300,7 @@ class LoopDetector:
                     c.near,
                     c.info,
                     c.changed,
-                    None if c.tokens is None else sorted(tokens_of(c.tokens)),
+                    None if c.tokens is None else sorted(c.tokens),
                 ]
                 for c in view.calls
             ],
@@ -396,7 +394,7 @@ class LoopDetector:
         if listener is None and name in self._ignore:
             return self._tool_call(name, "", call_id)
         sig = call_signature(name, args)
-        tokens = ArgWords(args) if self._limits.no_new_info else None
+        tokens = arg_tokens(args) if self._limits.no_new_info else None
         verdict = self._tool_call(name, sig, call_id, tokens)
         if listener is not None:
             self._emit("tool_call", verdict, tool=name, digest=sig, call_id=call_id)
@@ -584,7 +582,7 @@ class LoopDetector:
         return self._soft()
 
     def _tool_call(
-        self, name: str, sig: str, call_id: str | None, tokens: Tokens = None
+        self, name: str, sig: str, call_id: str | None, tokens: frozenset[int] | None = None
     ) -> Verdict:
         ignored = name in self._ignore
         view = self._view

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Literal
 
-from langchain_loop_guard._signature import Tokens, digest, near_equal
+from langchain_loop_guard._signature import digest, near_equal
 
 if TYPE_CHECKING:
     from langchain_loop_guard._config import LoopGuardConfig
@@ -72,8 +72,7 @@ class Call:
     echoes nothing, which says its ``outcome``, kept only once); ``changed`` whether a
     different call succeeded between this call and the previous one with its signature
     (``None``: the history held no call with its signature).
-    ``tokens`` are the argument values' word hashes (or the arguments, hashed when a short
-    result needs them), kept only while the call is pending.
+    ``tokens`` are keyed hashes of the argument values, kept only while the call is pending.
     """
 
     __slots__ = (
@@ -97,7 +96,7 @@ class Call:
         self.near: str | None = None
         self.info: str | None = None
         self.changed: bool | None = None
-        self.tokens: Tokens = None
+        self.tokens: frozenset[int] | None = None
 
 
 @dataclass(slots=True)

@@ -8,7 +8,6 @@ module, never the content itself.
 from __future__ import annotations
 
 import base64
-import contextlib
 import dataclasses
 import datetime as _dt
 import enum
@@ -26,7 +25,6 @@ from typing import NamedTuple, cast
 from pydantic import BaseModel
 
 __all__ = [
-    "ArgWords",
     "Outcome",
     "arg_tokens",
     "assistant_key",
@@ -624,9 +622,12 @@ def arg_tokens(args: object) -> frozenset[int]:
     :data:`_MAX_WORDS` words, from string values of a few KB each.
     """
     strings: list[str] = []
-    # a hostile mapping (values() raising) ends the walk: what was collected is enough
-    with contextlib.suppress(Exception):
+    # a hostile mapping (values() raising) ends the walk: what was collected is enough (a
+    # try statement: contextlib.suppress costs as much as the walk of a typical call)
+    try:  # noqa: SIM105
         _strings_of(args, strings, 0)
+    except Exception:  # noqa: BLE001, S110
+        pass
     if not strings:
         return frozenset()
     return frozenset(map(zlib.crc32, _words(" ".join(strings))[:_MAX_WORDS]))
@@ -651,8 +652,11 @@ def _strings_of(value: object, strings: list[str], depth: int) -> None:
         if len(value) <= _SHORT * 16:
             strings.append(value)
     elif depth < 4 and len(strings) < _SHORT:
-        if isinstance(value, Mapping):
-            items: Iterable[object] = itertools.islice(value.values(), _SHORT)
+        items: Iterable[object]
+        if type(value) is dict and len(value) <= _SHORT:  # the common case, without the ABC
+            items = value.values()
+        elif isinstance(value, Mapping):
+            items = itertools.islice(value.values(), _SHORT)
         elif isinstance(value, list | tuple):
             items = value[:_SHORT]
         else:
@@ -665,28 +669,7 @@ def _strings_of(value: object, strings: list[str], depth: int) -> None:
                 _strings_of(item, strings, depth + 1)
 
 
-class ArgWords:
-    """A pending call's arguments, their words hashed (:func:`arg_tokens`) only when a short
-    result needs them: most results are long, and most calls need no hashing at all."""
-
-    __slots__ = ("args",)
-
-    def __init__(self, args: object) -> None:
-        self.args = args
-
-
-Tokens = frozenset[int] | ArgWords | None
-"""What :func:`outcome` takes of a call's arguments: their word hashes, or the arguments."""
-
-
-def tokens_of(tokens: Tokens) -> frozenset[int]:
-    """The word hashes of ``tokens`` (hashed now when they are the arguments themselves)."""
-    if isinstance(tokens, ArgWords):
-        return arg_tokens(tokens.args)
-    return tokens or frozenset()
-
-
-def _info(text: str, key: str, tokens: Tokens) -> str:
+def _info(text: str, key: str, tokens: frozenset[int] | None) -> str:
     """``""`` for an empty result; ``"~"`` and a digest for a short one that echoed the
     call's argument values, without them; ``"="`` and its key for any other (a result that
     echoes nothing is what it is: an ``ok`` is no search that came back empty).
@@ -696,9 +679,8 @@ def _info(text: str, key: str, tokens: Tokens) -> str:
     words = _words(text)
     if not words:
         return ""
-    hashes = tokens_of(tokens) if tokens is not None else None
-    if hashes:
-        kept = [word for word in words if zlib.crc32(word) not in hashes]
+    if tokens:
+        kept = [word for word in words if zlib.crc32(word) not in tokens]
         if len(kept) < len(words):
             return "~" + _tagged(_INFO_HASH, b" ".join(kept))
     return "=" + key
@@ -709,7 +691,7 @@ def outcome(
     *,
     error: object = None,
     tool: str = "",
-    tokens: Tokens = None,
+    tokens: frozenset[int] | None = None,
 ) -> Outcome:
     """The digests of a result: ``output``, or ``error`` (an exception or text) of ``tool``."""
     if error is not None:
