@@ -1020,26 +1020,33 @@ def _malformed(stored: object) -> str | None:
         return f"a {type(stored).__name__}, not a mapping"
     if stored.get("v") != _STATE_VERSION or type(stored.get("v")) is not int:
         return "another version"
-    checks: dict[str, Callable[[object], bool]] = {
-        "detector": lambda value: value is None or isinstance(value, Mapping),
-        "pending": lambda value: (
-            isinstance(value, list)
-            and all(isinstance(p, list | tuple) and len(p) == 2 for p in value)
-        ),
-        "ai": lambda value: value is None or isinstance(value, str),
-        "turn": lambda value: type(value) is bool,
-        "nudged": lambda value: type(value) is int and value >= 0,
-        "at": _is_number,
-    }
-    required = {"pending"}
-    for key, valid in checks.items():
+    for key, valid in _CHECKS:
         if key not in stored:
-            if key in required:
+            if key in _REQUIRED:
                 return f"no {key!r}"
             continue
         if not valid(stored[key]):
             return f"{key!r} is a {type(stored[key]).__name__}"
     return None
+
+
+_CHECKS: tuple[tuple[str, Callable[[object], bool]], ...] = (
+    ("detector", lambda value: value is None or isinstance(value, Mapping)),
+    (
+        "pending",
+        lambda value: (
+            isinstance(value, list)
+            and all(isinstance(p, list | tuple) and len(p) == 2 for p in value)
+        ),
+    ),
+    ("ai", lambda value: value is None or isinstance(value, str)),
+    ("turn", lambda value: type(value) is bool),
+    ("nudged", lambda value: type(value) is int and value >= 0),
+    ("at", _is_number),
+)
+"""What :func:`_malformed` checks of each field of a stored guard state, in order (made
+once: the state is read at every step)."""
+_REQUIRED = frozenset({"pending"})
 
 
 def _last_ai(messages: Sequence[AnyMessage], end: int) -> int:

@@ -14,7 +14,6 @@ import functools
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
-from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar, cast
 from uuid import UUID
@@ -60,11 +59,6 @@ _DEFAULT_MAX_RUNS = 1024
 _HARD_FACTOR = 4  # runs in flight are tracked up to this many times max_runs
 
 _Callback = TypeVar("_Callback", bound=Callable[..., None])
-
-_CALLBACK: ContextVar[tuple[str | None, UUID | None, UUID | None]] = ContextVar(
-    "loop_guard_callback", default=(None, None, None)
-)
-"""The callback being handled (its name, ``run_id``, ``parent_run_id``), for reports."""
 
 
 def _put(bounded: dict[Any, Any], key: Any, value: Any, limit: int) -> None:
@@ -137,17 +131,14 @@ def _guarded(method: _Callback) -> _Callback:
 
     @functools.wraps(method)
     def callback(self: LoopGuardCallbackHandler, *args: Any, **kwargs: Any) -> None:
-        if self.mode == "off":
+        if self._config.mode == "off":
             return
-        token = _CALLBACK.set((where, kwargs.get("run_id"), kwargs.get("parent_run_id")))
         try:
             method(self, *args, **kwargs)
         except (LoopGuardError, GraphBubbleUp):
             raise  # a deliberate stop
         except Exception as exc:  # noqa: BLE001 - fail open, SPEC §8
             self.internal_error(where, exc)
-        finally:
-            _CALLBACK.reset(token)
 
     return cast("_Callback", callback)
 
@@ -443,7 +434,7 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
             verdicts = self._unexecuted_calls(run, sent)
             if not any(v.stops for v in verdicts):
                 verdicts.append(self.decide(run.detector, "turn_start"))
-        self._act(run.key, verdicts)
+        self._act(run.key, verdicts, "on_chat_model_start", run_id, parent_run_id)
 
     @_guarded
     def on_llm_start(
@@ -463,7 +454,8 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
                 return
             self._refuse_if_held(run, run_id)
             verdict = self.decide(run.detector, "turn_start")
-        self._act(run.key, [verdict])
+        if verdict.action != "allow":
+            self._act(run.key, (verdict,), "on_llm_start", run_id, parent_run_id)
 
     @_guarded
     def on_llm_end(
@@ -531,8 +523,8 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
                         if call_id:
                             _put(run.announced, call_id, (name, signature, tokens), _MAX_ANNOUNCED)
             self._end(run_id)
-        if run is not None:
-            self._act(run.key, [verdict], stop=not held)
+        if run is not None and verdict.action != "allow":
+            self._act(run.key, (verdict,), "on_llm_end", run_id, parent_run_id, stop=not held)
 
     @_guarded
     def on_llm_error(
@@ -590,7 +582,8 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
                 self._end(run_id)  # the tool will not report an end
             else:
                 _put(run.tools, run_id, (name, call_id, tokens), _MAX_TOOLS)
-        self._act(run.key, [verdict])
+        if verdict.action != "allow":
+            self._act(run.key, (verdict,), "on_tool_start", run_id, parent_run_id)
 
     @_guarded
     def on_tool_end(
@@ -610,8 +603,8 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
             if run is not None and (started := run.tools.pop(run_id, None)) is not None:
                 verdict = self._result(run, started, outcome, failed=failed)
             self._end(run_id)
-        if run is not None:
-            self._act(run.key, [verdict])
+        if run is not None and verdict.action != "allow":
+            self._act(run.key, (verdict,), "on_tool_end", run_id, parent_run_id)
 
     @_guarded
     def on_tool_error(
@@ -635,8 +628,8 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
                 else:
                     verdict = self._result(run, started, outcome, failed=True)
             self._end(run_id)
-        if run is not None:
-            self._act(run.key, [verdict])
+        if run is not None and verdict.action != "allow":
+            self._act(run.key, (verdict,), "on_tool_error", run_id, parent_run_id)
 
     # --- digests, computed without the lock -------------------------------------------------------
 
@@ -661,8 +654,15 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
     # --- internals (called with the lock held, except _act) ---------------------------------
 
     def _replay(self, run: _Run, event: DetectorEvent) -> Verdict:
-        """Give ``run``'s detector an event digested beforehand; fail open."""
-        return self.decide(run.detector, "replay", event)
+        """Give ``run``'s detector an event digested beforehand; fail open.
+
+        :meth:`decide`, without its dispatch by name: three events a step come this way.
+        """
+        try:
+            return run.detector.replay(event)
+        except Exception as exc:  # noqa: BLE001 - fail open, SPEC §8
+            self.internal_error("replay", exc)
+            return ALLOW
 
     def _result(
         self,
@@ -850,7 +850,11 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
         root = self._open.pop(run_id, None)
         if root is not None:
             root.members.discard(run_id)
-            _put(self._closed, run_id, root, _MAX_CLOSED)
+            closed = self._closed  # _put, inlined: this runs at the end of every run
+            closed.pop(run_id, None)
+            closed[run_id] = root
+            while len(closed) > _MAX_CLOSED:
+                del closed[next(iter(closed))]
         if run_id in self._roots:
             self._end_root(self._roots.pop(run_id))
 
@@ -1001,26 +1005,37 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
                 break
         return verdicts
 
-    def _act(self, key: str, verdicts: Sequence[Verdict], *, stop: bool = True) -> None:
+    def _act(
+        self,
+        key: str,
+        verdicts: Sequence[Verdict],
+        where: str,
+        run_id: UUID,
+        parent_run_id: UUID | None,
+        *,
+        stop: bool = True,
+    ) -> None:
         """Report the verdicts (log, status, listeners, trace, streams), then stop the run on a
         stopping one (unless ``stop`` is false: a held stop is raised later, see :meth:`_hold`).
 
-        Called after the lock is released: reporting runs other code (verdict listeners,
-        other handlers' ``on_custom_event``).
+        ``where``, ``run_id`` and ``parent_run_id`` name the callback being handled, for the
+        reports. Called after the lock is released: reporting runs other code (verdict
+        listeners, other handlers' ``on_custom_event``).
         """
         reported = [verdict for verdict in verdicts if verdict.action != "allow"]
         if not reported:
             return
-        site = self._callback_site(key)
+        site = self._callback_site(key, where, run_id, parent_run_id)
         for verdict in reported:
             self.report(key, verdict, site=site)
         for verdict in reported if stop else ():
             if verdict.stops:
                 raise LoopDetected.from_verdict(verdict, run_id=key)
 
-    def _callback_site(self, key: str) -> Site:
-        """Where the current callback happened: its name, the top-level run and the thread."""
-        position, run_id, parent_run_id = _CALLBACK.get()
+    def _callback_site(
+        self, key: str, position: str, run_id: UUID | None, parent_run_id: UUID | None
+    ) -> Site:
+        """Where a callback happened: its name, the top-level run and the thread."""
         site = self._site(position)
         with self._lock:
             root = self._open.get(run_id) if run_id is not None else None

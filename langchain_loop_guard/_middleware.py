@@ -134,6 +134,8 @@ class LoopGuardMiddleware(GraphGuard, AgentMiddleware[LoopGuardAgentState, Any, 
         # Whether the model's request held the run's previous answer, by the id of the answer
         # it gave: ``after_model`` reads it (SPEC §11 N2). Ids and flags only, bounded.
         self._seen_previous: OrderedDict[str, bool] = OrderedDict()
+        self._hint_cache: tuple[str, str] | None = None
+        self._hint_message: SystemMessage | None = None
 
     @property
     def name(self) -> str:
@@ -306,15 +308,41 @@ class LoopGuardMiddleware(GraphGuard, AgentMiddleware[LoopGuardAgentState, Any, 
         if config.mode == "off" or not config.prompt_hint:
             return request
         with self.failing_open("LoopGuardMiddleware.wrap_model_call"):
-            system = self._hinted(request.system_message, hint(config.locale))
+            system = self._hinted(request.system_message, self._hint_text(config.locale))
             if system is not request.system_message:
                 return request.override(system_message=system)
         return request
 
+    def _hint_text(self, locale: str) -> str:
+        """The hint in ``locale``, looked up once per locale (it goes with every model call)."""
+        cached = self._hint_cache
+        if cached is not None and cached[0] == locale:
+            return cached[1]
+        text = hint(locale)
+        self._hint_cache = (locale, text)
+        return text
+
     def _hinted(self, current: SystemMessage | None, text: str) -> SystemMessage:
         """``current`` with the hint, made for each model call: the guard keeps no copy of
-        the user's system prompt (SPEC §8: only counts and digests stay in memory)."""
-        return SystemMessage(content=text) if current is None else hinted_system(current, text)
+        the user's system prompt (SPEC §8: only counts and digests stay in memory).
+
+        Without a system prompt, the system message is the hint alone: that message is made
+        once and given to every call while it is as made (nobody changed it in place).
+        """
+        if current is not None:
+            return hinted_system(current, text)
+        made = self._hint_message
+        if (
+            made is not None
+            and made.content is text
+            and made.id is None
+            and made.name is None
+            and not made.additional_kwargs
+            and not made.response_metadata
+        ):
+            return made
+        made = self._hint_message = SystemMessage(content=text)
+        return made
 
 
 def _with_state(

@@ -19,7 +19,7 @@ import traceback
 import unicodedata
 import weakref
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, get_args
 
@@ -686,21 +686,37 @@ class GuardRuntime:
         else:
             logger.debug("loop-guard internal error in %s (%s)", where, type(exc).__name__)
 
-    @contextlib.contextmanager
-    def failing_open(self, where: str) -> Iterator[None]:
+    def failing_open(self, where: str) -> contextlib.AbstractContextManager[None]:
         """Run an adapter's own code so that its failure never breaks the agent.
 
         Deliberate stops (:class:`~langchain_loop_guard.LoopGuardError` subclasses and
         LangGraph's bubbling interrupts) pass through; anything else is logged and swallowed.
         """
-        try:
-            yield
-        except LoopGuardError:
-            raise
-        except Exception as exc:
-            if _is_graph_control_flow(exc):
-                raise
-            self.internal_error(where, exc)
+        return _FailingOpen(self, where)
+
+
+class _FailingOpen:
+    """:meth:`GuardRuntime.failing_open`'s context manager: a plain class, not a generator,
+    as the graph guards enter one a few times per step."""
+
+    __slots__ = ("_guard", "_where")
+
+    def __init__(self, guard: GuardRuntime, where: str) -> None:
+        self._guard = guard
+        self._where = where
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: object
+    ) -> bool:
+        if exc is None or not isinstance(exc, Exception) or isinstance(exc, LoopGuardError):
+            return False
+        if _is_graph_control_flow(exc):
+            return False
+        self._guard.internal_error(self._where, exc)
+        return True
 
 
 def _is_graph_control_flow(exc: BaseException) -> bool:
