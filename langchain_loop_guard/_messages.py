@@ -133,8 +133,18 @@ HINT_MARKER = "[loop-guard]"
 
 
 def hint(locale: str | None = None) -> str:
-    """The anti-loop hint appended to the system prompt (SPEC §7), model-facing."""
-    text = translator(locale).gettext(
+    """The anti-loop hint appended to the system prompt (SPEC §7), model-facing.
+
+    One text object per locale: it goes with every model call, and a caller may tell an
+    unchanged hint by identity.
+    """
+    return _hint(translator(locale))
+
+
+@lru_cache(maxsize=8)
+def _hint(translations: _gettext.NullTranslations) -> str:
+    """The hint from ``translations``: cached by the catalog, which is cached per locale."""
+    text = translations.gettext(
         "Do not repeat an action that is not making progress: if a tool call keeps returning "
         "the same result or the same error, change your approach. If you are blocked, stop and "
         "report the blocker instead of trying again."

@@ -134,7 +134,6 @@ class LoopGuardMiddleware(GraphGuard, AgentMiddleware[LoopGuardAgentState, Any, 
         # Whether the model's request held the run's previous answer, by the id of the answer
         # it gave: ``after_model`` reads it (SPEC §11 N2). Ids and flags only, bounded.
         self._seen_previous: OrderedDict[str, bool] = OrderedDict()
-        self._hint_cache: tuple[str, str] | None = None
         self._hint_message: SystemMessage | None = None
 
     @property
@@ -308,19 +307,10 @@ class LoopGuardMiddleware(GraphGuard, AgentMiddleware[LoopGuardAgentState, Any, 
         if config.mode == "off" or not config.prompt_hint:
             return request
         with self.failing_open("LoopGuardMiddleware.wrap_model_call"):
-            system = self._hinted(request.system_message, self._hint_text(config.locale))
+            system = self._hinted(request.system_message, hint(config.locale))
             if system is not request.system_message:
                 return request.override(system_message=system)
         return request
-
-    def _hint_text(self, locale: str) -> str:
-        """The hint in ``locale``, looked up once per locale (it goes with every model call)."""
-        cached = self._hint_cache
-        if cached is not None and cached[0] == locale:
-            return cached[1]
-        text = hint(locale)
-        self._hint_cache = (locale, text)
-        return text
 
     def _hinted(self, current: SystemMessage | None, text: str) -> SystemMessage:
         """``current`` with the hint, made for each model call: the guard keeps no copy of
