@@ -654,15 +654,8 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
     # --- internals (called with the lock held, except _act) ---------------------------------
 
     def _replay(self, run: _Run, event: DetectorEvent) -> Verdict:
-        """Give ``run``'s detector an event digested beforehand; fail open.
-
-        :meth:`decide`, without its dispatch by name: three events a step come this way.
-        """
-        try:
-            return run.detector.replay(event)
-        except Exception as exc:  # noqa: BLE001 - fail open, SPEC §8
-            self.internal_error("replay", exc)
-            return ALLOW
+        """Give ``run``'s detector an event digested beforehand; fail open."""
+        return self.decide(run.detector, "replay", event)
 
     def _result(
         self,
@@ -850,11 +843,7 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
         root = self._open.pop(run_id, None)
         if root is not None:
             root.members.discard(run_id)
-            closed = self._closed  # _put, inlined: this runs at the end of every run
-            closed.pop(run_id, None)
-            closed[run_id] = root
-            while len(closed) > _MAX_CLOSED:
-                del closed[next(iter(closed))]
+            _put(self._closed, run_id, root, _MAX_CLOSED)
         if run_id in self._roots:
             self._end_root(self._roots.pop(run_id))
 
