@@ -376,14 +376,14 @@ _VENDORS: tuple[bytes, ...] = tuple(
 # search that starts with a literal skips to each ``_`` at C speed and looks behind it (a
 # character class or an alternation of the prefixes would be tried at every position).
 _SEPARATOR = bytes.maketrans(b"-", b"_")
+_VENDOR_SIZES = tuple(sorted({len(v) for v in _VENDORS}))
 _VENDOR = re.compile(
     rb"_(?:%b)"
     % b"|".join(
         rb"(?<=(?:%b)_)" % b"|".join(v for v in _VENDORS if len(v) == size)
-        for size in sorted({len(v) for v in _VENDORS})
+        for size in _VENDOR_SIZES
     )
 )
-_VENDOR_SIZES = tuple(sorted({len(v) for v in _VENDORS}))
 _HEX_SHAPE = bytes.maketrans(b"0123456789abcdefABCDEF\x01", b"\x01" * 22 + b"\x02")
 _HEX_RUN = b"\x01" * 8  # in the hex shape: eight hex characters, found at C speed
 _HEX_RUN_END = re.compile(b"\x01*")
