@@ -225,10 +225,15 @@ class LoopGuardConfig(BaseModel):
         int, Field(strict=True, ge=0, le=_MAX_CYCLE_LENGTH), AfterValidator(_zero_or_at_least_four)
     ] = Field(6, alias="maxSequenceLength")
     """Longest block of calls (4 or more) watched for repeats; 0 turns the signal off."""
-    no_new_info_calls: _ZeroOrThreshold = Field(9, alias="noNewInfoCalls")
-    """Calls of one tool in a row that bring nothing new; 0 turns the signal off."""
+    no_new_info_calls: _ZeroOrThreshold = Field(10, alias="noNewInfoCalls")
+    """Model turns in a row whose tool calls bring nothing new; 0 turns the signal off."""
     failing_turns: _ZeroOrThreshold = Field(6, alias="failingTurns")
     """Model turns in a row in which no tool call succeeded; 0 turns the signal off."""
+    reply_cycle_length: Annotated[int, Field(strict=True, ge=0, le=_MAX_CYCLE_LENGTH)] = Field(
+        4, alias="replyCycleLength"
+    )
+    """Longest cycle of nearly identical replies watched for (over ``cycle_repeats`` laps,
+    with ``scope="thread"``); 0 turns the signal off."""
     nudges: Annotated[int, Field(strict=True, ge=0, le=_MAX_COUNT)] = 0
     """Hard detections that only block the call and tell the model, before one stops the run."""
     scope: Annotated[Scope, BeforeValidator(_any_case)] = "run"
@@ -384,6 +389,7 @@ _ALLOWED: Final[Mapping[str, str]] = MappingProxyType(
         "max_sequence_length": f"0 (off) or an integer from 4 to {_MAX_CYCLE_LENGTH}",
         "no_new_info_calls": f"0 (off) or an integer from 2 to {_MAX_COUNT}",
         "failing_turns": f"0 (off) or an integer from 2 to {_MAX_COUNT}",
+        "reply_cycle_length": f"0 (off) or an integer from 1 to {_MAX_CYCLE_LENGTH}",
         "nudges": f"an integer from 0 to {_MAX_COUNT}",
         "scope": "one of 'run', 'thread' (any case)",
     }
@@ -755,6 +761,7 @@ _ENV: Final[Mapping[str, tuple[str, Callable[[str], object]]]] = MappingProxyTyp
         "LOOP_GUARD_MAX_SEQUENCE_LENGTH": ("max_sequence_length", _env_integer),
         "LOOP_GUARD_NO_NEW_INFO": ("no_new_info_calls", _env_integer),
         "LOOP_GUARD_FAILING_TURNS": ("failing_turns", _env_integer),
+        "LOOP_GUARD_REPLY_CYCLE": ("reply_cycle_length", _env_integer),
         "LOOP_GUARD_NUDGES": ("nudges", _env_integer),
         "LOOP_GUARD_SCOPE": ("scope", _env_text),
     }

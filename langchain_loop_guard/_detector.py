@@ -24,11 +24,7 @@ from langchain_loop_guard._rules import (
     NEW_CALL_CHECKS,
     RESULT_CHECKS,
     TURN_CHECKS,
-    Call,
     Detection,
-    Limits,
-    OutcomeKind,
-    RunView,
     Signal,
 )
 from langchain_loop_guard._signature import (
@@ -37,6 +33,18 @@ from langchain_loop_guard._signature import (
     call_signature,
     digest,
     outcome,
+    reply_sketch,
+)
+from langchain_loop_guard._view import (
+    Call,
+    Limits,
+    OutcomeKind,
+    RunView,
+    StateError,
+    count_of,
+    items_of,
+    optional_text_of,
+    text_of,
 )
 
 __all__ = [
@@ -58,7 +66,8 @@ __all__ = [
 Action = Literal["allow", "warn", "observe", "block", "abort"]
 Clock = Callable[[], float]
 
-_STATE_VERSION = 3
+_STATE_VERSION = 4
+_REPLY_SIGNALS = frozenset({Signal.REPEATED_ASSISTANT_RESPONSE, Signal.REPLY_CYCLE})
 _MAX_REPORTED = 32  # distinct loops remembered per run for observe-mode de-duplication
 _REPORT_BITS = 64  # a reported loop is remembered as its 64-bit digest (see _report_digest)
 
@@ -126,7 +135,8 @@ class DetectorEvent:
         error: whether a result is an error.
         calls: how many tool calls an assistant message made.
         in_context: whether the model's input held the run's previous response.
-        near: a result's near sketch (its lines with the numbers left out, hashed).
+        near: a long result's near sketch (its lines with the numbers left out, hashed), or
+            an assistant reply's (its words, hashed).
         info: a result's information digest (its text without the call's argument values).
         elapsed: the run's elapsed time when the event was decided, in seconds (the clock
             reading the decision used, so a replay driven by it decides the same).
@@ -287,37 +297,13 @@ class LoopDetector:
 
     def export_state(self) -> dict[str, Any]:
         """The run's state as JSON data: tool names, digests and counters, never content."""
-        view = self._view
         return {
             "v": _STATE_VERSION,
-            "calls": [
-                [
-                    c.name,
-                    c.sig,
-                    c.outcome,
-                    c.kind,
-                    c.call_id,
-                    c.near,
-                    c.info,
-                    c.changed,
-                    None if c.tokens is None else sorted(c.tokens),
-                ]
-                for c in view.calls
-            ],
-            "seen": view.seen,
-            "turns": view.turns,
+            **self._view.export_state(),
             "elapsed": max(0.0, self._clock() - self._started),
             "warned": sorted(signal.value for signal in self._warned),
             "reported": self._reported.tolist(),
             "tripped": _verdict_state(self._tripped),
-            "error": list(view.error),
-            "errors": [[sig, key, count] for sig, (key, count) in view.errors.items()],
-            "infos": [
-                [tool, [list(item) for item in seen.items()]] for tool, seen in view.infos.items()
-            ],
-            "quiet": list(view.quiet),
-            "turn": [view.expected, view.results, view.worked, view.judged, view.failing],
-            "assistant": list(view.assistant),
         }
 
     def restore_state(self, state: Mapping[str, Any]) -> bool:
@@ -333,42 +319,17 @@ class LoopDetector:
         try:
             if state.get("v") != _STATE_VERSION:
                 return False
-            calls = [_call_from_state(item) for item in _items(state["calls"])]
-            seen, turns = _count(state["seen"]), _count(state["turns"])
             elapsed = state["elapsed"]
             if type(elapsed) not in (int, float) or not 0 <= elapsed < math.inf:
                 raise ValueError(elapsed)
-            warned = {Signal(s) for s in _items(state["warned"])}
-            reported = array("Q", map(_report_from_state, _items(state["reported"])))
+            warned = {Signal(s) for s in items_of(state["warned"])}
+            reported = array("Q", map(_report_from_state, items_of(state["reported"])))
             del reported[:-_MAX_REPORTED]
             tripped = _verdict_from_state(state["tripped"])
-            errors = {
-                _text(tool): (_text(key), _count(count))
-                for tool, key, count in map(_items, _items(state["errors"]))
-            }
-            infos = {
-                _text(tool): {_text(info): _text(sig) for info, sig in map(_items, _items(seen))}
-                for tool, seen in map(_items, _items(state["infos"]))
-            }
-            quiet = _streak_from_state(state["quiet"])
-            error = _streak_from_state(state["error"])
-            expected, results, worked, judged, failing = _items(state["turn"])
-            turn = (
-                None if expected is None else _count(expected),
-                _count(results),
-                _flag(worked),
-                _flag(judged),
-                _count(failing),
-            )
-            assistant = _streak_from_state(state["assistant"])
-        except (KeyError, TypeError, ValueError):
+            self._view.restore_state(state)
+        except StateError:
+            self._view.clear()
             return False
-        view = self._view
-        view.calls.extend(calls)
-        view.seen, view.turns = seen, turns
-        view.errors, view.infos, view.quiet, view.assistant = errors, infos, quiet, assistant
-        view.error = error
-        view.expected, view.results, view.worked, view.judged, view.failing = turn
         self._started = self._clock() - elapsed
         self._warned, self._reported = warned, reported
         self._tripped = tripped if self._config.mode == "on" else None
@@ -394,7 +355,7 @@ class LoopDetector:
         if listener is None and name in self._ignore:
             return self._tool_call(name, "", call_id)
         sig = call_signature(name, args)
-        tokens = arg_tokens(args) if self._limits.no_new_info else None
+        tokens = arg_tokens(args, name)
         verdict = self._tool_call(name, sig, call_id, tokens)
         if listener is not None:
             self._emit("tool_call", verdict, tool=name, digest=sig, call_id=call_id)
@@ -465,11 +426,22 @@ class LoopDetector:
         count = len(tool_calls) if isinstance(tool_calls, Sized) else sum(1 for _ in tool_calls)
         if self._listener is None:
             # a message that calls tools is left to the tool-call signals: no key needed
-            key = None if self._aware and count else assistant_key(text)
-            return self._assistant_message(key, calls=count, in_context=in_context)
+            if self._aware and count:
+                return self._assistant_message(None, None, calls=count, in_context=in_context)
+            key = assistant_key(text)
+            sketch = reply_sketch(text) if key is not None and self._limits.reply_cycle else None
+            return self._assistant_message(key, sketch, calls=count, in_context=in_context)
         key = assistant_key(text)
-        verdict = self._assistant_message(key, calls=count, in_context=in_context)
-        self._emit("assistant_message", verdict, digest=key, calls=count, in_context=in_context)
+        sketch = reply_sketch(text) if key is not None else None
+        verdict = self._assistant_message(key, sketch, calls=count, in_context=in_context)
+        self._emit(
+            "assistant_message",
+            verdict,
+            digest=key,
+            near=sketch,
+            calls=count,
+            in_context=in_context,
+        )
         return verdict
 
     def user_message(self) -> Verdict:
@@ -535,7 +507,9 @@ class LoopDetector:
                 info=event.info,
             )
         elif kind == "assistant_message":
-            verdict = self._assistant_message(value, calls=event.calls, in_context=event.in_context)
+            verdict = self._assistant_message(
+                value, event.near, calls=event.calls, in_context=event.in_context
+            )
         else:
             verdict = self._soft()
         if self._listener is not None:
@@ -569,7 +543,7 @@ class LoopDetector:
             return self._still_tripped(self._tripped, "abort")
         view = self._view
         view.start_turn()
-        if view.failing_grew:
+        if view.failing_grew or view.quiet_grew:
             for check in TURN_CHECKS:
                 found = check(view)
                 if found is not None:
@@ -651,20 +625,20 @@ class LoopDetector:
                     return self._report(found, "abort")
         return self._soft()
 
-    def _assistant_message(self, key: str | None, *, calls: int, in_context: bool) -> Verdict:
+    def _assistant_message(
+        self, key: str | None, sketch: str | None, *, calls: int, in_context: bool
+    ) -> Verdict:
         view = self._view
-        view.add_answer(key, calls=calls, in_context=in_context)
-        if key is not None and not (self._aware and calls):
-            last, streak = view.assistant
-            view.assistant = (key, streak + 1 if key == last and in_context else 1)
+        view.add_answer(calls=calls, in_context=in_context)
+        reply = key is not None and not (self._aware and calls)
+        if reply:
+            view.add_reply(key or "", sketch, in_context=in_context)
         if self._tripped is None:
             for check in ANSWER_CHECKS:
                 found = check(view)
                 if found is not None:
-                    if found.signal is Signal.REPEATED_ASSISTANT_RESPONSE and (
-                        key is None or (self._aware and calls)
-                    ):
-                        continue  # the streak is reported on the response that makes it
+                    if found.signal in _REPLY_SIGNALS and not reply:
+                        continue  # the streak is reported on the reply that makes it
                     return self._report(found, "abort")
         return self._soft()
 
@@ -810,8 +784,8 @@ def reason(
         )
     elif signal is Signal.NO_NEW_INFO:
         text = tr.gettext(
-            "`{tool}` was called {count} times in a row with new arguments and returned "
-            "nothing new (limit {threshold})."
+            "the last {count} model turns called tools ({cycle}) that brought nothing new: "
+            "failures, empty results, searches that found nothing (limit {threshold})."
         )
     elif signal is Signal.FAILING_TURNS:
         text = tr.gettext(
@@ -819,11 +793,17 @@ def reason(
         )
     elif signal is Signal.REPEATED_TOOL_ERROR:
         text = tr.gettext(
-            "`{tool}` failed with the same error {count} times in a row (limit {threshold})."
+            "`{tool}` failed with the same error {count} times within {window} tool calls "
+            "(limit {threshold})."
         )
     elif signal is Signal.REPEATED_ASSISTANT_RESPONSE:
         text = tr.gettext(
             "the assistant gave the same response {count} times in a row (limit {threshold})."
+        )
+    elif signal is Signal.REPLY_CYCLE:
+        text = tr.gettext(
+            "the assistant's replies went round {count} times, nearly the same each time "
+            "(limit {threshold})."
         )
     elif signal is Signal.TURN_COUNT:
         text = tr.gettext(
@@ -840,52 +820,6 @@ def reason(
 # --- exported state --------------------------------------------------------------------------
 
 _ACTIONS = frozenset(get_args(Action))
-_KINDS = frozenset(get_args(OutcomeKind))
-
-
-def _items(value: object) -> list[Any]:
-    if not isinstance(value, list):
-        raise TypeError
-    return value
-
-
-def _count(value: object) -> int:
-    if type(value) is not int or value < 0:
-        raise ValueError(value)
-    return value
-
-
-def _text(value: object) -> str:
-    if not isinstance(value, str):
-        raise TypeError
-    return value
-
-
-def _optional_text(value: object) -> str | None:
-    return None if value is None else _text(value)
-
-
-def _flag(value: object) -> bool:
-    if type(value) is not bool:
-        raise TypeError
-    return value
-
-
-def _optional_flag(value: object) -> bool | None:
-    return None if value is None else _flag(value)
-
-
-def _call_from_state(item: object) -> Call:
-    name, sig, outcome, kind, call_id, near, info, changed, tokens = _items(item)
-    if kind not in _KINDS:
-        raise ValueError(kind)
-    call = Call(_text(name), _text(sig), _optional_text(call_id))
-    call.outcome, call.kind = _optional_text(outcome), kind
-    call.near, call.info = _optional_text(near), _optional_text(info)
-    call.changed = _optional_flag(changed)
-    if tokens is not None:
-        call.tokens = frozenset(map(_count, _items(tokens)))
-    return call
 
 
 def _report_digest(signal: Signal, key: str | None) -> int:
@@ -898,11 +832,6 @@ def _report_from_state(item: object) -> int:
     if type(item) is not int or not 0 <= item < 1 << _REPORT_BITS:
         raise ValueError(item)
     return item
-
-
-def _streak_from_state(item: object) -> tuple[str | None, int]:
-    key, streak = _items(item)
-    return _optional_text(key), _count(streak)
 
 
 def _verdict_state(verdict: Verdict | None) -> list[Any] | None:
@@ -923,16 +852,16 @@ def _verdict_state(verdict: Verdict | None) -> list[Any] | None:
 def _verdict_from_state(state: object) -> Verdict | None:
     if state is None:
         return None
-    action, signal, tool, tools, count, threshold, key, message = _items(state)
+    action, signal, tool, tools, count, threshold, key, message = items_of(state)
     if action not in _ACTIONS:
         raise ValueError(action)
     return Verdict(
         action=action,
         signal=Signal(signal),
-        tool=_optional_text(tool),
-        tools=tuple(_text(t) for t in _items(tools)),
-        count=_count(count),
-        threshold=_count(threshold),
-        key=_optional_text(key),
-        message=_text(message),
+        tool=optional_text_of(tool),
+        tools=tuple(text_of(t) for t in items_of(tools)),
+        count=count_of(count),
+        threshold=count_of(threshold),
+        key=optional_text_of(key),
+        message=text_of(message),
     )

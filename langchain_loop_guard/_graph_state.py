@@ -78,6 +78,7 @@ from langchain_loop_guard._observe import Site
 from langchain_loop_guard._outcomes import holds_answer, tool_outcome
 from langchain_loop_guard._public import safe_tool_name
 from langchain_loop_guard._runtime import ConfigInput, GuardRuntime, RunInspection, logger
+from langchain_loop_guard._view import successes_cannot_stop
 
 if TYPE_CHECKING:
     from langchain_loop_guard._detector import DetectorEvent
@@ -692,7 +693,7 @@ class GraphGuard(GuardRuntime):
             Signal.ELAPSED_TIME.value not in warned
         ):
             return False
-        if not _successes_are_quiet(exported, config):
+        if not successes_cannot_stop(exported, config.no_new_info_calls * config.progress_aware):
             return False
         for message in reversed(messages):
             if isinstance(message, AIMessage):
@@ -954,28 +955,6 @@ def _thread_id() -> str | None:
         return None
     thread = configurable.get("thread_id")
     return None if thread is None else str(thread)
-
-
-def _successes_are_quiet(exported: Mapping[str, Any], config: LoopGuardConfig) -> bool:
-    """Whether no successful result of the calls awaiting one can stop the run: none of them
-    is a repeat decided on its result (SPEC §11 N1), and a streak of results that say nothing
-    new cannot reach its limit with them (R6). Anything unreadable answers ``False``."""
-    calls, quiet = exported.get("calls"), exported.get("quiet")
-    if not isinstance(calls, list) or not isinstance(quiet, list) or len(quiet) != 2:
-        return False
-    pending = 0
-    for call in calls:
-        if not isinstance(call, list) or len(call) != 9:
-            return False
-        if call[3] == "pending":
-            if call[7] is not False and call[7] is not None:
-                return False  # decided on its result (None: the first of its signature)
-            pending += 1
-    count = quiet[1]
-    if type(count) is not int:
-        return False
-    threshold = config.no_new_info_calls if config.progress_aware else 0
-    return not threshold or count + pending < threshold
 
 
 def _load(stored: object, thread: str | None = None) -> GuardData:

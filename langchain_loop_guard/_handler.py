@@ -491,7 +491,7 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
             text, tool_calls, answer_id = _answer(response)
             key = assistant_key(text)
             named = [
-                (name, call_signature(name, args), call_id, arg_tokens(args))
+                (name, call_signature(name, args), call_id, arg_tokens(args, name))
                 for name, args, call_id in tool_calls
             ]
         with self._lock:
@@ -562,7 +562,7 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
         # digested before the lock is taken: other runs' callbacks need not wait for it
         arguments = inputs if inputs is not None else input_str
         signature = call_signature(name, arguments)
-        tokens = arg_tokens(arguments)
+        tokens = arg_tokens(arguments, name)
         with self._lock:
             run = self._start(run_id, parent_run_id, metadata, event="tool")
             if run is None:

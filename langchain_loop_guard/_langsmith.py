@@ -220,7 +220,7 @@ def _run(path: str, line: int, obj: Mapping[str, Any], order: int) -> _Run:
         run.io = inputs is not None and (bool(outputs) or failed or not done)
         run.signature = call_signature(name, dict(inputs or {}))
         run.call_id = _tool_call_id(obj, outputs or {})
-        tokens = arg_tokens(dict(inputs or {}))
+        tokens = arg_tokens(dict(inputs or {}), name)
         if run.stopped or not (done or failed):
             run.result = None  # blocked by the guard, or never finished: no outcome
         elif failed:
@@ -475,7 +475,7 @@ def _answers(inputs: Mapping[str, Any]) -> dict[str, tuple[bool, Outcome]]:
             for call in _tool_calls(message):
                 if isinstance(call.get("id"), str):
                     names[call["id"]] = str(call.get("name") or "unknown_tool")
-                    tokens[call["id"]] = arg_tokens(call.get("args"))
+                    tokens[call["id"]] = arg_tokens(call.get("args"), names[call["id"]])
         elif kind == "tool":
             call_id = message.get("tool_call_id")
             if not isinstance(call_id, str):

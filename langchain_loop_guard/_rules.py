@@ -12,32 +12,15 @@ Nothing here imports LangChain, LangGraph or pydantic.
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING, Literal
+from itertools import islice
 
-from langchain_loop_guard._signature import digest, near_equal
+from langchain_loop_guard._signature import digest, near_equal, near_reply
+from langchain_loop_guard._view import Call, RunView
 
-if TYPE_CHECKING:
-    from langchain_loop_guard._config import LoopGuardConfig
-
-__all__ = [
-    "RULES",
-    "Call",
-    "Detection",
-    "Limits",
-    "OutcomeKind",
-    "Rule",
-    "RunView",
-    "Signal",
-]
-
-OutcomeKind = Literal["pending", "ok", "error", "blocked"]
-
-_MAX_TOOLS = 64  # tools whose error streak and seen information a run remembers
-_MAX_INFO = 16  # pieces of information remembered per tool
+__all__ = ["RULES", "Detection", "Rule", "Signal"]
 
 
 class Signal(StrEnum):
@@ -53,6 +36,7 @@ class Signal(StrEnum):
     REPEATED_TOOL_ERROR = "repeated_tool_error"
     FAILING_TURNS = "failing_turns"
     REPEATED_ASSISTANT_RESPONSE = "repeated_assistant_response"
+    REPLY_CYCLE = "reply_cycle"
     TURN_COUNT = "turn_count"
     ELAPSED_TIME = "elapsed_time"
 
@@ -60,43 +44,6 @@ class Signal(StrEnum):
     def is_soft(self) -> bool:
         """Soft signals warn and never stop a run."""
         return self in (Signal.TURN_COUNT, Signal.ELAPSED_TIME)
-
-
-class Call:
-    """One tool call of the history: digests only.
-
-    ``outcome`` is the digest of the normalized result (``None`` while pending or when
-    blocked, which counts as equal to any); ``near`` a sketch of its lines with the numbers
-    left out (:func:`~._signature.near_equal` compares two); ``info`` what the result says
-    once the call's own argument values are removed (``""``: nothing; ``"="``: a result that
-    echoes nothing, which says its ``outcome``, kept only once); ``changed`` whether a
-    different call succeeded between this call and the previous one with its signature
-    (``None``: the history held no call with its signature).
-    ``tokens`` are keyed hashes of the argument values, kept only while the call is pending.
-    """
-
-    __slots__ = (
-        "call_id",
-        "changed",
-        "info",
-        "kind",
-        "name",
-        "near",
-        "outcome",
-        "sig",
-        "tokens",
-    )
-
-    def __init__(self, name: str, sig: str, call_id: str | None) -> None:
-        self.name = name
-        self.sig = sig
-        self.call_id = call_id
-        self.outcome: str | None = None
-        self.kind: OutcomeKind = "pending"
-        self.near: str | None = None
-        self.info: str | None = None
-        self.changed: bool | None = None
-        self.tokens: frozenset[int] | None = None
 
 
 @dataclass(slots=True)
@@ -109,252 +56,6 @@ class Detection:
     count: int
     threshold: int
     key: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class Limits:
-    """The numbers the rules read, taken once from a configuration."""
-
-    aware: bool
-    repeat: int
-    overrides: dict[str, int]
-    max_repeat: int
-    window: int
-    frequency: int
-    cycle_repeats: int
-    max_cycle: int
-    no_progress: int
-    max_sequence: int
-    near_repeat: int
-    no_new_info: int
-    error: int
-    failing_turns: int
-    assistant: int
-    history: int
-    sketched: int
-    """How many of the newest calls keep their near sketch: as far as a near repeat looks back
-    (0: all of them; the calls before it are never compared again)."""
-
-    @classmethod
-    def of(cls, config: LoopGuardConfig) -> Limits:
-        """The limits of ``config`` (progress-aware signals are off without awareness)."""
-        overrides = dict(config.tool_threshold_overrides)
-        aware = config.progress_aware
-        max_repeat = max([config.repeat_tool_threshold, *overrides.values()])
-        no_progress = config.no_progress_calls if aware else 0
-        # SPEC §11's signals need progress awareness: without it, the seed's exact rules
-        near_repeat = config.near_repeat_threshold if aware else 0
-        max_sequence = config.max_sequence_length if aware else 0
-        # Enough history for every signal: a repeat streak, a full cycle or sequence, a
-        # window and, for no progress, the longest streak plus the window before its first
-        # call; near repeats look back over their threshold's occurrences within a window each.
-        history = max(
-            config.frequency_window_size,
-            config.max_cycle_length * config.cycle_repeats,
-            max_sequence * config.cycle_repeats,
-            2 * max_sequence * (config.cycle_repeats - 1) + 1,  # long blocks walked again
-            max_repeat,
-            near_repeat,
-        )
-        if no_progress:
-            history = max(history, config.frequency_window_size + max(no_progress, max_repeat))
-        return cls(
-            aware=aware,
-            repeat=config.repeat_tool_threshold,
-            overrides=overrides,
-            max_repeat=max_repeat,
-            window=config.frequency_window_size,
-            frequency=config.repeat_frequency_threshold,
-            cycle_repeats=config.cycle_repeats,
-            max_cycle=config.max_cycle_length,
-            no_progress=no_progress,
-            max_sequence=max_sequence,
-            near_repeat=near_repeat,
-            no_new_info=config.no_new_info_calls if aware else 0,
-            error=config.repeat_error_threshold,
-            failing_turns=config.failing_turns if aware else 0,
-            assistant=config.repeat_assistant_threshold,
-            history=history,
-            sketched=2 * max(near_repeat, max_repeat) if near_repeat else 0,
-        )
-
-    def repeat_threshold(self, tool: str) -> int:
-        """The repeat threshold of ``tool`` (its override, or ``repeat_tool_threshold``)."""
-        return self.overrides.get(tool, self.repeat)
-
-    def window_threshold(self, tool: str) -> int:
-        """The window threshold of ``tool``: never below its repeat threshold."""
-        return max(self.frequency, self.repeat_threshold(tool))
-
-    def near_threshold(self, tool: str) -> int:
-        """The near-repeat threshold of ``tool`` (0: off): never below its repeat threshold."""
-        return max(self.near_repeat, self.repeat_threshold(tool)) if self.near_repeat else 0
-
-
-class RunView:
-    """The run as every rule sees it: recent calls and the streaks, digests and counts only.
-
-    The view does the bookkeeping of each event (:meth:`add_call`, :meth:`add_result`, …);
-    the rules only read it.
-    """
-
-    def __init__(self, limits: Limits) -> None:
-        self.limits = limits
-        self.calls: deque[Call] = deque(maxlen=limits.history)
-        self.clear()
-
-    def clear(self) -> None:
-        """Forget the run: history, streaks, turns."""
-        self.calls.clear()
-        self.seen = 0
-        self.turns = 0
-        # the error streak: the last error key and how often it came in a row; and each
-        # call's (by signature), which only a success that says something new ends
-        self.error: tuple[str | None, int] = (None, 0)
-        self.errors: dict[str, tuple[str, int]] = {}
-        # what each tool's results said (info digests), and the streak of results that said
-        # nothing new: (tool, count)
-        self.infos: dict[str, dict[str, str]] = {}  # tool -> {info digest: call signature}
-        self.quiet: tuple[str | None, int] = (None, 0)
-        # the current turn: calls announced by its response, results in, whether one worked,
-        # whether it was judged; and how many turns in a row failed
-        self.expected: int | None = None
-        self.results = 0
-        self.worked = False
-        self.judged = True
-        self.failing = 0
-        self.failing_grew = False
-        self.assistant: tuple[str | None, int] = (None, 0)
-
-    def resize(self, limits: Limits) -> None:
-        """Switch to ``limits``, keeping the history that still fits."""
-        self.limits = limits
-        self.calls = deque(self.calls, maxlen=limits.history)
-
-    # --- bookkeeping ---------------------------------------------------------------------
-
-    def add_call(self, call: Call) -> bool:
-        """Append ``call``, noting whether a different call succeeded since its last time;
-        whether the history held its signature."""
-        succeeded = False
-        for earlier in reversed(self.calls):
-            if earlier.sig == call.sig:
-                call.changed = succeeded
-                break
-            succeeded = succeeded or earlier.kind == "ok"
-        calls = self.calls
-        calls.append(call)
-        self.seen += 1
-        sketched = self.limits.sketched
-        if 0 < sketched < len(calls):
-            calls[-sketched - 1].near = None  # out of every near repeat's reach from now on
-        return call.changed is not None
-
-    def start_turn(self) -> None:
-        """A model call begins: the previous turn is judged if its response did not say."""
-        self.failing_grew = False
-        self._judge()
-        self.turns += 1
-        self.expected, self.results, self.worked, self.judged = None, 0, False, False
-
-    def add_answer(self, key: str | None, *, calls: int, in_context: bool) -> None:
-        """The model answered: with ``calls`` tool calls, or none (a turn with no action)."""
-        self.failing_grew = False
-        if calls:
-            self.expected = calls
-            return
-        if in_context and not self.judged:
-            self.judged = True  # an answer without a call: the turn did nothing
-            self._failed_turn()
-
-    def add_result(self, call: Call | None, name: str, failed: bool) -> None:
-        """A result came in (``call`` is ``None`` when no pending call could be found)."""
-        self.failing_grew = False
-        if call is None:
-            self.error = (None, 0)  # a success nobody asked for still ends the streak
-        else:
-            self._note_error(call.outcome if failed else None, call.sig)
-            if self._note_info(name, call) and not failed:
-                self.errors.clear()  # a success that says something new: progress
-        self.results += 1
-        if not failed:
-            self.worked = True
-        if self.expected is not None and self.results >= self.expected:
-            self._judge()
-
-    def user_message(self) -> None:
-        """A new human message: successful calls before it stop counting as repeats."""
-        for call in self.calls:
-            if call.kind == "ok":
-                call.sig = ""  # a signature no call has: it can no longer be repeated
-        self.failing, self.failing_grew, self.judged = 0, False, True
-        self.quiet = (None, 0)
-        self.infos.clear()
-        self.assistant = (None, 0)  # the same answer to a new question is no loop
-
-    def _judge(self) -> None:
-        if self.judged or (self.results == 0 and not self.worked):
-            return  # judged already, or a turn without results: it says nothing
-        self.judged = True
-        if self.worked:
-            self.failing = 0
-        else:
-            self._failed_turn()
-
-    def _failed_turn(self) -> None:
-        self.failing += 1
-        self.failing_grew = True
-
-    def _note_error(self, key: str | None, sig: str) -> None:
-        errors = self.errors
-        if key is None:  # a success ends the error streak, and this call's
-            self.error = (None, 0)
-            errors.pop(sig, None)
-            return
-        # the streak of the same error in a row (SPEC §2), and one per call: the same call
-        # failing the same way between successes that said nothing new (R4)
-        last, count = self.error
-        self.error = (key, count + 1 if last == key else 1)
-        last_call = errors.pop(sig, None)
-        errors[sig] = (
-            key,
-            last_call[1] + 1 if last_call is not None and last_call[0] == key else 1,
-        )
-        if len(errors) > _MAX_TOOLS:
-            del errors[next(iter(errors))]
-
-    def _note_info(self, name: str, call: Call) -> bool:
-        """Note what a result of ``name`` said; whether it was something new.
-
-        A result says nothing new when it is empty, or when it echoed the call's arguments
-        and, without them, another call of the tool said the same. The same call saying the
-        same again (a re-read), or a result that echoes nothing and was seen before (an
-        ``ok``), is left to the other signals: it neither adds to the streak nor ends it.
-        """
-        info, sig = call.info, call.sig
-        if info is None:
-            return False
-        if info == "=":  # a result that echoes nothing says its outcome
-            info = call.outcome or ""
-        seen = self.infos.get(name)
-        said = None if seen is None else seen.get(info)
-        if info and said is None:  # something new: the streak ends
-            if seen is None:
-                seen = self.infos[name] = {}
-                if len(self.infos) > _MAX_TOOLS:
-                    del self.infos[next(iter(self.infos))]
-            seen[info] = sig
-            if len(seen) > _MAX_INFO:
-                del seen[next(iter(seen))]
-            self.quiet = (None, 0)
-            return True
-        if said == sig or call.info == "=" or call.changed is not None:
-            # a re-read, a result that echoed nothing, a call made before: neither new nor
-            # empty (a call walked again is the repeat, cycle and sequence rules' business)
-            return False
-        tool, count = self.quiet
-        self.quiet = (name, count + 1 if tool == name else 1)
-        return False
 
 
 # --- progress-aware counting -----------------------------------------------------------------
@@ -385,18 +86,20 @@ def _chain(sig: str, earlier: Iterable[Call], aware: bool, ref: str | None = Non
     return count
 
 
-def _near_chain(sig: str, earlier: Iterable[Call], ref: Call | None) -> int:
-    """How many of the ``earlier`` occurrences of ``sig`` (newest first) came out nearly
-    the same, each like the next newer one (``ref``: the call being decided, if it returned),
-    back to the first one made after a different call succeeded.
+def _near_chain(cur: Call, earlier: Iterable[Call], ref: Call | None) -> int:
+    """How many of the ``earlier`` occurrences of ``cur``'s signature (newest first) came
+    out nearly the same, each like the next newer one (``ref``: the call being decided, if it
+    returned), back to the first one made after a different call succeeded. The calls of one
+    answer count once (SPEC §12 N6).
     """
-    count = 0
+    count, sig, batch = 0, cur.sig, cur.batch
     for call in earlier:
-        if call.sig != sig:
+        if call.sig != sig or call.batch == batch:
             continue
         if ref is not None and not _nearly(call, ref):
             break
         count += 1
+        batch = call.batch
         if call.changed:
             break  # a different call succeeded before this one: that may be what changed
         if call.kind in ("ok", "error"):
@@ -511,13 +214,27 @@ def _frequency(view: RunView, seq: Sequence[Call], index: int) -> Detection | No
     cur = seq[index]
     limits = view.limits
     threshold = limits.window_threshold(cur.name)
-    earlier = seq[max(0, index - limits.window + 1) : index]
-    if 1 + sum(1 for c in earlier if c.sig == cur.sig) < threshold:
+    earlier = [
+        c for c in seq[max(0, index - limits.window + 1) : index] if c.batch != cur.batch
+    ]  # the calls of one answer are one decision: its siblings are not its repeats (N6)
+    if 1 + len({c.batch for c in earlier if c.sig == cur.sig}) < threshold:
         return None
-    count = 1 + _chain(cur.sig, reversed(earlier), limits.aware, cur.outcome)
+    count = 1 + _chain(cur.sig, reversed(_first_of_each_answer(earlier)), limits.aware, cur.outcome)
     if count < threshold:
         return None
     return Detection(Signal.TOOL_FREQUENCY, cur.name, (cur.name,), count, threshold, cur.sig)
+
+
+def _first_of_each_answer(calls: list[Call]) -> list[Call]:
+    """``calls`` with each answer's repeats of a call left out: an answer counts once."""
+    kept: list[Call] = []
+    seen: set[tuple[int, str]] = set()
+    for call in calls:
+        mark = (call.batch, call.sig)
+        if mark not in seen:
+            seen.add(mark)
+            kept.append(call)
+    return kept
 
 
 def no_progress(view: RunView, seq: Sequence[Call], sigs: list[str]) -> Detection | None:
@@ -646,7 +363,7 @@ def near_repeat(view: RunView, seq: Sequence[Call], sigs: list[str]) -> Detectio
     threshold = view.limits.near_threshold(cur.name)
     if not threshold or cur.changed or sigs.count(cur.sig) < threshold:
         return None
-    count = 1 + _near_chain(cur.sig, reversed(seq[-2 * threshold : -1]), None)
+    count = 1 + _near_chain(cur, reversed(seq[-2 * threshold : -1]), None)
     return _near(cur, count, threshold)
 
 
@@ -658,39 +375,61 @@ def _near(cur: Call, count: int, threshold: int) -> Detection | None:
     )
 
 
-def no_new_info(view: RunView, call: Call | None, name: str) -> Detection | None:
-    """One tool called again and again with new arguments, and nothing new comes back:
-    each result empty, or what an earlier one said once the call's own argument values are
-    removed (``No matches found for "<arg>"``), ``no_new_info_calls`` times in a row while
-    no other call brought anything new either (SPEC §11 R6).
+def no_new_info(view: RunView, *_: object) -> Detection | None:
+    """Model answers in a row whose calls brought nothing new: every result a failure, an
+    empty output, a search that found nothing or an output the run had seen. A call that
+    changed something (a write that prints nothing, SPEC §12 N9) or brought something new
+    ends the streak; the calls of one answer count once (SPEC §11 R6, §12 R8, N6).
     """
     threshold = view.limits.no_new_info
-    tool, count = view.quiet
-    if not threshold or tool != name or count < threshold or call is None:
+    count = view.quiet
+    if not threshold or not view.quiet_grew or count < threshold:
         return None
-    return Detection(Signal.NO_NEW_INFO, name, (name,), count, threshold, digest("info", name))
+    tools = view.quiet_tools
+    return Detection(
+        Signal.NO_NEW_INFO, tools[-1] if tools else None, tools, count, threshold, digest("info")
+    )
 
 
 def repeated_error(view: RunView, call: Call | None, name: str) -> Detection | None:
-    """The same normalized error from one tool ``repeat_error_threshold`` times in a row.
+    """The same failure again (SPEC §2, §11 R4, §12 R4'), counted three ways, the calls of
+    one answer once:
 
-    A success of that tool ends the streak, and so does any success that says something new
-    (an edit, a new listing); a failing call retried between successes that say nothing (a
-    ``think`` step) is still a loop (SPEC §11 R4).
+    - one tool's error ``repeat_error_threshold`` times in a row (any success ends it);
+    - the same call failing the same way that often within the window, when nothing that
+      came between brought something new (a ``think`` step, a silent edit);
+    - one tool's error ``error_often`` times within the window, more often than anything new
+      came back since the first of them: the agent keeps hitting the same wall.
     """
-    threshold = view.limits.error
     if call is None or call.kind != "error":
         return None
-    by_call = view.errors.get(call.sig, ("", 0)) if view.limits.aware else ("", 0)
-    key, count = max(view.error, by_call, key=lambda item: item[1])
-    if key is None or count < threshold:
+    limits = view.limits
+    key, count = view.error
+    if count >= limits.error:
+        return Detection(Signal.REPEATED_TOOL_ERROR, name, (name,), count, limits.error, key)
+    if not limits.aware:
         return None
-    return Detection(Signal.REPEATED_TOOL_ERROR, name, (name,), count, threshold, key)
+    key, sig = call.outcome, call.sig
+    quiet, failures, news, news_then = 1, {call.batch}, 0, 0
+    for earlier in islice(reversed(view.calls), limits.window):
+        if earlier.kind == "error" and earlier.outcome == key:
+            if earlier.batch not in failures:
+                failures.add(earlier.batch)
+                news_then = news
+                quiet += earlier.sig == sig and not news
+        elif earlier.fresh:
+            news += 1
+    if quiet >= limits.error:
+        return Detection(Signal.REPEATED_TOOL_ERROR, name, (name,), quiet, limits.error, key)
+    often = limits.error_often
+    if len(failures) >= often and len(failures) > news_then:
+        return Detection(Signal.REPEATED_TOOL_ERROR, name, (name,), len(failures), often, key)
+    return None
 
 
 def failing_turns(view: RunView, *_: object) -> Detection | None:
     """``failing_turns`` model turns in a row in which no tool call succeeded, whatever the
-    error texts, or that gave no action at all (SPEC §11 R3).
+    error texts, or in which the model answered and was asked again (SPEC §11 R3, §12 N8).
     """
     threshold = view.limits.failing_turns
     if not threshold or not view.failing_grew or view.failing < threshold:
@@ -702,13 +441,43 @@ def failing_turns(view: RunView, *_: object) -> Detection | None:
 
 def repeated_response(view: RunView) -> Detection | None:
     """The same assistant text ``repeat_assistant_threshold`` times in a row, each produced
-    with the previous one in the model's input (SPEC §2, §11 N2).
+    with the previous one in the model's input (SPEC §2, §11 N2), new human messages between
+    them or not (SPEC §12 R9).
     """
     key, count = view.assistant
     threshold = view.limits.assistant
     if key is None or count < threshold:
         return None
     return Detection(Signal.REPEATED_ASSISTANT_RESPONSE, None, (), count, threshold, key)
+
+
+def reply_cycle(view: RunView) -> Detection | None:
+    """Replies going round: a cycle of 1..``reply_cycle_length`` replies, each nearly the
+    same as the one a lap before (equal but for numbers and punctuation, or sharing nearly all
+    their words), ``cycle_repeats`` laps, never fewer than the same reply in a row needs
+    (SPEC §12 R9).
+    """
+    limits = view.limits
+    laps, replies = limits.reply_laps, view.replies
+    for length in range(1, limits.reply_cycle + 1):
+        span = length * laps
+        if len(replies) < span:
+            return None
+        recent = list(replies)[-span:]
+        if all(_same_reply(recent[i], recent[i + length]) for i in range(span - length)):
+            return Detection(
+                Signal.REPLY_CYCLE,
+                None,
+                (),
+                laps,
+                laps,
+                digest("replies", *sorted({key for key, _ in recent[:length]})),
+            )
+    return None
+
+
+def _same_reply(a: tuple[str, str | None], b: tuple[str, str | None]) -> bool:
+    return a[0] == b[0] or (a[1] is not None and b[1] is not None and near_reply(a[1], b[1]))
 
 
 @dataclass(frozen=True, slots=True)
@@ -732,7 +501,7 @@ RULES: tuple[Rule, ...] = (
     Rule(Signal.NO_PROGRESS, on_call=no_progress, on_result=no_progress_after_change),
     Rule(Signal.REPEATED_SEQUENCE, on_call=repeated_sequence, new_calls=True),
     Rule(Signal.NEAR_REPEAT, on_call=near_repeat),
-    Rule(Signal.NO_NEW_INFO, on_result=no_new_info),
+    Rule(Signal.NO_NEW_INFO, on_result=no_new_info, on_turn=no_new_info),
     Rule(Signal.REPEATED_TOOL_ERROR, on_result=repeated_error),
     Rule(
         Signal.FAILING_TURNS,
@@ -741,6 +510,7 @@ RULES: tuple[Rule, ...] = (
         on_answer=failing_turns,
     ),
     Rule(Signal.REPEATED_ASSISTANT_RESPONSE, on_answer=repeated_response),
+    Rule(Signal.REPLY_CYCLE, on_answer=reply_cycle),
 )
 """Every hard signal, in report order: the first that fires on an event is reported."""
 

@@ -25,18 +25,23 @@ from typing import NamedTuple, cast
 from pydantic import BaseModel
 
 __all__ = [
+    "EFFECT",
+    "NEAR_LINES",
     "Outcome",
     "arg_tokens",
     "assistant_key",
     "call_signature",
     "canonical",
+    "changes_something",
     "digest",
     "error_key",
     "error_text",
     "near_equal",
+    "near_reply",
     "normalize_outcome",
     "outcome",
     "outcome_digest",
+    "reply_sketch",
 ]
 
 _MAX_DEPTH = 200
@@ -355,8 +360,10 @@ _VOLATILE = re.compile(
                 (?:[T\ ]\x00\x00:\x00\x00(?::\x00\x00(?:[.,]\x00++)?)?
                    (?:Z|[+-]\x00\x00:?\x00\x00)?)?
               | \x00?:\x00\x00:\x00\x00(?:[.,]\x00++)?  # a time of day
-              | \x00*+(?:\.\x00++)?\ ?  # a duration
+              | \x00*+\.\x00++\ ?  # a measured duration: a fraction of any unit
                 (?:[nu]s|\xc2\xb5s|ms|m(?:in(?:ute)?s?)?|s(?:ecs?|econds?)?|h(?:ours?)?)
+              | \x00*+\ ?(?:[nu]s|\xc2\xb5s|ms)  # or whole sub-second units (an age in
+                # whole seconds, minutes or hours moves with the world: kept, SPEC 12 N7)
             )
             (?![%(w)b])  # and ends where the word does
         )
@@ -568,6 +575,8 @@ def error_key(tool: str, error: object) -> str:
 # --- near outcomes and the information in them (SPEC §11 R1, R6) -----------------------------
 
 _SKETCH = 8  # line hashes kept per outcome: the smallest, a sample of its distinct lines
+NEAR_LINES = 20
+"""Results of at least this many lines are compared nearly (a file view, a listing)."""
 _NEAR_SHARE = 6  # sketch entries two outcomes share at least to be nearly the same
 _SHORT = 256  # characters: longer results always count as information
 
@@ -577,8 +586,10 @@ class Outcome(NamedTuple):
 
     key: str
     """The outcome digest (a success) or the error key (a failure)."""
-    near: str
-    """The sketch :func:`near_equal` compares: the result's lines with numbers left out."""
+    near: str | None
+    """The sketch :func:`near_equal` compares: the result's lines with numbers left out;
+    ``None`` for a result shorter than :data:`NEAR_LINES` lines, which is compared exactly
+    (numbers that move in a short status are progress, SPEC §12 N7)."""
     info: str
     """What the result says once the call's argument values are removed (``""``: nothing)."""
 
@@ -614,8 +625,13 @@ def near_equal(a: str | None, b: str | None) -> bool:
     return len(shared) >= min(_NEAR_SHARE, len(a) // 8, len(b) // 8)
 
 
-def arg_tokens(args: object) -> frozenset[int]:
-    """Hashes of the words in a call's argument values, to find them in its result.
+EFFECT = 1 << 32
+"""The mark among a call's argument hashes (no CRC has it) of a call that changes something."""
+
+
+def arg_tokens(args: object, name: str = "") -> frozenset[int]:
+    """Hashes of the words in a call's argument values, to find them in its result, and
+    :data:`EFFECT` when the call changes something (:func:`changes_something`).
 
     32-bit CRCs, the same in every process (a pending call's hashes are part of the exported
     state, which sits next to the messages that hold the arguments themselves). At most
@@ -628,9 +644,94 @@ def arg_tokens(args: object) -> frozenset[int]:
         _strings_of(args, strings, 0)
     except Exception:  # noqa: BLE001, S110
         pass
-    if not strings:
-        return frozenset()
-    return frozenset(map(zlib.crc32, _words(" ".join(strings))[:_MAX_WORDS]))
+    tokens = map(zlib.crc32, _words(" ".join(strings))[:_MAX_WORDS]) if strings else ()
+    if changes_something(name, args):
+        return frozenset((*tokens, EFFECT))
+    return frozenset(tokens)
+
+
+# A call changes something when its tool's name says so (``write_file``, ``createUser``), or
+# its shell command does: a command that changes the shell or the files, a redirect into a file,
+# a here-document, an in-place ``sed``. An empty result of such a call is work done, not a search
+# that found nothing (SPEC §12 N9).
+_NAME_VERBS = frozenset(
+    [
+        "write",
+        "create",
+        "mkdir",
+        "touch",
+        "save",
+        "store",
+        "put",
+        "set",
+        "update",
+        "upsert",
+        "insert",
+        "append",
+        "delete",
+        "remove",
+        "move",
+        "copy",
+        "rename",
+        "edit",
+        "patch",
+        "replace",
+        "apply",
+        "install",
+        "uninstall",
+        "commit",
+        "push",
+        "upload",
+        "send",
+        "post",
+    ]
+)
+_SHELL_VERBS = frozenset(
+    [
+        "cd",
+        "pushd",
+        "popd",
+        "export",
+        "unset",
+        "source",
+        "alias",
+        "mkdir",
+        "rmdir",
+        "touch",
+        "rm",
+        "mv",
+        "cp",
+        "ln",
+        "chmod",
+        "chown",
+        "tee",
+        "truncate",
+        "install",
+        "kill",
+        "pkill",
+    ]
+)
+_NAME_WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
+_COMMAND_KEYS = ("command", "cmd", "script")
+_WRITES = re.compile(r"(?<![0-9&>])>>?(?![>&]|\s*/dev/null)|<<|\bsed\s+(?:-\w+\s+)*-i")
+
+
+def changes_something(name: str, args: object = None) -> bool:
+    """Whether a call of ``name`` with ``args`` changes something: by its tool's name, or
+    by the shell command it runs (``args`` a string, or its ``command`` value)."""
+    if any(word.lower() in _NAME_VERBS for word in _NAME_WORD.findall(name)):
+        return True
+    command = args if isinstance(args, str) else None
+    if type(args) is dict:
+        command = next((args[key] for key in _COMMAND_KEYS if type(args.get(key)) is str), None)
+    if not command:
+        return False
+    words = command[:1024].split()
+    while words and (words[0] == "sudo" or "=" in words[0]):
+        del words[0]  # ``sudo`` and variable assignments before the command itself
+    if words and words[0].rsplit("/", 1)[-1] in _SHELL_VERBS:
+        return True
+    return _WRITES.search(command[:1024]) is not None
 
 
 _DELIMITERS = bytes.maketrans(b"\"'`()[]{},;:=", b" " * 13)
@@ -669,11 +770,26 @@ def _strings_of(value: object, strings: list[str], depth: int) -> None:
                 _strings_of(item, strings, depth + 1)
 
 
+_NOTHING = frozenset(
+    b"no not none nothing empty zero 0 No Not None Nothing Empty Zero NO NOT".split()
+)
+"""Words by which a short result that repeats the query says it found nothing."""
+
+
 def _info(text: str, key: str, tokens: frozenset[int] | None) -> str:
-    """``""`` for an empty result; ``"~"`` and a digest for a short one that echoed the
-    call's argument values, without them; ``"="`` and its key for any other (a result that
-    echoes nothing is what it is: an ``ok`` is no search that came back empty).
+    """What a result says, for the no-new-information streak: ``""`` when nothing (empty, or
+    only the call's own argument values); for a short result that echoed them, ``"~"`` and a
+    digest of the rest, or ``"!"`` and one when the rest says nothing was found
+    (``No matches found for "<arg>"``); ``"="`` and its key for any other (a result that
+    echoes nothing is what it is: an ``ok`` is no search that came back empty). The result of
+    a call that changes something (:data:`EFFECT`) has a ``"."`` in front: work was done.
     """
+    if tokens and EFFECT in tokens:
+        return "." + _said(text, key, tokens)
+    return _said(text, key, tokens)
+
+
+def _said(text: str, key: str, tokens: frozenset[int] | None) -> str:
     if len(text) > _SHORT:
         return "=" + key
     words = _words(text)
@@ -682,8 +798,38 @@ def _info(text: str, key: str, tokens: frozenset[int] | None) -> str:
     if tokens:
         kept = [word for word in words if zlib.crc32(word) not in tokens]
         if len(kept) < len(words):
-            return "~" + _tagged(_INFO_HASH, b" ".join(kept))
+            if not kept:
+                return ""
+            mark = "!" if _NOTHING.intersection(kept) else "~"
+            return mark + _tagged(_INFO_HASH, b" ".join(kept))
     return "=" + key
+
+
+def _without(text: str, tokens: frozenset[int] | None) -> str:
+    """``text`` without what echoes the call's argument values: the lines made mostly of
+    them (the code of an edit that a linter refused, say), and the argument words of short
+    lines (``sudo: nano: command not found``). Lines left with no word go too, once
+    anything was echoed."""
+    if not tokens:
+        return text
+    kept: list[bytes] = []
+    echoes = False
+    for line in text.encode("utf-8", "surrogatepass").split(b"\n"):
+        words = [w for w in line.translate(_DELIMITERS).split() if not w.isdigit()]
+        if not words:
+            continue
+        echoed = [zlib.crc32(w) in tokens for w in words]
+        if sum(echoed) * 2 > len(words):
+            echoes = True
+        elif any(echoed) and len(words) <= _SHORT_LINE:
+            echoes = True
+            kept.append(b" ".join(w for w, e in zip(words, echoed, strict=True) if not e))
+        else:
+            kept.append(line)
+    return b"\n".join(kept).decode("utf-8", "surrogatepass") if echoes else text
+
+
+_SHORT_LINE = 6  # words: a line this short that names an argument is about that argument
 
 
 def outcome(
@@ -696,11 +842,44 @@ def outcome(
     """The digests of a result: ``output``, or ``error`` (an exception or text) of ``tool``."""
     if error is not None:
         text = _error_text(error)
-        key = digest("error", tool, _masked(text, digits=False))
+        key = digest("error", tool, _masked(_without(text, tokens), digits=False))
     else:
         text = _text_of(output)
         key = _tagged(_OUTCOME_HASH, _masked(text, digits=True))
-    return Outcome(key, _sketch(text), _info(text, key, tokens))
+    near = _sketch(text) if text.count("\n") + 1 >= NEAR_LINES else None
+    return Outcome(key, near, _info(text, key, tokens))
+
+
+_PUNCTUATION_MARKS = b".!?,;:'\"()[]{}*_#`-"
+_PUNCTUATION = bytes.maketrans(_PUNCTUATION_MARKS, b" " * len(_PUNCTUATION_MARKS))
+
+
+def reply_sketch(text: object) -> str:
+    """A sample of a reply's distinct words (the smallest of their hashes), lower-cased,
+    without numbers and punctuation: :func:`near_reply` compares two (SPEC §12 R9)."""
+    data = _collapse(_text_of(text)).lower().encode("utf-8", "surrogatepass")
+    words = set(data.translate(_PUNCTUATION).split())
+    hashes = sorted(zlib.crc32(word) for word in words if not _has_digit(word))[:_REPLY_WORDS]
+    return struct.pack(f">{len(hashes)}I", *hashes).hex()
+
+
+_REPLY_WORDS = 32
+_NEAR_REPLY = 0.8
+
+
+def near_reply(a: str, b: str) -> bool:
+    """Whether two reply sketches share nearly all their words: at least 80% of the words
+    of either are words of both (their Jaccard similarity, exact for replies of up to 32
+    distinct words, estimated on the samples for longer ones)."""
+    if a == b:
+        return True
+    first = {a[i : i + 8] for i in range(0, len(a), 8)}
+    second = {b[i : i + 8] for i in range(0, len(b), 8)}
+    return len(first & second) >= _NEAR_REPLY * len(first | second) > 0
+
+
+def _has_digit(word: bytes) -> bool:
+    return len(word.translate(None, b"0123456789")) < len(word)
 
 
 def assistant_key(text: object) -> str | None:

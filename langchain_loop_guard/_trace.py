@@ -75,7 +75,7 @@ _FIELDS: Final[Mapping[str, frozenset[str]]] = {
     "user_message": frozenset(),
     "tool_call": frozenset({"tool", "d", "id"}),
     "tool_result": frozenset({"tool", "d", "id", "outcome", "n", "i"}),
-    "assistant_message": frozenset({"d", "calls", "ctx"}),
+    "assistant_message": frozenset({"d", "calls", "ctx", "n"}),
 }
 _REQUIRED: Final[Mapping[str, frozenset[str]]] = {
     **{kind: frozenset() for kind in ("turn_start", "tick", "reset", "release", "user_message")},
@@ -136,8 +136,11 @@ def _public_sketch(near: str, secret: bytes | None) -> str:
 
 
 def _public_info(info: str, secret: bytes | None) -> str:
-    """An information digest keyed, its kind (``~`` or ``=``, none when empty) kept."""
-    return info[:1] + public_digest(info[1:], secret) if info else ""
+    """An information digest keyed, its kind kept (``.`` for work done, then ``~``, ``!`` or
+    ``=``; none when nothing was said)."""
+    kind = info[: len(info) - len(info.lstrip(".~!="))]
+    rest = info[len(kind) :]
+    return kind + public_digest(rest, secret) if rest else kind
 
 
 def encode_event(run: str, event: DetectorEvent, *, secret: bytes | None = None) -> dict[str, Any]:
@@ -163,6 +166,8 @@ def encode_event(run: str, event: DetectorEvent, *, secret: bytes | None = None)
         line["calls"] = event.calls
         if not event.in_context:
             line["ctx"] = False
+        if event.near is not None:
+            line["n"] = _public_sketch(event.near, secret)
     verdict = event.verdict
     if verdict.signal is not None:
         encoded: dict[str, Any] = {

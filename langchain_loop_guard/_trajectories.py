@@ -104,7 +104,7 @@ def _event(
     if kind == "call":
         args = event.get("args")
         sig = call_signature(name, args)
-        tokens[key] = arg_tokens(args)
+        tokens[key] = arg_tokens(args, name)
         if len(tokens) > _MAX_PENDING:
             del tokens[next(iter(tokens))]
         return DetectorEvent(kind="tool_call", tool=name, digest=sig, call_id=call_id)

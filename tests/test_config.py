@@ -45,8 +45,10 @@ SPEC_DEFAULTS: dict[str, object] = {
     # SPEC §11 (v3), calibrated on real agent runs
     "near_repeat_threshold": 4,
     "max_sequence_length": 6,
-    "no_new_info_calls": 9,
+    "no_new_info_calls": 10,
     "failing_turns": 6,
+    # SPEC §12 (v3.1)
+    "reply_cycle_length": 4,
     "nudges": 0,
     "scope": "run",
 }
@@ -70,6 +72,7 @@ CAMEL_CASE = [
     ("maxSequenceLength", "max_sequence_length", 8),
     ("noNewInfoCalls", "no_new_info_calls", 12),
     ("failingTurns", "failing_turns", 0),
+    ("replyCycleLength", "reply_cycle_length", 2),
 ]
 
 # SPEC §5's environment variables, with a value, its field and the parsed value.
@@ -99,6 +102,7 @@ ENVIRONMENT = [
     ("LOOP_GUARD_MAX_SEQUENCE_LENGTH", "0", "max_sequence_length", 0),
     ("LOOP_GUARD_NO_NEW_INFO", "0", "no_new_info_calls", 0),
     ("LOOP_GUARD_FAILING_TURNS", "12", "failing_turns", 12),
+    ("LOOP_GUARD_REPLY_CYCLE", "0", "reply_cycle_length", 0),
     ("LOOP_GUARD_NUDGES", "2", "nudges", 2),
     ("LOOP_GUARD_SCOPE", "thread", "scope", "thread"),
 ]
@@ -398,6 +402,11 @@ BOUNDS = [
     ("no_new_info_calls", 1000, True),
     ("failing_turns", 1, False),
     ("failing_turns", 0, True),
+    ("reply_cycle_length", -1, False),
+    ("reply_cycle_length", 0, True),
+    ("reply_cycle_length", 1, True),
+    ("reply_cycle_length", 20, True),
+    ("reply_cycle_length", 21, False),
     ("nudges", -1, False),
     ("nudges", 0, True),
     ("nudges", 1000, True),
@@ -1198,6 +1207,7 @@ def test_environment_table_is_the_specs() -> None:
         "LOOP_GUARD_MAX_SEQUENCE_LENGTH",
         "LOOP_GUARD_NO_NEW_INFO",
         "LOOP_GUARD_FAILING_TURNS",
+        "LOOP_GUARD_REPLY_CYCLE",
         "LOOP_GUARD_NUDGES",
         "LOOP_GUARD_SCOPE",
     ]

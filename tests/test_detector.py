@@ -22,6 +22,11 @@ if TYPE_CHECKING:
 # --- scripting --------------------------------------------------------------------------------
 
 
+def _letters(n: int) -> str:
+    """``n`` spelled in letters: a word that no other ``n`` gives (numbers are masked)."""
+    return "".join(chr(97 + int(digit)) for digit in str(n))
+
+
 @dataclass(frozen=True)
 class Call:
     """A tool call and its result: ``output``, or ``error`` when that is set."""
@@ -166,10 +171,14 @@ def _rotating(i: int) -> Step:
 
 
 def _growing(i: int) -> Step:
-    """The same edit applied again: the file view grows by its block each time (R1)."""
-    block = "\n".join(f"{n}: value = compute(x)" for n in range(1, i + 2))
+    """The same edit applied again: the file view (20 lines and more) grows by its block each
+    time (R1')."""
+    body = "\n".join(f"{n}: line {_letters(n)} of the module" for n in range(1, 21))
+    block = "\n".join(f"{n}: value = compute(x)" for n in range(21, i + 22))
     return Call(
-        "edit", {"line": 1, "text": "value = compute(x)"}, f"[File: a.py ({i + 1} lines)]\n{block}"
+        "edit",
+        {"line": 1, "text": "value = compute(x)"},
+        f"[File: a.py ({i + 21} lines)]\n{body}\n{block}",
     )
 
 
@@ -179,8 +188,8 @@ def _no_match(i: int) -> Step:
 
 
 def _failing_turn(i: int) -> Step:
-    """A turn whose only call fails, the error texts alternating (R3)."""
-    return Round((Call("run", {"n": i}, error=["SyntaxError: bad", "NameError: x"][i % 2]),))
+    """A turn whose only call fails, each time another way (R3)."""
+    return Round((Call("run", {"n": i}, error=f"ValueError: no {_letters(i)}"),))
 
 
 LOOPS = [
@@ -299,10 +308,10 @@ LOOPS = [
         id="near-override=8",
     ),
     pytest.param(
-        Loop(Signal.NO_NEW_INFO, _no_match, 10, 9, action="abort"), id="no-new-info-default"
+        Loop(Signal.NO_NEW_INFO, _no_match, 10, 10, action="abort"), id="no-new-info-default"
     ),
     pytest.param(
-        Loop(Signal.NO_NEW_INFO, _no_match, 5, 4, {"no_new_info_calls": 4}, "abort"),
+        Loop(Signal.NO_NEW_INFO, _no_match, 4, 4, {"no_new_info_calls": 4}, "abort"),
         id="no-new-info-no_new_info_calls=4",
     ),
     pytest.param(
@@ -674,21 +683,23 @@ def test_exception_errors_count_like_text_errors() -> None:
 
 
 def test_any_success_clears_the_error_streak() -> None:
-    """error, error, success, error, error: no stop; the next error does."""
+    """error, error, success, error, error: no stop; the next error does (the window's count
+    of one error, SPEC §12 R4', loosened out of the way)."""
     err = [Call("run", {"n": n}, error="boom") for n in range(5)]
     ok = Call("other", {}, "fine")
-    d = detector()
+    d = detector(repeat_frequency_threshold=10)
     assert actions(run(d, [err[0], err[1], ok, err[2], err[3]])) == ["allow"] * 5
     assert feed(d, err[4]).signal is Signal.REPEATED_TOOL_ERROR
 
 
 def test_a_different_error_resets_the_error_streak() -> None:
-    """boom, boom, crash, boom, boom: no stop."""
+    """boom, boom, crash, boom, boom: no stop in a row (the window's count of one error,
+    SPEC §12 R4', loosened out of the way)."""
     steps: list[Step] = [
         Call("run", {"n": n}, error=text)
         for n, text in enumerate(["boom", "boom", "crash", "boom", "boom"])
     ]
-    assert first_stop(run(detector(), steps)) is None
+    assert first_stop(run(detector(repeat_frequency_threshold=10), steps)) is None
 
 
 def test_the_same_error_text_from_another_tool_is_another_error() -> None:
@@ -1023,7 +1034,7 @@ EVENTS: dict[str, Callable[[LoopDetector], Verdict]] = {
     "turn_start": lambda d: d.turn_start(),
     "tool_call": lambda d: d.tool_call("read", {"n": next(_fresh)}),
     "tool_result": lambda d: d.tool_result("read", "contents"),
-    "assistant_message": lambda d: d.assistant_message(f"Working on step {next(_fresh)}."),
+    "assistant_message": lambda d: d.assistant_message(f"Working on {_letters(next(_fresh))}."),
     "tick": lambda d: d.tick(),
 }
 
@@ -1161,35 +1172,44 @@ def test_short_numbers_in_an_output_are_progress() -> None:
     assert first_stop(run(detector(near_repeat_threshold=0), steps)) is None
 
 
-def test_a_poller_whose_output_changes_only_in_numbers_is_a_near_repeat() -> None:
-    """The same poll, only its percentage moving: stopped at the 4th (SPEC §11 R1); the stop
-    message names the keys that let such a poller run."""
-    steps = [same("status", f"progress {p}%") for p in range(45, 100, 5)]
-    stop = first_stop(run(detector(), steps))
+def test_a_poller_whose_numbers_move_is_never_a_near_repeat() -> None:
+    """The same poll, only its percentage moving: progress, however many polls (SPEC §12 N7,
+    which withdrew §11's stop at the 4th)."""
+    steps = [same("status", f"progress {p}%") for p in range(5, 100, 5)]
+    assert first_stop(run(detector(), steps)) is None
+
+
+def test_a_near_repeat_stop_names_the_keys_that_let_a_call_repeat() -> None:
+    """The stop message of a near repeat names ``tool_threshold_overrides`` and
+    ``ignore_tools``, which let a call that is meant to repeat run."""
+    stop = first_stop(run(detector(), [_growing(i) for i in range(6)]))
     assert stop is not None
-    assert (stop[0], stop[1].signal) == (4, Signal.NEAR_REPEAT)
+    assert stop[1].signal is Signal.NEAR_REPEAT
     assert "tool_threshold_overrides" in stop[1].message
     assert "ignore_tools" in stop[1].message
-    loosened = detector(tool_threshold_overrides={"status": 20})
-    assert first_stop(run(loosened, steps)) is None
+    loosened = detector(tool_threshold_overrides={"edit": 20})
+    assert first_stop(run(loosened, [_growing(i) for i in range(12)])) is None
 
 
 def test_only_the_calls_a_near_repeat_can_reach_keep_their_sketch() -> None:
     """A near repeat looks back twice its threshold: older calls drop their sketch (memory),
-    and a poller loosened by an override is still compared as far as its own threshold."""
+    a short result has none (it is compared exactly, SPEC §12 N7), and a call loosened by an
+    override is still compared as far as its own threshold."""
     d = detector()
-    run(d, [Call("read", {"path": f"f{n}"}, f"line one\nline two {n}") for n in range(30)])
+    long_view = "\n".join(f"line {_letters(n)}" for n in range(25))
+    run(d, [Call("read", {"path": f"f{n}"}, f"{long_view}\nend {n}") for n in range(30)])
     sketches = [call[5] for call in d.export_state()["calls"]]
     assert len(sketches) == 25
     assert sketches[:17] == [None] * 17
     assert None not in sketches[17:]  # the newest 2 x near_repeat_threshold
-    loosened = detector(tool_threshold_overrides={"status": 9})
-    steps = [same("status", f"progress {p}%") for p in range(10, 100, 10)]
-    stop = first_stop(run(loosened, steps))
+    run(d, [Call("read", {"path": "short"}, "one line")])
+    assert d.export_state()["calls"][-1][5] is None
+    loosened = detector(tool_threshold_overrides={"edit": 9})
+    stop = first_stop(run(loosened, [_growing(i) for i in range(9)]))
     assert stop is not None
     assert (stop[0], stop[1].signal) == (9, Signal.NEAR_REPEAT)
-    polls = loosened.export_state()["calls"]
-    assert [call[5] is not None for call in polls] == [True] * 8 + [False]  # the 9th: blocked
+    edits = loosened.export_state()["calls"]
+    assert [call[5] is not None for call in edits] == [True] * 8 + [False]  # the 9th: blocked
 
 
 def test_pending_outcomes_count_as_equal() -> None:
@@ -1496,7 +1516,7 @@ def test_only_turn_count_and_elapsed_time_are_soft() -> None:
 
 def test_signal_values_are_the_spec_names() -> None:
     """``Signal`` is a str enum of SPEC §10's names, in SPEC §2's table order, with the
-    signals of SPEC §11 after the ones they sharpen."""
+    signals of SPEC §11 and §12 after the ones they sharpen."""
     assert [s.value for s in Signal] == [
         "repeated_tool_call",
         "tool_cycle",
@@ -1508,6 +1528,7 @@ def test_signal_values_are_the_spec_names() -> None:
         "repeated_tool_error",
         "failing_turns",
         "repeated_assistant_response",
+        "reply_cycle",
         "turn_count",
         "elapsed_time",
     ]

@@ -253,7 +253,9 @@ LOOPING: dict[Signal, list[tuple[Any, ...]]] = {
         _step("poll"),
         ("loop", 4, 3),
     ],
-    Signal.NEAR_REPEAT: [_step("edit", {"n": 1}, f"{n} lines") for n in range(6)],
+    Signal.NEAR_REPEAT: [
+        _step("edit", {"n": 1}, "\n".join(["view", *["line"] * (20 + n)])) for n in range(6)
+    ],
     Signal.NO_NEW_INFO: [
         _step("find", {"name": f"N{n}"}, f'No matches for "N{n}"') for n in range(10)
     ],
@@ -268,6 +270,10 @@ LOOPING: dict[Signal, list[tuple[Any, ...]]] = {
         )
     ],
     Signal.REPEATED_ASSISTANT_RESPONSE: [("assistant_message", "Done.", []), ("loop", 1, 3)],
+    Signal.REPLY_CYCLE: [
+        ("assistant_message", text, [])
+        for text in ["Sorry, which order do you mean?", "Could you give me the order number?"] * 3
+    ],
 }
 """A stream that stops for each hard signal under the defaults; every property runs them."""
 
@@ -396,8 +402,9 @@ def test_detector_never_raises_and_keeps_its_invariants(
             latched = latched or verdict.stops
         assert d._view.calls.maxlen is not None
         assert len(d._view.calls) <= d._view.calls.maxlen
-        assert len(d._view.errors) <= 64
         assert len(d._view.infos) <= 64
+        assert d._view.replies.maxlen is not None
+        assert len(d._view.replies) <= d._view.replies.maxlen
         assert len(d._reported) <= _MAX_REPORTED
 
 

@@ -491,12 +491,13 @@ def test_korean_locale_gives_a_korean_stop_message(build: Callable[..., Any], ho
 # --- scope="thread" -------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("scope", "stopped_at"), [("thread", None), ("run", None)])
+@pytest.mark.parametrize(("scope", "stopped_at"), [("thread", 3), ("run", None)])
 def test_loop_spread_over_invocations_of_one_thread(
     build: Callable[..., Any], how: str, scope: str, stopped_at: int | None
 ) -> None:
-    """scope="thread": each new message makes the read a.py progress, and the same answer to
-    a new message is no loop either (SPEC §11 N3); scope="run" sees three short runs."""
+    """scope="thread": each new message makes the read a.py progress (SPEC §11 N3), but the
+    same reply to each new message, the third time, is a conversation going round (SPEC §12
+    R9); scope="run" sees three short runs."""
     read_file = scripted_tool("read_file", "contents")
     model = ScriptedChatModel(script=[call("read_file", {"path": "a.py"}), "Here it is."] * 3)
     agent = build(model, [read_file], checkpointer=InMemorySaver())

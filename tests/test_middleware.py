@@ -208,16 +208,24 @@ def test_after_model_counts_malformed_arguments_as_failed_calls() -> None:
     [
         (["error"] * 2, False),
         (["error"] * 3, True),
-        (["error", "error", "success", "error", "error"], False),
+        (["error", "success", "error"], False),
+        (["error", "error", "success", "error", "error"], True),
         (["error", "success", "error", "error", "error"], True),
     ],
-    ids=["two errors", "three errors", "a success between", "three after a success"],
+    ids=[
+        "two errors",
+        "three errors",
+        "a success between two",
+        "four with a success between",
+        "three after a success",
+    ],
 )
 def test_repeated_errors_stop_the_run_before_the_next_model_call(
     statuses: list[str], stops: bool
 ) -> None:
     """Error ToolMessages are error outcomes; three identical ones in a row end the run, and
-    the run's final message takes the place of the model's answer."""
+    so do four within the window with less news between them (SPEC §12 R4'); the run's final
+    message takes the place of the model's answer."""
     guard = _guard(on_stop="end")
     state: dict[str, Any] = {"messages": [HumanMessage("go")]}
     for index, status in enumerate(statuses):
@@ -788,16 +796,22 @@ def test_stop_messages_speak_the_configured_locale() -> None:
     assert final.content.startswith(stopped.split("{reason}")[0])
 
 
-def test_the_same_final_answer_to_new_questions_is_no_loop() -> None:
-    """Three questions on a thread, the same answer to each: a new human message is progress
-    (SPEC §11 N3), so nothing is nudged or stopped."""
-    model = ScriptedChatModel(script=["I cannot do that."], then="repeat")
-    agent = harness("middleware", model, [], config={"scope": "thread"}, nudges=1)
-    for question in ("a", "b", "c"):
-        result = agent.invoke(text=question)
-        assert result["messages"][-1].content == "I cannot do that."
+def test_the_same_reply_to_a_third_question_in_a_thread_is_a_conversation_going_round() -> None:
+    """Three questions on a thread, the same reply to each: the third is stopped (SPEC §12
+    R9); with ``scope="run"`` each question starts afresh and nothing is stopped."""
+    model = ScriptedChatModel(script=["I'm sorry, could you rephrase that?"], then="repeat")
+    agent = harness("middleware", model, [], config={"scope": "thread"})
+    agent.invoke(text="where is my order?")
+    agent.invoke(text="my order, the blue one")
+    with pytest.raises(LoopDetected) as stopped:
+        agent.invoke(text="order 1042, placed Monday")
+    assert stopped.value.signal is Signal.REPEATED_ASSISTANT_RESPONSE
+    fresh = ScriptedChatModel(script=["I'm sorry, could you rephrase that?"], then="repeat")
+    per_run = harness("middleware", fresh, [], config={"scope": "run"})
+    for question in ("where is my order?", "my order, the blue one", "order 1042"):
+        result = per_run.invoke(text=question)
+        assert result["messages"][-1].content == "I'm sorry, could you rephrase that?"
     assert not any(guard_kind(m) for m in result["messages"])
-    assert model.turns == 3
 
 
 def test_hint_reaches_the_model_once_per_call() -> None:

@@ -360,28 +360,34 @@ def _poller(config: dict[str, Any] | None = None) -> Any:
     )
 
 
-def test_a_poller_whose_percentage_only_moves_is_stopped_at_its_4th_running_poll() -> None:
-    """SPEC §11 R1: the identical poll, its output moving only in numbers, is a near repeat:
-    without configuration the 4th ``Running`` poll is stopped, and the stop message names
-    the keys that let such a poller run."""
+def test_a_poller_whose_percentage_moves_completes_untouched() -> None:
+    """SPEC §12 N7 (which withdrew §11's stop at the 4th poll): the identical poll whose
+    output moves only in numbers is progress; it runs to its answer without configuration."""
     graph = _poller()
-    with pytest.raises(LoopDetected) as caught:
-        graph.invoke()
-    stopped = (caught.value.signal, caught.value.tool, caught.value.count)
-    assert stopped == (Signal.NEAR_REPEAT, "job_status", 4)
-    assert "tool_threshold_overrides" in caught.value.message
-    assert "ignore_tools" in caught.value.message
-    assert graph.tool("job_status").calls == 4  # Pending and three Running polls ran
-
-
-def test_productive_polling_with_its_own_threshold_completes_untouched() -> None:
-    """The same poller given its own threshold, as the stop message says: it runs to its
-    answer."""
-    graph = _poller({"tool_threshold_overrides": {"job_status": 6}})
     result = graph.invoke()
     assert guard_messages(result["messages"]) == []
     assert result["messages"][-1].content == "Done."
     assert graph.tool("job_status").calls == len(_POLL_STATUSES)
+
+
+def test_a_poll_that_does_not_move_at_all_is_still_an_exact_repeat() -> None:
+    """N7's other side: a status that does not move, numbers included, is stopped at the
+    third identical poll (SPEC §2), and a poller given its own threshold runs on."""
+    statuses = ["Pending", "Running 40%", "Running 40%", "Running 40%", "Done"]
+    script: list[Any] = [call("job_status", {"id": 7})] * len(statuses) + ["Done."]
+    graph = harness(
+        "node", ScriptedChatModel(script=script), [scripted_tool("job_status", *statuses)]
+    )
+    with pytest.raises(LoopDetected) as caught:
+        graph.invoke()
+    assert (caught.value.signal, caught.value.tool) == (Signal.REPEATED_TOOL_CALL, "job_status")
+    loosened = harness(
+        "node",
+        ScriptedChatModel(script=script),
+        [scripted_tool("job_status", *statuses)],
+        config={"tool_threshold_overrides": {"job_status": 6}},
+    )
+    assert loosened.invoke()["messages"][-1].content == "Done."
 
 
 def test_mode_off_changes_nothing() -> None:

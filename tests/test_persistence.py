@@ -55,11 +55,20 @@ def test_loop_spread_across_interrupts_and_resumes_is_caught(kind: Kind, scope: 
 def test_thread_scope_lets_one_successful_call_per_user_message_run(kind: Kind) -> None:
     """scope="thread": one identical successful call per user message is an ordinary
     conversation (SPEC §11 N3), however many messages come."""
-    steps = iter([call("read_file", {"path": "a.txt"}), "Read it."] * 5)
+    replies = [
+        "The file has one line, x.",
+        "It was last changed by the build script.",
+        "Nobody else reads it, as far as I can see.",
+        "You can safely rename it to b.txt.",
+        "I would keep a backup before deleting it.",
+    ]
+    steps = iter(
+        [step for reply in replies for step in (call("read_file", {"path": "a.txt"}), reply)]
+    )
     model = ScriptedChatModel(script=[lambda messages: next(steps)], then="repeat")
     agent = harness(kind, model, [scripted_tool("read_file", "x")], config={"scope": "thread"})
-    for text in ("first", "second", "third", "fourth", "fifth"):
-        assert agent.invoke(text=text)["messages"][-1].content == "Read it."
+    for text, reply in zip(("first", "second", "third", "fourth", "fifth"), replies, strict=True):
+        assert agent.invoke(text=text)["messages"][-1].content == reply
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -12,8 +12,9 @@ import pytest
 
 from langchain_loop_guard import LoopGuardConfig, Signal
 from langchain_loop_guard._detector import DetectorEvent, LoopDetector, Verdict
-from langchain_loop_guard._rules import RULES, Limits, RunView
+from langchain_loop_guard._rules import RULES
 from langchain_loop_guard._signature import near_equal, outcome
+from langchain_loop_guard._view import Limits, RunView
 
 
 def stops(verdicts: list[Verdict]) -> list[Verdict]:
@@ -67,26 +68,21 @@ class Agent:
 
 
 def _view(n: int) -> str:
-    """An edit tool's view of a file into which the same block was inserted ``n`` times."""
-    lines = [f"{i}: value = compute(x)" for i in range(1, n + 1)]
-    return f"[File: a.py ({n + 3} lines total)]\n1: import os\n" + "\n".join(lines)
+    """An edit tool's view of a file (20 lines and more) into which the same block was
+    inserted ``n`` times."""
+    head = [f"{i}: import {name}" for i, name in enumerate(["os", "re", "sys", "json"], 1)]
+    body = [f"{i}: def step_{chr(96 + i)}(): return {i}" for i in range(5, 21)]
+    block = [f"{i}: value = compute(x)" for i in range(21, n + 21)]
+    return f"[File: a.py ({n + 20} lines total)]\n" + "\n".join(head + body + block)
 
 
-@pytest.mark.parametrize(
-    "output",
-    [
-        pytest.param(_view, id="edit-view-grows"),
-        pytest.param(lambda n: f"ran x: counter={n * 7}", id="counter-grows"),
-    ],
-)
-def test_r1_the_same_call_whose_output_changes_only_by_the_repeat_stops_by_the_6th(
-    output: Any,
-) -> None:
-    """R1: identical calls, outputs nearly the same: stopped by the 6th identical call (the
-    default, 4, stops at the 4th)."""
+def test_r1_the_same_edit_whose_long_view_grows_stops_by_the_6th() -> None:
+    """R1' (SPEC §12): the same edit applied again and again, its file view (20+ lines)
+    growing by the same block: stopped by the 6th identical call (the default, 4, stops at
+    the 4th)."""
     agent = Agent()
     for n in range(1, 10):
-        stop = agent.turn(("edit", {"text": "value = compute(x)"}, output(n)))
+        stop = agent.turn(("edit", {"text": "value = compute(x)"}, _view(n)))
         if stop:
             break
     assert stop is not None
@@ -94,11 +90,19 @@ def test_r1_the_same_call_whose_output_changes_only_by_the_repeat_stops_by_the_6
     assert agent.calls <= 6
 
 
+def test_r1_a_short_output_whose_counter_grows_is_progress() -> None:
+    """N7 (SPEC §12, which withdrew §11 R1's short counter): the same call, a short output
+    whose only change is a counter that grows, is never a near repeat."""
+    agent = Agent()
+    for n in range(1, 16):
+        assert agent.turn(("run", {"x": 1}, f"ran x: counter={n * 7}")) is None
+
+
 def test_r1_near_repeat_respects_a_tool_override() -> None:
-    """A poller loosened by ``tool_threshold_overrides`` runs past the near-repeat limit."""
-    agent = Agent(tool_threshold_overrides={"status": 12})
-    for n in range(11):
-        assert agent.turn(("status", {}, f"progress {n * 9}%")) is None
+    """A call loosened by ``tool_threshold_overrides`` runs past the near-repeat limit."""
+    agent = Agent(tool_threshold_overrides={"edit": 12})
+    for n in range(1, 12):
+        assert agent.turn(("edit", {"text": "value = compute(x)"}, _view(n))) is None
 
 
 @pytest.mark.parametrize(
@@ -152,15 +156,32 @@ def test_r3_turns_whose_calls_all_fail_stop_within_8_whatever_the_texts() -> Non
     assert (stop.signal, stop.count, n + 1) == (Signal.FAILING_TURNS, 6, 6)
 
 
+_REJECTED = [
+    "I will now run the tests.",
+    "Let me look at the failing module first.",
+    "Next I should check the configuration file.",
+    "The import path seems wrong; I will fix it.",
+    "Maybe the fixture is missing, let me see.",
+    "I think the database URL is not set.",
+    "Let me try compiling the project again.",
+    "Perhaps the environment needs a restart.",
+    "I will inspect the logs for more detail.",
+]
+
+
 def test_r3_turns_without_a_valid_call_stop_within_8() -> None:
-    """R3: 9 turns in a row with no tool call at all (a format check rejecting each)."""
+    """R3: 9 turns in a row with no tool call at all (a format check rejecting each): an
+    answer fails its turn when the model is asked again without a new human message (SPEC
+    §12 N8), so the 6th fails when the 7th model call starts."""
     agent = Agent()
-    for n in range(9):
-        stop = agent.answer(f"I will now run the command, version {n}")
+    answered = 0
+    for text in _REJECTED:
+        answered += 1
+        stop = agent.answer(text)
         if stop:
             break
     assert stop is not None
-    assert (stop.signal, n + 1) == (Signal.FAILING_TURNS, 6)
+    assert (stop.signal, answered) == (Signal.FAILING_TURNS, 7)
 
 
 def test_r3_one_success_ends_the_failing_streak() -> None:
@@ -170,7 +191,7 @@ def test_r3_one_success_ends_the_failing_streak() -> None:
         if n == 5:
             assert agent.turn(("ls", {}, "a.py b.py")) is None
         else:
-            error = ["Error: bad syntax", "Error: unknown name"][n % 2]
+            error = f"Error: unknown name '{chr(97 + n)}'"
             assert agent.turn(("run", {"n": n}, error), error=True) is None
 
 
@@ -348,7 +369,7 @@ def test_r6_a_search_made_before_neither_adds_to_nor_ends_the_streak() -> None:
     for name in names * 4:
         output = f'No matches found for "{name}" in /repo'
         assert agent.turn(("search_dir", {"q": name}, output)) is None
-    assert agent.detector._view.quiet == ("search_dir", 4)
+    assert agent.detector._view.quiet == 5
 
 
 def test_r6_a_result_that_echoes_nothing_is_not_counted() -> None:
@@ -410,10 +431,20 @@ def test_n2_a_grader_answering_yes_for_five_documents_is_never_stopped() -> None
 def test_n3_one_successful_call_per_human_turn_is_never_stopped() -> None:
     """N3 (scope thread): get_profile() once per human turn, the same answer each time."""
     agent = Agent(scope="thread")
-    for _ in range(8):
+    answers = [
+        "Your name on the account is Ada Lovelace.",
+        "The email we have for you is ada@example.com.",
+        "You are based in London, according to your profile.",
+        "You are on the Pro plan, renewed every March.",
+        "Your preferred language is English.",
+        "Your time zone is set to Europe/London.",
+        "We have no phone number on file for you.",
+        "You belong to the Analytical Engines team.",
+    ]
+    for text in answers:
         agent.user()
         assert agent.turn(("get_profile", {}, "Ada, ada@example.com")) is None
-        assert agent.answer("Here is your profile.") is None
+        assert agent.answer(text) is None
 
 
 def test_n3_a_new_human_message_releases_a_stopped_run() -> None:
@@ -472,8 +503,9 @@ def test_every_hard_signal_has_exactly_one_rule_in_report_order() -> None:
     assert [rule.signal for rule in RULES] == hard
 
 
-def test_the_view_keeps_a_bounded_number_of_error_and_information_streaks() -> None:
-    """Many distinct failing calls and tools: the streak tables stay bounded."""
+def test_the_view_keeps_a_bounded_amount_of_information_and_replies() -> None:
+    """Many distinct failing calls, tools, results and replies: what the view remembers of
+    them stays bounded."""
     d = LoopDetector(clock=lambda: 0.0)
     for n in range(100):
         d.tool_call(f"tool{n}", {"n": n})
@@ -481,10 +513,12 @@ def test_the_view_keeps_a_bounded_number_of_error_and_information_streaks() -> N
     for n in range(100):
         d.tool_call("find", {"name": f"x{n}"})
         d.tool_result("find", f"found x{n} here: entry {n}")
+    for n in range(100):
+        d.assistant_message(f"reply number {n} with the word {chr(97 + n % 26)}")
     view = d._view
-    assert len(view.errors) <= 64
     assert len(view.infos) <= 64
-    assert all(len(seen) <= 16 for seen in view.infos.values())
+    assert len(view.quiet_tools) <= 4
+    assert len(view.replies) <= 12
 
 
 def test_a_replayed_result_without_a_sketch_compares_its_outcome() -> None:
@@ -502,7 +536,8 @@ def test_a_replayed_result_without_a_sketch_compares_its_outcome() -> None:
 def test_only_the_sequence_rule_can_fire_on_a_call_the_history_does_not_hold() -> None:
     """The premise of asking fewer rules about a new call: every other call rule needs an
     earlier call with the same signature in the history."""
-    from langchain_loop_guard._rules import CALL_CHECKS, NEW_CALL_CHECKS, Call
+    from langchain_loop_guard._rules import CALL_CHECKS, NEW_CALL_CHECKS
+    from langchain_loop_guard._view import Call
 
     assert [r.on_call for r in RULES if r.new_calls] == list(NEW_CALL_CHECKS)
     others = [check for check in CALL_CHECKS if check not in NEW_CALL_CHECKS]
@@ -557,7 +592,8 @@ def test_restoring_a_state_with_a_malformed_turn_or_call_starts_afresh() -> None
 
 def test_nearly_the_same_needs_one_kind_and_takes_an_unknown_result_as_equal() -> None:
     """A pending or blocked occurrence is equal to any; a success is never near a failure."""
-    from langchain_loop_guard._rules import Call, _nearly
+    from langchain_loop_guard._rules import _nearly
+    from langchain_loop_guard._view import Call
 
     ok, error, pending = Call("t", "s", None), Call("t", "s", None), Call("t", "s", None)
     ok.kind, ok.outcome, ok.near = "ok", "o1", outcome("x").near

@@ -1,0 +1,570 @@
+"""The run as every rule sees it: recent calls, streaks and turns, digests and counts only.
+
+:class:`RunView` does the bookkeeping of each event (:meth:`~RunView.add_call`,
+:meth:`~RunView.add_result`, …) and exports and restores itself as JSON data; the rules in
+:mod:`~langchain_loop_guard._rules` only read it. :class:`Limits` holds the numbers the rules
+read, taken once from a configuration.
+
+Nothing here imports LangChain, LangGraph or pydantic.
+"""
+
+from __future__ import annotations
+
+import zlib
+from array import array
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, get_args
+
+if TYPE_CHECKING:
+    from langchain_loop_guard._config import LoopGuardConfig
+
+__all__ = [
+    "Call",
+    "Limits",
+    "OutcomeKind",
+    "RunView",
+    "StateError",
+    "count_of",
+    "items_of",
+    "optional_text_of",
+    "successes_cannot_stop",
+    "text_of",
+]
+
+OutcomeKind = Literal["pending", "ok", "error", "blocked"]
+
+_MAX_INFO = 64  # pieces of information a run remembers having seen
+
+# What a result brought, for the no-new-information streak (SPEC §11 R6, §12 R8, N9), as bits:
+NEW = 1  # something the run had not seen: the streak ends
+NOTHING = 2  # a failure, an empty output, a search that found nothing, an output seen before
+WORK = 4  # a call that changed something (a write, ``mkdir``, ``cd``): the streak ends
+NEUTRAL = 0  # a query asked again, an acknowledgement seen before: neither counts nor ends
+
+StateError = (KeyError, TypeError, ValueError)
+"""What reading a malformed exported state raises."""
+
+
+class Call:
+    """One tool call of the history: digests only.
+
+    ``outcome`` is the digest of the normalized result (``None`` while pending or when
+    blocked, which counts as equal to any); ``near`` a sketch of its lines with the numbers
+    left out, for long results only (:func:`~._signature.near_equal` compares two); ``info``
+    what the result says once the call's own argument values are removed (``""``: nothing;
+    ``"="``: a result that echoes nothing, which says its ``outcome``; ``"!"``: a search that
+    found nothing); ``changed`` whether a different call succeeded between this call and the
+    previous one with its signature (``None``: the history held no call with its signature);
+    ``batch`` the model answer that asked for it (calls of one answer share it); ``fresh``
+    whether its result brought something the run had not seen.
+    ``tokens`` are keyed hashes of the argument values, kept only while the call is pending.
+    """
+
+    __slots__ = (
+        "batch",
+        "call_id",
+        "changed",
+        "fresh",
+        "info",
+        "kind",
+        "name",
+        "near",
+        "outcome",
+        "sig",
+        "tokens",
+    )
+
+    def __init__(self, name: str, sig: str, call_id: str | None, batch: int = -1) -> None:
+        self.name = name
+        self.sig = sig
+        self.call_id = call_id
+        self.batch = batch
+        self.outcome: str | None = None
+        self.kind: OutcomeKind = "pending"
+        self.near: str | None = None
+        self.info: str | None = None
+        self.changed: bool | None = None
+        self.fresh = False
+        self.tokens: frozenset[int] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """The numbers the rules read, taken once from a configuration."""
+
+    aware: bool
+    repeat: int
+    overrides: dict[str, int]
+    max_repeat: int
+    window: int
+    frequency: int
+    cycle_repeats: int
+    max_cycle: int
+    no_progress: int
+    max_sequence: int
+    near_repeat: int
+    no_new_info: int
+    error: int
+    error_often: int
+    """Failures with one error within the window that stop the run even with progress
+    between them: one more than ``error``, at least the window threshold (SPEC §12 R4')."""
+    failing_turns: int
+    assistant: int
+    reply_cycle: int
+    reply_laps: int
+    """Laps of a cycle of nearly identical replies that stop the run: ``cycle_repeats``, never
+    below the same reply's ``repeat_assistant_threshold``."""
+    history: int
+    sketched: int
+    """How many of the newest calls keep their near sketch: as far as a near repeat looks back
+    (0: all of them; the calls before it are never compared again)."""
+
+    @classmethod
+    def of(cls, config: LoopGuardConfig) -> Limits:
+        """The limits of ``config`` (progress-aware signals are off without awareness)."""
+        overrides = dict(config.tool_threshold_overrides)
+        aware = config.progress_aware
+        max_repeat = max([config.repeat_tool_threshold, *overrides.values()])
+        no_progress = config.no_progress_calls if aware else 0
+        # SPEC §11's signals need progress awareness: without it, the seed's exact rules
+        near_repeat = config.near_repeat_threshold if aware else 0
+        max_sequence = config.max_sequence_length if aware else 0
+        error_often = max(config.repeat_frequency_threshold, config.repeat_error_threshold + 1)
+        # Enough history for every signal: a repeat streak, a full cycle or sequence, a
+        # window and, for no progress, the longest streak plus the window before its first
+        # call; near repeats look back over their threshold's occurrences within a window each.
+        history = max(
+            config.frequency_window_size,
+            config.max_cycle_length * config.cycle_repeats,
+            max_sequence * config.cycle_repeats,
+            2 * max_sequence * (config.cycle_repeats - 1) + 1,  # long blocks walked again
+            max_repeat,
+            near_repeat,
+            error_often,
+        )
+        if no_progress:
+            history = max(history, config.frequency_window_size + max(no_progress, max_repeat))
+        return cls(
+            aware=aware,
+            repeat=config.repeat_tool_threshold,
+            overrides=overrides,
+            max_repeat=max_repeat,
+            window=config.frequency_window_size,
+            frequency=config.repeat_frequency_threshold,
+            cycle_repeats=config.cycle_repeats,
+            max_cycle=config.max_cycle_length,
+            no_progress=no_progress,
+            max_sequence=max_sequence,
+            near_repeat=near_repeat,
+            no_new_info=config.no_new_info_calls if aware else 0,
+            error=config.repeat_error_threshold,
+            error_often=error_often if aware else 0,
+            failing_turns=config.failing_turns if aware else 0,
+            assistant=config.repeat_assistant_threshold,
+            reply_cycle=config.reply_cycle_length if aware else 0,
+            reply_laps=max(config.cycle_repeats, config.repeat_assistant_threshold),
+            history=history,
+            sketched=2 * max(near_repeat, max_repeat) if near_repeat else 0,
+        )
+
+    def repeat_threshold(self, tool: str) -> int:
+        """The repeat threshold of ``tool`` (its override, or ``repeat_tool_threshold``)."""
+        return self.overrides.get(tool, self.repeat)
+
+    def window_threshold(self, tool: str) -> int:
+        """The window threshold of ``tool``: never below its repeat threshold."""
+        return max(self.frequency, self.repeat_threshold(tool))
+
+    def near_threshold(self, tool: str) -> int:
+        """The near-repeat threshold of ``tool`` (0: off): never below its repeat threshold."""
+        return max(self.near_repeat, self.repeat_threshold(tool)) if self.near_repeat else 0
+
+
+class RunView:
+    """The run as every rule sees it: recent calls and the streaks, digests and counts only.
+
+    The view does the bookkeeping of each event (:meth:`add_call`, :meth:`add_result`, …);
+    the rules only read it.
+    """
+
+    def __init__(self, limits: Limits) -> None:
+        self.limits = limits
+        self.calls: deque[Call] = deque(maxlen=limits.history)
+        self.replies: deque[tuple[str, str | None]] = deque(
+            maxlen=limits.reply_laps * limits.reply_cycle
+        )
+        self.clear()
+
+    def clear(self) -> None:
+        """Forget the run: history, streaks, turns."""
+        self.calls.clear()
+        self.replies.clear()
+        self.seen = 0
+        self.turns = 0
+        # the answer being worked through: its first call's place, and its calls still due
+        self.batch, self.due = -1, 0
+        # what the run's results said (information digests, hashed), and the streak of model
+        # answers (or unannounced calls) that brought nothing new, with their tools
+        self.infos = array("Q")
+        self.quiet = 0
+        self.quiet_tools: tuple[str, ...] = ()
+        self.quiet_grew = False
+        # the streak of one tool's error in a row: its key and length
+        self.error: tuple[str | None, int] = (None, 0)
+        # the current turn: calls announced by its response, results in, whether one worked,
+        # what its results brought, whether it was judged, whether it only answered; and how
+        # many turns in a row failed
+        self.expected: int | None = None
+        self.results = 0
+        self.worked = False
+        self.brought = 0
+        self.judged = True
+        self.answered = False
+        self.failing = 0
+        self.failing_grew = False
+        self.assistant: tuple[str | None, int] = (None, 0)
+
+    def resize(self, limits: Limits) -> None:
+        """Switch to ``limits``, keeping the history that still fits."""
+        self.limits = limits
+        self.calls = deque(self.calls, maxlen=limits.history)
+        self.replies = deque(self.replies, maxlen=limits.reply_laps * limits.reply_cycle)
+
+    # --- bookkeeping ---------------------------------------------------------------------
+
+    def add_call(self, call: Call) -> bool:
+        """Append ``call``, noting whether a different call succeeded since its last time and
+        which answer asked for it; whether the history held its signature."""
+        succeeded = False
+        for earlier in reversed(self.calls):
+            if earlier.sig == call.sig:
+                call.changed = succeeded
+                break
+            succeeded = succeeded or earlier.kind == "ok"
+        if self.due:
+            if self.batch < 0:
+                self.batch = self.seen
+            call.batch = self.batch
+            self.due -= 1
+        else:
+            call.batch = self.seen  # a call no answer announced is an answer of its own
+        calls = self.calls
+        calls.append(call)
+        self.seen += 1
+        sketched = self.limits.sketched
+        if 0 < sketched < len(calls):
+            calls[-sketched - 1].near = None  # out of every near repeat's reach from now on
+        return call.changed is not None
+
+    def start_turn(self) -> None:
+        """A model call begins: the previous turn is judged if its response did not say."""
+        self.failing_grew = self.quiet_grew = False
+        self._judge()
+        if self.answered:  # answered without a call, and the model was asked again
+            self.answered = False
+            self._failed_turn()
+        self.turns += 1
+        self.expected, self.results, self.worked, self.judged = None, 0, False, False
+        self.batch, self.due = -1, 0
+
+    def add_answer(self, *, calls: int, in_context: bool) -> None:
+        """The model answered: with ``calls`` tool calls, or none (an answer, which fails the
+        turn only if the model is asked again without a new human message, SPEC §12 N8)."""
+        self.failing_grew = self.quiet_grew = False
+        if calls:
+            self.expected = calls
+            self.batch, self.due = -1, calls
+            return
+        if in_context and not self.judged:
+            self.judged = True
+            self.answered = True
+
+    def add_reply(self, key: str, sketch: str | None, *, in_context: bool) -> None:
+        """An answer with text and no tool call: the streak of identical replies, and the
+        recent replies for cycles of nearly identical ones (SPEC §12 R9)."""
+        last, streak = self.assistant
+        self.assistant = (key, streak + 1 if key == last and in_context else 1)
+        if not in_context:
+            self.replies.clear()  # a helper model's answer to a new input starts afresh
+        self.replies.append((key, sketch))
+
+    def add_result(self, call: Call | None, name: str, failed: bool) -> None:
+        """A result came in (``call`` is ``None`` when no pending call could be found)."""
+        self.failing_grew = self.quiet_grew = False
+        if not failed or call is None:
+            self.error = (None, 0)  # any success ends the streak of an error in a row
+        else:
+            last, count = self.error
+            self.error = (call.outcome, count + 1 if last == call.outcome else 1)
+        if call is not None:
+            brought = self._brought(call, failed)
+            call.fresh = bool(brought & NEW)
+            self.brought |= brought
+            if brought != NEUTRAL:
+                self._note_tool(name)
+        self.results += 1
+        if not failed:
+            self.worked = True
+        if self.expected is None:
+            self._count_quiet()  # a call no answer announced: a unit of its own
+        elif self.results >= self.expected:
+            self._judge()
+
+    def user_message(self) -> None:
+        """A new human message: successful calls before it stop counting as repeats, and
+        what was seen before is news again; failures and replies still count (R7, R9)."""
+        for call in self.calls:
+            if call.kind == "ok":
+                call.sig = ""  # a signature no call has: it can no longer be repeated
+        self.failing, self.failing_grew, self.judged, self.answered = 0, False, True, False
+        self.quiet, self.quiet_tools, self.quiet_grew, self.brought = 0, (), False, 0
+        del self.infos[:]
+
+    def _judge(self) -> None:
+        if self.judged or (self.results == 0 and not self.worked):
+            return  # judged already, or a turn without results: it says nothing
+        self.judged = True
+        self._count_quiet()
+        if self.worked:
+            self.failing = 0
+        else:
+            self._failed_turn()
+
+    def _failed_turn(self) -> None:
+        self.failing += 1
+        self.failing_grew = True
+
+    def _count_quiet(self) -> None:
+        """One answer's calls (or one unannounced call) judged: did they bring anything?"""
+        brought, self.brought = self.brought, 0
+        if brought & (NEW | WORK) or not brought:  # something new, or work done
+            if brought:
+                self.quiet, self.quiet_tools = 0, ()
+            return
+        self.quiet += 1
+        self.quiet_grew = True
+
+    def _note_tool(self, name: str) -> None:
+        tools = self.quiet_tools
+        if name not in tools:
+            self.quiet_tools = (*tools[-3:], name)
+
+    def _brought(self, call: Call, failed: bool) -> int:
+        """What a result brought: something new, silence, nothing new, or nothing to count;
+        and whether its call did work.
+
+        A failure and a search that found nothing bring nothing new; an empty output is
+        silence; anything else is new the first time the run sees it. Seen again, it is
+        nothing new when it echoed the call's arguments; a call asked again, or an
+        acknowledgement that echoes nothing (``ok``), is left to the repeat rules. A call
+        that changes something (a write, ``mkdir``, ``cd``) did work, whatever it printed: a
+        run of writes that print nothing is no loop (SPEC §12 N9).
+        """
+        if failed:
+            return NOTHING
+        info = call.info
+        if info is None:
+            return NEW  # a result digested without its information (an older trace)
+        if info[:1] == ".":
+            return WORK | (self._said(call, info[1:]) & NEW)
+        return self._said(call, info)
+
+    def _said(self, call: Call, info: str) -> int:
+        if not info:
+            return NOTHING
+        if call.changed is not None and info[0] in "!~":
+            return NEUTRAL  # the same query asked again
+        if info[0] == "!":
+            return NOTHING
+        value = (call.outcome or "") if info == "=" else info
+        if _seen(self.infos, value):
+            return NEUTRAL if info == "=" else NOTHING
+        return NEW
+
+    # --- state ---------------------------------------------------------------------------
+
+    def export_state(self) -> dict[str, Any]:
+        """The view as JSON data: tool names, digests and counters, never content."""
+        return {
+            "calls": [
+                [
+                    c.name,
+                    c.sig,
+                    c.outcome,
+                    c.kind,
+                    c.call_id,
+                    c.near,
+                    c.info,
+                    c.changed,
+                    None if c.tokens is None else sorted(c.tokens),
+                    c.batch,
+                    c.fresh,
+                ]
+                for c in self.calls
+            ],
+            "seen": self.seen,
+            "turns": self.turns,
+            "batch": [self.batch, self.due],
+            "infos": self.infos.tolist(),
+            "quiet": [self.quiet, list(self.quiet_tools)],
+            "turn": [
+                self.expected,
+                self.results,
+                self.worked,
+                self.brought,
+                self.judged,
+                self.answered,
+                self.failing,
+            ],
+            "error": list(self.error),
+            "assistant": list(self.assistant),
+            "replies": [list(reply) for reply in self.replies],
+        }
+
+    def restore_state(self, state: Mapping[str, Any]) -> None:
+        """Take an exported state; raises one of :data:`StateError` (and changes nothing)
+        when it is malformed."""
+        calls = [_call_from_state(item) for item in items_of(state["calls"])]
+        seen, turns = count_of(state["seen"]), count_of(state["turns"])
+        batch, due = items_of(state["batch"])
+        batch = _number(batch)
+        infos = array("Q", map(_hash_from_state, items_of(state["infos"])))
+        count, tools = items_of(state["quiet"])
+        quiet = count_of(count)
+        quiet_tools = tuple(text_of(tool) for tool in items_of(tools))
+        expected, results, worked, brought, judged, answered, failing = items_of(state["turn"])
+        turn = (
+            None if expected is None else count_of(expected),
+            count_of(results),
+            _flag(worked),
+            count_of(brought),
+            _flag(judged),
+            _flag(answered),
+            count_of(failing),
+        )
+        key, streak = items_of(state["assistant"])
+        assistant = (optional_text_of(key), count_of(streak))
+        key, streak = items_of(state["error"])
+        error = (optional_text_of(key), count_of(streak))
+        replies = [
+            (text_of(reply_key), optional_text_of(sketch))
+            for reply_key, sketch in map(items_of, items_of(state["replies"]))
+        ]
+        self.clear()
+        self.calls.extend(calls)
+        self.replies.extend(replies)
+        self.seen, self.turns, self.batch, self.due = seen, turns, batch, count_of(due)
+        self.infos, self.quiet, self.quiet_tools = infos, quiet, quiet_tools
+        self.assistant, self.error = assistant, error
+        (
+            self.expected,
+            self.results,
+            self.worked,
+            self.brought,
+            self.judged,
+            self.answered,
+            self.failing,
+        ) = turn
+        del self.infos[:-_MAX_INFO]
+
+
+def successes_cannot_stop(state: Mapping[str, Any], no_new_info: int) -> bool:
+    """Whether, in an exported state, no successful result of the calls awaiting one can stop
+    the run: none of them is a repeat decided on its result (SPEC §11 N1), and the streak of
+    answers that brought nothing new cannot reach ``no_new_info`` with them (R6, R8).
+    Anything unreadable answers ``False``."""
+    calls, quiet = state.get("calls"), state.get("quiet")
+    if not isinstance(calls, list) or not isinstance(quiet, list) or len(quiet) != 2:
+        return False
+    pending = 0
+    for call in calls:
+        if not isinstance(call, list) or len(call) != 11:
+            return False
+        if call[3] == "pending":
+            if call[7] is not False and call[7] is not None:
+                return False  # decided on its result (None: the first of its signature)
+            pending += 1
+    count = quiet[0]
+    if type(count) is not int:
+        return False
+    return not no_new_info or count + pending < no_new_info
+
+
+def _seen(infos: array[int], value: str) -> bool:
+    """Whether ``value`` (a digest) is among the run's information; it is from now on."""
+    number = _hash(value)
+    if number in infos:
+        return True
+    if len(infos) >= _MAX_INFO:
+        del infos[0]
+    infos.append(number)
+    return False
+
+
+def _hash(value: str) -> int:
+    """A digest as a 64-bit number (its last 16 hex digits), or any text's CRC."""
+    try:
+        return int(value[-16:], 16)
+    except ValueError:
+        return zlib.crc32(value.encode("utf-8", "surrogatepass"))
+
+
+# --- reading an exported state ------------------------------------------------------------------
+
+_KINDS = frozenset(get_args(OutcomeKind))
+
+
+def items_of(value: object) -> list[Any]:
+    if not isinstance(value, list):
+        raise TypeError
+    return value
+
+
+def count_of(value: object) -> int:
+    if type(value) is not int or value < 0:
+        raise ValueError(value)
+    return value
+
+
+def _number(value: object) -> int:
+    if type(value) is not int:
+        raise ValueError(value)
+    return value
+
+
+def text_of(value: object) -> str:
+    if not isinstance(value, str):
+        raise TypeError
+    return value
+
+
+def optional_text_of(value: object) -> str | None:
+    return None if value is None else text_of(value)
+
+
+def _flag(value: object) -> bool:
+    if type(value) is not bool:
+        raise TypeError
+    return value
+
+
+def _hash_from_state(value: object) -> int:
+    if type(value) is not int or not 0 <= value < 1 << 64:
+        raise ValueError(value)
+    return value
+
+
+def _call_from_state(item: object) -> Call:
+    name, sig, outcome, kind, call_id, near, info, changed, tokens, batch, fresh = items_of(item)
+    if kind not in _KINDS:
+        raise ValueError(kind)
+    call = Call(text_of(name), text_of(sig), optional_text_of(call_id), _number(batch))
+    call.outcome, call.kind = optional_text_of(outcome), kind
+    call.near, call.info = optional_text_of(near), optional_text_of(info)
+    call.changed = None if changed is None else _flag(changed)
+    call.fresh = _flag(fresh)
+    if tokens is not None:
+        call.tokens = frozenset(map(count_of, items_of(tokens)))
+    return call

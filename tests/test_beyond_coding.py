@@ -1,0 +1,416 @@
+"""SPEC §12 (v3.1): the everyday work of LangGraph apps is never stopped, and the loops only a
+whole run or a conversation shows are, each row through the pure detector on realistic agents
+(``conversations.py``), in several shapes. The same scenarios run through real agents in
+``test_beyond_coding_agents.py``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from conversations import (
+    Scenario,
+    Turn,
+    User,
+    apology_cycle,
+    ci_poller,
+    drive,
+    export_poller,
+    flailing_with_fan_outs,
+    flailing_without_jdk,
+    flight_fan_out,
+    heredoc_files,
+    install_without_network,
+    line_count_poller,
+    log_tail_poller,
+    pod_poller,
+    reapplied_edit,
+    rephrase_loop,
+    rerun_after_fixes,
+    shell_setup,
+    support_chat,
+    web_fan_out,
+    write_files,
+)
+
+from langchain_loop_guard import LoopDetector, LoopGuardConfig, Signal
+from langchain_loop_guard._signature import (
+    arg_tokens,
+    changes_something,
+    near_equal,
+    near_reply,
+    outcome,
+    reply_sketch,
+)
+from langchain_loop_guard._view import RunView, successes_cannot_stop
+
+NEVER = [
+    # N6: many calls in one model message
+    *(pytest.param(flight_fan_out(seed), id=f"N6-flights-seed{seed}") for seed in range(4)),
+    pytest.param(flight_fan_out(7, batches=2), id="N6-flights-two-messages"),
+    pytest.param(flight_fan_out(8, routes=30, served=3), id="N6-flights-30-routes"),
+    pytest.param(flight_fan_out(9, routes=12, served=1, batches=3), id="N6-flights-3x4"),
+    *(pytest.param(web_fan_out(seed), id=f"N6-web-seed{seed}") for seed in range(3)),
+    # N7: numbers that move
+    pytest.param(ci_poller(), id="N7-ci"),
+    pytest.param(ci_poller(polls_per_step=3), id="N7-ci-slow-steps"),
+    pytest.param(export_poller(range(5, 100, 7)), id="N7-export-percent"),
+    pytest.param(export_poller([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]), id="N7-export-slow"),
+    pytest.param(line_count_poller([118, 131, 142, 150]), id="N7-wc-short"),
+    pytest.param(line_count_poller(range(100, 400, 11)), id="N7-wc-long"),
+    pytest.param(pod_poller(3), id="N7-kubectl"),
+    pytest.param(pod_poller(12, restarts=True), id="N7-kubectl-slow"),
+    pytest.param(log_tail_poller(10), id="N7-log-tail"),
+    pytest.param(log_tail_poller(30, lines=3), id="N7-log-tail-long"),
+    # N8: a chat in scope thread (and the same chat run by run)
+    pytest.param(support_chat(30), id="N8-chat-30"),
+    pytest.param(replace(support_chat(30), scope="run"), id="N8-chat-30-run-scope"),
+    pytest.param(support_chat(12), id="N8-chat-12"),
+    # N9: silent work
+    pytest.param(write_files(10), id="N9-write-file"),
+    pytest.param(write_files(14, tool="create_file"), id="N9-create-file"),
+    pytest.param(heredoc_files(10), id="N9-heredoc"),
+    pytest.param(heredoc_files(16), id="N9-heredoc-16"),
+    pytest.param(shell_setup(), id="N9-mkdir-touch-sed"),
+    # N1, still: a re-run after a change
+    pytest.param(rerun_after_fixes(), id="N1-rerun-after-fixes"),
+    # R9 is thread scope only: in scope run each question starts afresh
+    pytest.param(replace(rephrase_loop(11), scope="run"), id="R9-run-scope"),
+    pytest.param(replace(apology_cycle(2), scope="run"), id="R9-cycle-run-scope"),
+]
+
+
+@pytest.mark.parametrize("scenario", NEVER)
+def test_everyday_work_is_never_stopped(scenario: Scenario) -> None:
+    """N6-N9: the scenario runs to its end under the defaults."""
+    seen = drive(scenario)
+    assert seen.stop is None, seen.stop
+    assert seen.calls == scenario.calls()
+
+
+# --- must stop ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("base_lines", [24, 40, 90])
+def test_r1_the_same_edit_reapplied_to_a_long_view_stops_by_the_6th(base_lines: int) -> None:
+    """R1': a view of 20+ lines whose lines repeat and shift while the text stays."""
+    seen = drive(reapplied_edit(base_lines=base_lines))
+    assert seen.stop is not None
+    assert seen.stop.signal is Signal.NEAR_REPEAT
+    assert seen.calls < 6  # the 6th identical call (at the latest) is refused
+
+
+@pytest.mark.parametrize("order", [0, 1, 2])
+def test_r4_the_same_failure_whatever_comes_between_stops_at_the_3rd(order: int) -> None:
+    """R4': apt-get install times out; between the tries other commands time out, fail or
+    succeed silently; the 3rd identical failure within 10 calls stops the run."""
+    seen = drive(install_without_network(order))
+    assert seen.stop is not None
+    assert (seen.stop.signal, seen.stop.tool) == (Signal.REPEATED_TOOL_ERROR, "bash")
+    installs = [c for c in install_without_network(order).script if isinstance(c, Turn)]
+    third = [n for n, t in enumerate(installs, 1) if "default-jdk" in str(t.calls)][2]
+    assert seen.calls <= third
+
+
+@pytest.mark.parametrize("shape", range(5))
+def test_r8_nothing_new_across_tools_stops_by_the_10th(shape: int) -> None:
+    """R8: empty finds, timeouts, searches that find nothing, echoes, one after another."""
+    seen = drive(flailing_without_jdk(shape))
+    assert seen.stop is not None
+    assert seen.calls <= 10
+
+
+def test_r8_a_fan_out_counts_once() -> None:
+    """R8 with N6: answers of three searches each, none finding anything: stopped at the
+    10th answer (30 calls), not at the 10th call."""
+    seen = drive(flailing_with_fan_outs())
+    assert seen.stop is not None
+    assert (seen.stop.signal, seen.stop.count) == (Signal.NO_NEW_INFO, 10)
+    assert seen.turns == 10
+
+
+def test_r8_writes_that_print_nothing_end_the_streak() -> None:
+    """N9 inside R8: a silent change between searches that find nothing is work done."""
+    script: list[Turn | User] = [User("Find the config.")]
+    for n in range(15):
+        script.append(Turn((("search_dir", {"term": f"config {n}"}),)))
+        if n % 5 == 4:
+            script.append(Turn((("write_file", {"path": f"notes/{n}.md", "content": "x"}),)))
+    tools: dict[str, Any] = {
+        "search_dir": lambda term: f'No matches found for "{term}" in /repo',
+        "write_file": lambda path, content: "",
+    }
+    assert drive(Scenario("searches-and-writes", script, tools)).stop is None
+
+
+@pytest.mark.parametrize("messages", [3, 5, 11])
+def test_r9_the_same_reply_after_each_message_stops_by_the_3rd(messages: int) -> None:
+    """R9 (scope thread): "I'm sorry, could you rephrase that?" after each message."""
+    seen = drive(rephrase_loop(messages))
+    assert seen.stop is not None
+    assert seen.stop.signal is Signal.REPEATED_ASSISTANT_RESPONSE
+    assert seen.turns == 3
+
+
+@pytest.mark.parametrize("length", [1, 2, 3, 4])
+def test_r9_nearly_identical_replies_cycling_stop_by_the_3rd_lap(length: int) -> None:
+    """R9 (scope thread): 1-4 apologies that differ in a few words, cycling."""
+    seen = drive(apology_cycle(length))
+    assert seen.stop is not None
+    exact = length == 1  # one reply over and over is the same reply in a row
+    assert seen.stop.signal is (Signal.REPEATED_ASSISTANT_RESPONSE if exact else Signal.REPLY_CYCLE)
+    assert seen.turns <= 3 * length
+
+
+# --- what the rows rest on ---------------------------------------------------------------------
+
+
+def test_identical_calls_inside_one_message_still_count() -> None:
+    """N6: three identical calls in one answer are a repeat, as before (SPEC §11)."""
+    turn = Turn(tuple(("get_order", {"order_id": "1042"}) for _ in range(3)))
+    scenario = Scenario("same-three", [User("hi"), turn], {"get_order": lambda order_id: "ok"})
+    seen = drive(scenario)
+    assert seen.stop is not None
+    assert (seen.stop.signal, seen.calls) == (Signal.REPEATED_TOOL_CALL, 0)
+
+
+def test_a_fan_out_that_brings_anything_new_ends_the_streak() -> None:
+    """N6: nine answers that found nothing, then a fan-out where one search finds something:
+    the streak starts afresh."""
+    d = LoopDetector(clock=lambda: 0.0)
+    for n in range(9):
+        d.turn_start()
+        d.assistant_message("", [("search", {"q": f"q{n}"})])
+        d.tool_call("search", {"q": f"q{n}"}, call_id=f"a{n}")
+        d.tool_result("search", f'No results for "q{n}"', call_id=f"a{n}")
+    d.turn_start()
+    queries = [{"q": f"x{n}"} for n in range(4)]
+    d.assistant_message("", [("search", q) for q in queries])
+    for n, query in enumerate(queries):
+        d.tool_call("search", query, call_id=f"b{n}")
+    for n, query in enumerate(queries):
+        found = "3 results: a.md, b.md" if n == 2 else f'No results for "{query["q"]}"'
+        assert not d.tool_result("search", found, call_id=f"b{n}").stops
+    assert d._view.quiet == 0
+
+
+def test_tool_frequency_counts_one_answer_once() -> None:
+    """N6: the same search asked in two answers, twice in each, is two occurrences for the
+    window rule (the identical pair inside an answer is the repeat rule's)."""
+    d = LoopDetector(LoopGuardConfig(repeat_tool_threshold=5), clock=lambda: 0.0)
+    for turn in range(3):
+        d.turn_start()
+        calls = [("search", {"q": "refund"}), ("search", {"q": "refund"})]
+        d.assistant_message("", calls)
+        for n, (name, args) in enumerate(calls):
+            assert not d.tool_call(name, args, call_id=f"{turn}-{n}").stops
+        for n in range(2):
+            assert not d.tool_result("search", "no refund found", call_id=f"{turn}-{n}").stops
+        d.turn_start()
+        d.assistant_message("", [("note", {"n": turn})])
+        d.tool_call("note", {"n": turn}, call_id=f"note{turn}")
+        d.tool_result("note", f"noted {turn}", call_id=f"note{turn}")
+
+
+def test_an_answer_without_a_call_fails_its_turn_only_when_the_model_is_asked_again() -> None:
+    """N8: an answer ends the turn; it fails only when another model call follows without a
+    new human message (a format check rejecting it, say)."""
+    d = LoopDetector(clock=lambda: 0.0)
+    for _ in range(10):
+        d.user_message()
+        d.turn_start()
+        d.assistant_message(f"Answer {_letters()}")
+    assert d._view.failing == 0
+    d.turn_start()
+    assert d._view.failing == 1
+
+
+_WORDS = iter(
+    [
+        "alpha",
+        "bravo",
+        "charlie",
+        "delta",
+        "echo",
+        "foxtrot",
+        "golf",
+        "hotel",
+        "india",
+        "juliet",
+        "kilo",
+        "lima",
+    ]
+)
+
+
+def _letters() -> str:
+    return next(_WORDS)
+
+
+@pytest.mark.parametrize(
+    ("name", "args", "changes"),
+    [
+        ("write_file", {"path": "a.py", "content": "x"}, True),
+        ("createUser", {"name": "ada"}, True),
+        ("delete_record", {"id": 7}, True),
+        ("bash", {"command": "mkdir -p build"}, True),
+        ("bash", {"command": "sudo rm -rf /tmp/x"}, True),
+        ("bash", {"command": "FOO=1 touch a"}, True),
+        ("bash", {"command": "cat > a.py <<'EOF'\nx = 1\nEOF"}, True),
+        ("bash", {"command": "echo done >> log.txt"}, True),
+        ("bash", {"command": "sed -i 's/a/b/' f.py"}, True),
+        ("shell", "cd src", True),
+        ("bash", {"command": 'find / -name "jdk*" 2>/dev/null'}, False),
+        ("bash", {"command": "grep -c x f.py > /dev/null"}, False),
+        ("bash", {"command": "which javac"}, False),
+        ("search_dir", {"term": "install JDK"}, False),
+        ("get_order", {"order_id": "1042"}, False),
+        ("bash", {"command": ""}, False),
+        ("bash", {"cmd": 7}, False),
+    ],
+)
+def test_a_call_changes_something_by_its_name_or_its_command(
+    name: str, args: Any, changes: bool
+) -> None:
+    """What N9 calls "a call that changes something", as the README's table says."""
+    assert changes_something(name, args) is changes
+
+
+@pytest.mark.parametrize(
+    ("one", "two", "near"),
+    [
+        ("I'm sorry, could you rephrase that?", "I'm sorry, could you rephrase that?", True),
+        ("Your order 1042 has shipped.", "Your order 1043 has shipped!", True),
+        ("Could you give me your user ID?", "Could you give me your reservation ID?", False),
+        ("Here is your profile.", "Your refund was issued today.", False),
+    ],
+)
+def test_replies_are_nearly_the_same_when_they_share_nearly_all_their_words(
+    one: str, two: str, near: bool
+) -> None:
+    """R9's "nearly identical": numbers and punctuation aside, 80% of the words shared."""
+    assert near_reply(reply_sketch(one), reply_sketch(two)) is near
+
+
+def test_a_restored_view_answers_whether_successes_can_stop_the_run() -> None:
+    """The graph guards skip a pass when no successful result could stop the run; the view
+    answers that from its exported state, and anything unreadable answers no."""
+    d = LoopDetector(clock=lambda: 0.0)
+    d.tool_call("read", {"p": 1}, call_id="a")
+    state = d.export_state()
+    assert successes_cannot_stop(state, 10)
+    assert not successes_cannot_stop({**state, "quiet": [9, []]}, 10)
+    assert successes_cannot_stop({**state, "quiet": [9, []]}, 0)
+    assert not successes_cannot_stop({**state, "quiet": None}, 10)
+    assert not successes_cannot_stop({**state, "calls": [["read"]]}, 10)
+    assert not successes_cannot_stop({**state, "quiet": ["9", []]}, 10)
+    d.tool_result("read", "x", call_id="a")
+    d.tool_call("other", {}, call_id="b")
+    d.tool_result("other", "y", call_id="b")
+    d.tool_call("read", {"p": 1}, call_id="c")  # after a change: decided on its result
+    assert not successes_cannot_stop(d.export_state(), 10)
+
+
+def test_the_view_remembers_a_bounded_number_of_things_seen() -> None:
+    """The run's seen information is bounded (64 digests), oldest dropped; a digest that is no
+    hex number is still remembered."""
+    d = LoopDetector(clock=lambda: 0.0)
+    for n in range(80):
+        d.tool_call("read", {"p": n}, call_id=f"c{n}")
+        d.tool_result("read", f"line {n} of the report", call_id=f"c{n}")
+    assert len(d._view.infos) == 64
+    view = RunView(d._view.limits)
+    call = d._view.calls[-1]
+    call.info, call.outcome = "=", "not-hex!"
+    assert view._brought(call, False) == 1
+    assert view._brought(call, False) == 0  # seen: an acknowledgement again
+
+
+@pytest.mark.parametrize(
+    "broken",
+    [
+        {"batch": ["x", 0]},
+        {"infos": [-1]},
+        {"turn": [None, 0, "yes", 0, True, False, 0]},
+        {"quiet": [0, [7]]},
+    ],
+)
+def test_a_malformed_view_state_is_refused_whole(broken: dict[str, Any]) -> None:
+    """A state with one bad field is not taken: the run starts afresh."""
+    d = LoopDetector(clock=lambda: 0.0)
+    d.tool_call("read", {"p": 1})
+    state = {**d.export_state(), **broken}
+    other = LoopDetector(clock=lambda: 0.0)
+    assert other.restore_state(state) is False
+    assert other.export_state()["calls"] == []
+
+
+def _rejected(code: str) -> str:
+    """A linter's refusal of an edit, echoing the code the edit would have written."""
+    numbered = "\n".join(f"{n}:{line}" for n, line in enumerate(code.splitlines(), 1))
+    return (
+        "Your proposed edit has introduced new syntax error(s).\nERRORS:\n"
+        "- E999 SyntaxError: invalid syntax\n"
+        f"This is how your edit would have looked if applied\n{numbered}\n"
+        "Your changes have NOT been applied. Please fix your edit command and try again."
+    )
+
+
+def test_an_error_that_echoes_the_call_is_keyed_without_the_echo() -> None:
+    """The same refusal of edits with different code is one error (a same_error loop), and so
+    is ``command not found`` for different commands; errors that echo nothing keep their
+    text."""
+    codes = [
+        "public class Main {\n    int x = 1;\n}",
+        "import java.util.List;\npublic class Main {\n    List<String> names;\n}",
+    ]
+    keys = {
+        outcome(error=_rejected(code), tool="edit", tokens=arg_tokens({"text": code})).key
+        for code in codes
+    }
+    assert len(keys) == 1
+    sudo = {
+        outcome(
+            error=f"sudo: {name}: command not found",
+            tool="sudo",
+            tokens=arg_tokens({"command": f"sudo {name} /etc/hosts"}),
+        ).key
+        for name in ("nano", "vi", "gedit")
+    }
+    assert len(sudo) == 1
+    plain = {outcome(error=f"disk {name} is full", tool="save").key for name in ("a", "b")}
+    assert len(plain) == 2
+
+
+def test_a_long_result_of_one_line_repeated_has_a_short_sketch() -> None:
+    """A view of 20+ identical lines: its sketch is that line's, nearly equal only to
+    itself."""
+    same = outcome("=====\n" * 25).near
+    assert same is not None
+    assert len(same) == 8
+    assert near_equal(same, outcome("=====\n" * 30).near)
+    assert not near_equal(same, outcome("-----\n" * 25).near)
+
+
+def test_the_window_rule_counts_an_answer_with_a_call_twice_once() -> None:
+    """N6: four answers each asking for the same search twice: the window rule sees four
+    occurrences at the fourth answer, not at the second."""
+    d = LoopDetector(clock=lambda: 0.0)
+    stopped_at = None
+    for turn in range(4):
+        d.turn_start()
+        pair = [("search", {"q": "refund"}), ("search", {"q": "refund"})]
+        d.assistant_message("", pair)
+        for n, (name, args) in enumerate(pair):
+            verdict = d.tool_call(name, args, call_id=f"{turn}-{n}")
+            if verdict.stops and stopped_at is None:
+                stopped_at = (turn, verdict.signal)
+        for n in range(2):
+            d.tool_result("search", "no refund found", call_id=f"{turn}-{n}")
+        d.turn_start()
+        d.assistant_message("", [("note", {"n": turn})])
+        d.tool_call("note", {"n": turn}, call_id=f"note{turn}")
+        d.tool_result("note", f"noted {turn}", call_id=f"note{turn}")
+    assert stopped_at == (3, Signal.TOOL_FREQUENCY)
