@@ -36,6 +36,7 @@ from langchain_loop_guard._signature import (
     call_signature,
     digest,
     outcome,
+    reply_sketch,
 )
 
 if TYPE_CHECKING:
@@ -490,6 +491,7 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
         if tracked:  # digested outside the lock: other runs' callbacks need not wait
             text, tool_calls, answer_id = _answer(response)
             key = assistant_key(text)
+            sketch = reply_sketch(text) if key is not None and not tool_calls else None
             named = [
                 (name, call_signature(name, args), call_id, arg_tokens(args, name))
                 for name, args, call_id in tool_calls
@@ -502,6 +504,7 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
                 answer = DetectorEvent(
                     kind="assistant_message",
                     digest=key,
+                    near=sketch,
                     calls=len(named),
                     in_context=run.in_context.pop(run_id, True),
                 )

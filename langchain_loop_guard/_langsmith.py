@@ -52,6 +52,7 @@ from langchain_loop_guard._signature import (
     assistant_key,
     call_signature,
     outcome,
+    reply_sketch,
 )
 from langchain_loop_guard._sources import json_type
 from langchain_loop_guard._trace import TraceFormatError, TraceItem
@@ -104,6 +105,7 @@ class _Run:
     signature: str = ""  # a tool run's call signature
     call_id: str | None = None  # a tool run: the model's call it executes
     key: str | None = None  # a model run: the assistant key of its answer
+    sketch: str | None = None  # a model run answering without calls: its reply's word sketch
     calls: tuple[tuple[str, str, str], ...] = ()  # a model run's calls: (id, name, signature)
     answers: Mapping[str, tuple[bool, Outcome]] | None = None  # tool messages in its input
 
@@ -214,6 +216,7 @@ def _run(path: str, line: int, obj: Mapping[str, Any], order: int) -> _Run:
         run.calls = tuple(calls)
         answered = run.end is not None or bool(calls)
         run.key = assistant_key(text) if answered and not failed else None
+        run.sketch = reply_sketch(text) if run.key is not None and not calls else None
         run.answers = _answers(inputs or {}) or None
     elif kind == "tool":
         done = run.end is not None
@@ -387,7 +390,14 @@ def _events(key: str, runs: list[_Run]) -> Iterator[TraceItem]:
                 continue  # no answer: the model call failed or never finished
             for call_id, name, sig in run.calls:
                 named[call_id] = (name, sig)
-            yield item(run, moment, kind="assistant_message", digest=run.key, calls=len(run.calls))
+            yield item(
+                run,
+                moment,
+                kind="assistant_message",
+                digest=run.key,
+                near=run.sketch,
+                calls=len(run.calls),
+            )
         elif phase == "start":
             call_id = _claim(run, named)
             tool_ids[run.id] = call_id

@@ -22,7 +22,13 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Final
 
 from langchain_loop_guard._detector import DetectorEvent
-from langchain_loop_guard._signature import arg_tokens, assistant_key, call_signature, outcome
+from langchain_loop_guard._signature import (
+    arg_tokens,
+    assistant_key,
+    call_signature,
+    outcome,
+    reply_sketch,
+)
 from langchain_loop_guard._sources import json_type
 from langchain_loop_guard._trace import TraceFormatError, TraceItem
 
@@ -92,8 +98,12 @@ def _event(
             raise fail(f'event {index}: "tool_calls" must be an array')
         if text is not None and not isinstance(text, str):
             raise fail(f'event {index}: "text" must be a string')
+        key = assistant_key(text or "")
         return DetectorEvent(
-            kind="assistant_message", digest=assistant_key(text or ""), calls=len(calls)
+            kind="assistant_message",
+            digest=key,
+            near=reply_sketch(text or "") if key is not None and not calls else None,
+            calls=len(calls),
         )
     name, call_id = event.get("name"), event.get("id")
     if not isinstance(name, str) or not name:
