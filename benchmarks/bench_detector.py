@@ -60,9 +60,18 @@ def typical_output(i: int) -> str:
     )
 
 
+_WORDS = [
+    *("parser", "lexer", "cache", "router", "scheduler", "encoder", "decoder", "loader"),
+    *("writer", "reader", "session", "token", "queue", "worker", "config", "logger"),
+    *("metrics", "client", "server", "handler", "policy", "schema", "buffer", "stream"),
+]
+
+
 def typical_text(i: int) -> str:
-    """An assistant message that narrates its next tool call."""
-    return f"Let me read src/app/services/module_{i}.py to see how the parser handles input {i}."
+    """An assistant answer about one module: its words change from one answer to the next (a
+    run of nearly identical answers is a loop of its own, SPEC §12 R9)."""
+    a, b, c = (_WORDS[(i * k + k) % len(_WORDS)] for k in (7, 11, 13))
+    return f"Let me read src/app/{a}/module_{i}.py to see how the {b} handles {c} input {i}."
 
 
 class RoundInputs:
@@ -135,7 +144,7 @@ def hot_path(rounds: int) -> list[Row]:
     messages = compare(message_floor, message_subject, rounds=rounds)
     results_bare = compare(result_bare, result_subject, rounds=rounds)
     messages_bare = compare(message_bare, message_subject, rounds=rounds)
-    assert detector.tripped is None, "the benchmark stream must not loop"
+    assert detector.tripped is None, f"the benchmark stream must not loop: {detector.tripped}"
     return [
         ratio_row("tool call, typical arguments", calls, 2.5),
         ratio_row("tool result, typical text (~300 chars)", results, 2.5),
@@ -231,7 +240,7 @@ def large_arguments(rounds: int) -> list[Row]:
         return timed(lambda: bare_digest(text))
 
     bare = compare(result_bare, result_subject, rounds=max(5, rounds // 3))
-    assert detector.tripped is None, "the benchmark stream must not loop"
+    assert detector.tripped is None, f"the benchmark stream must not loop: {detector.tripped}"
     return [
         ratio_row("tool call, 1 MB argument", calls, 1.5, unit="ms"),
         ratio_row(

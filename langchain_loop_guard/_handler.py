@@ -491,7 +491,8 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
         if tracked:  # digested outside the lock: other runs' callbacks need not wait
             text, tool_calls, answer_id = _answer(response)
             key = assistant_key(text)
-            sketch = reply_sketch(text) if key is not None and not tool_calls else None
+            replies = key is not None and not tool_calls and self.config.scope == "thread"
+            sketch = reply_sketch(text) if replies else None  # replies go round in a thread
             named = [
                 (name, call_signature(name, args), call_id, arg_tokens(args, name))
                 for name, args, call_id in tool_calls

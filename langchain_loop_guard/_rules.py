@@ -228,7 +228,7 @@ def _frequency(view: RunView, seq: Sequence[Call], index: int) -> Detection | No
 def _first_of_each_answer(calls: list[Call]) -> list[Call]:
     """``calls`` with each answer's repeats of a call left out: an answer counts once."""
     kept: list[Call] = []
-    seen: set[tuple[int, str]] = set()
+    seen: set[tuple[Call, str]] = set()
     for call in calls:
         mark = (call.batch, call.sig)
         if mark not in seen:
@@ -463,15 +463,17 @@ def reply_cycle(view: RunView) -> Detection | None:
         span = length * laps
         if len(replies) < span:
             return None
-        recent = list(replies)[-span:]
-        if all(_same_reply(recent[i], recent[i + length]) for i in range(span - length)):
+        # the newest pairs first: a reply unlike the one a lap before ends the look at once
+        if all(
+            _same_reply(replies[-1 - i], replies[-1 - i - length]) for i in range(span - length)
+        ):
             return Detection(
                 Signal.REPLY_CYCLE,
                 None,
                 (),
                 laps,
                 laps,
-                digest("replies", *sorted({key for key, _ in recent[:length]})),
+                digest("replies", *sorted({key for key, _ in replies[-length:]})),
             )
     return None
 

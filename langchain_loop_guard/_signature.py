@@ -20,6 +20,7 @@ import struct
 import time
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from functools import lru_cache
 from typing import NamedTuple, cast
 
 from pydantic import BaseModel
@@ -713,18 +714,29 @@ _SHELL_VERBS = frozenset(
 )
 _NAME_WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
 _COMMAND_KEYS = ("command", "cmd", "script")
+
+
+@lru_cache(maxsize=1024)
+def _name_changes(name: str) -> bool:
+    """Whether a tool's name says it changes something (a run calls few tools, often)."""
+    return any(word.lower() in _NAME_VERBS for word in _NAME_WORD.findall(name))
+
+
 _WRITES = re.compile(r"(?<![0-9&>])>>?(?![>&]|\s*/dev/null)|<<|\bsed\s+(?:-\w+\s+)*-i")
 
 
 def changes_something(name: str, args: object = None) -> bool:
     """Whether a call of ``name`` with ``args`` changes something: by its tool's name, or
     by the shell command it runs (``args`` a string, or its ``command`` value)."""
-    if any(word.lower() in _NAME_VERBS for word in _NAME_WORD.findall(name)):
+    if _name_changes(name):
         return True
     command = args if isinstance(args, str) else None
     if type(args) is dict:
-        command = next((args[key] for key in _COMMAND_KEYS if type(args.get(key)) is str), None)
-    if not command:
+        for key in _COMMAND_KEYS:
+            command = args.get(key)
+            if type(command) is str:
+                break
+    if not command or type(command) is not str:
         return False
     words = command[:1024].split()
     while words and (words[0] == "sudo" or "=" in words[0]):

@@ -15,6 +15,7 @@ from array import array
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
 if TYPE_CHECKING:
@@ -27,6 +28,7 @@ __all__ = [
     "RunView",
     "StateError",
     "count_of",
+    "flag_of",
     "items_of",
     "optional_text_of",
     "successes_cannot_stop",
@@ -35,7 +37,7 @@ __all__ = [
 
 OutcomeKind = Literal["pending", "ok", "error", "blocked"]
 
-_MAX_INFO = 64  # pieces of information a run remembers having seen
+_MAX_INFO = 32  # pieces of information a run remembers having seen
 
 # What a result brought, for the no-new-information streak (SPEC §11 R6, §12 R8, N9), as bits:
 NEW = 1  # something the run had not seen: the streak ends
@@ -57,7 +59,8 @@ class Call:
     ``"="``: a result that echoes nothing, which says its ``outcome``; ``"!"``: a search that
     found nothing); ``changed`` whether a different call succeeded between this call and the
     previous one with its signature (``None``: the history held no call with its signature);
-    ``batch`` the model answer that asked for it (calls of one answer share it); ``fresh``
+    ``batch`` the first call of the model answer that asked for it (the calls of one answer
+    share it; a call no answer announced is its own); ``fresh``
     whether its result brought something the run had not seen.
     ``tokens`` are keyed hashes of the argument values, kept only while the call is pending.
     """
@@ -76,11 +79,11 @@ class Call:
         "tokens",
     )
 
-    def __init__(self, name: str, sig: str, call_id: str | None, batch: int = -1) -> None:
+    def __init__(self, name: str, sig: str, call_id: str | None) -> None:
         self.name = name
         self.sig = sig
         self.call_id = call_id
-        self.batch = batch
+        self.batch: Call = self
         self.outcome: str | None = None
         self.kind: OutcomeKind = "pending"
         self.near: str | None = None
@@ -163,7 +166,8 @@ class Limits:
             error_often=error_often if aware else 0,
             failing_turns=config.failing_turns if aware else 0,
             assistant=config.repeat_assistant_threshold,
-            reply_cycle=config.reply_cycle_length if aware else 0,
+            # replies go round only in a conversation: a run answers once (SPEC §12 R9)
+            reply_cycle=config.reply_cycle_length if aware and config.scope == "thread" else 0,
             reply_laps=max(config.cycle_repeats, config.repeat_assistant_threshold),
             history=history,
             sketched=2 * max(near_repeat, max_repeat) if near_repeat else 0,
@@ -192,19 +196,18 @@ class RunView:
     def __init__(self, limits: Limits) -> None:
         self.limits = limits
         self.calls: deque[Call] = deque(maxlen=limits.history)
-        self.replies: deque[tuple[str, str | None]] = deque(
-            maxlen=limits.reply_laps * limits.reply_cycle
-        )
         self.clear()
 
     def clear(self) -> None:
         """Forget the run: history, streaks, turns."""
         self.calls.clear()
-        self.replies.clear()
+        # the recent replies (key, word sketch), newest last, for cycles of them (R9)
+        self.replies: tuple[tuple[str, str | None], ...] = ()
         self.seen = 0
         self.turns = 0
         # the answer being worked through: its first call's place, and its calls still due
-        self.batch, self.due = -1, 0
+        self.batch: Call | None = None
+        self.due = 0
         # what the run's results said (information digests, hashed), and the streak of model
         # answers (or unannounced calls) that brought nothing new, with their tools
         self.infos = array("Q")
@@ -230,7 +233,7 @@ class RunView:
         """Switch to ``limits``, keeping the history that still fits."""
         self.limits = limits
         self.calls = deque(self.calls, maxlen=limits.history)
-        self.replies = deque(self.replies, maxlen=limits.reply_laps * limits.reply_cycle)
+        self.replies = self.replies[len(self.replies) - limits.reply_laps * limits.reply_cycle :]
 
     # --- bookkeeping ---------------------------------------------------------------------
 
@@ -244,12 +247,10 @@ class RunView:
                 break
             succeeded = succeeded or earlier.kind == "ok"
         if self.due:
-            if self.batch < 0:
-                self.batch = self.seen
+            if self.batch is None:
+                self.batch = call
             call.batch = self.batch
             self.due -= 1
-        else:
-            call.batch = self.seen  # a call no answer announced is an answer of its own
         calls = self.calls
         calls.append(call)
         self.seen += 1
@@ -267,7 +268,7 @@ class RunView:
             self._failed_turn()
         self.turns += 1
         self.expected, self.results, self.worked, self.judged = None, 0, False, False
-        self.batch, self.due = -1, 0
+        self.batch, self.due = None, 0
 
     def add_answer(self, *, calls: int, in_context: bool) -> None:
         """The model answered: with ``calls`` tool calls, or none (an answer, which fails the
@@ -275,7 +276,7 @@ class RunView:
         self.failing_grew = self.quiet_grew = False
         if calls:
             self.expected = calls
-            self.batch, self.due = -1, calls
+            self.batch, self.due = None, calls
             return
         if in_context and not self.judged:
             self.judged = True
@@ -286,9 +287,11 @@ class RunView:
         recent replies for cycles of nearly identical ones (SPEC §12 R9)."""
         last, streak = self.assistant
         self.assistant = (key, streak + 1 if key == last and in_context else 1)
+        kept = self.limits.reply_laps * self.limits.reply_cycle
         if not in_context:
-            self.replies.clear()  # a helper model's answer to a new input starts afresh
-        self.replies.append((key, sketch))
+            self.replies = ()  # a helper model's answer to a new input starts afresh
+        if kept:
+            self.replies = (*self.replies[len(self.replies) + 1 - kept :], (key, sketch))
 
     def add_result(self, call: Call | None, name: str, failed: bool) -> None:
         """A result came in (``call`` is ``None`` when no pending call could be found)."""
@@ -399,14 +402,14 @@ class RunView:
                     c.info,
                     c.changed,
                     None if c.tokens is None else sorted(c.tokens),
-                    c.batch,
+                    c.batch is not c,
                     c.fresh,
                 ]
                 for c in self.calls
             ],
             "seen": self.seen,
             "turns": self.turns,
-            "batch": [self.batch, self.due],
+            "batch": [self.batch is not None, self.due],
             "infos": self.infos.tolist(),
             "quiet": [self.quiet, list(self.quiet_tools)],
             "turn": [
@@ -427,9 +430,14 @@ class RunView:
         """Take an exported state; raises one of :data:`StateError` (and changes nothing)
         when it is malformed."""
         calls = [_call_from_state(item) for item in items_of(state["calls"])]
+        if calls and calls[0].batch is _JOINED:
+            calls[0].batch = calls[0]  # its answer's first call is out of the history
+        for previous, call in pairwise(calls):
+            if call.batch is _JOINED:  # joined the answer of the call before it
+                call.batch = previous.batch
         seen, turns = count_of(state["seen"]), count_of(state["turns"])
-        batch, due = items_of(state["batch"])
-        batch = _number(batch)
+        started, due = items_of(state["batch"])
+        started = flag_of(started)
         infos = array("Q", map(_hash_from_state, items_of(state["infos"])))
         count, tools = items_of(state["quiet"])
         quiet = count_of(count)
@@ -438,10 +446,10 @@ class RunView:
         turn = (
             None if expected is None else count_of(expected),
             count_of(results),
-            _flag(worked),
+            flag_of(worked),
             count_of(brought),
-            _flag(judged),
-            _flag(answered),
+            flag_of(judged),
+            flag_of(answered),
             count_of(failing),
         )
         key, streak = items_of(state["assistant"])
@@ -454,8 +462,9 @@ class RunView:
         ]
         self.clear()
         self.calls.extend(calls)
-        self.replies.extend(replies)
-        self.seen, self.turns, self.batch, self.due = seen, turns, batch, count_of(due)
+        self.replies = tuple(replies)
+        self.seen, self.turns, self.due = seen, turns, count_of(due)
+        self.batch = calls[-1].batch if started and calls else None
         self.infos, self.quiet, self.quiet_tools = infos, quiet, quiet_tools
         self.assistant, self.error = assistant, error
         (
@@ -514,6 +523,8 @@ def _hash(value: str) -> int:
 # --- reading an exported state ------------------------------------------------------------------
 
 _KINDS = frozenset(get_args(OutcomeKind))
+_JOINED = Call("", "", None)
+"""The mark of a restored call that joined the answer of the call before it."""
 
 
 def items_of(value: object) -> list[Any]:
@@ -528,12 +539,6 @@ def count_of(value: object) -> int:
     return value
 
 
-def _number(value: object) -> int:
-    if type(value) is not int:
-        raise ValueError(value)
-    return value
-
-
 def text_of(value: object) -> str:
     if not isinstance(value, str):
         raise TypeError
@@ -544,7 +549,7 @@ def optional_text_of(value: object) -> str | None:
     return None if value is None else text_of(value)
 
 
-def _flag(value: object) -> bool:
+def flag_of(value: object) -> bool:
     if type(value) is not bool:
         raise TypeError
     return value
@@ -557,14 +562,16 @@ def _hash_from_state(value: object) -> int:
 
 
 def _call_from_state(item: object) -> Call:
-    name, sig, outcome, kind, call_id, near, info, changed, tokens, batch, fresh = items_of(item)
+    name, sig, outcome, kind, call_id, near, info, changed, tokens, joined, fresh = items_of(item)
     if kind not in _KINDS:
         raise ValueError(kind)
-    call = Call(text_of(name), text_of(sig), optional_text_of(call_id), _number(batch))
+    call = Call(text_of(name), text_of(sig), optional_text_of(call_id))
+    if flag_of(joined):
+        call.batch = _JOINED
     call.outcome, call.kind = optional_text_of(outcome), kind
     call.near, call.info = optional_text_of(near), optional_text_of(info)
-    call.changed = None if changed is None else _flag(changed)
-    call.fresh = _flag(fresh)
+    call.changed = None if changed is None else flag_of(changed)
+    call.fresh = flag_of(fresh)
     if tokens is not None:
         call.tokens = frozenset(map(count_of, items_of(tokens)))
     return call

@@ -314,13 +314,13 @@ def test_a_restored_view_answers_whether_successes_can_stop_the_run() -> None:
 
 
 def test_the_view_remembers_a_bounded_number_of_things_seen() -> None:
-    """The run's seen information is bounded (64 digests), oldest dropped; a digest that is no
+    """The run's seen information is bounded (32 digests), oldest dropped; a digest that is no
     hex number is still remembered."""
     d = LoopDetector(clock=lambda: 0.0)
     for n in range(80):
         d.tool_call("read", {"p": n}, call_id=f"c{n}")
         d.tool_result("read", f"line {n} of the report", call_id=f"c{n}")
-    assert len(d._view.infos) == 64
+    assert len(d._view.infos) == 32
     view = RunView(d._view.limits)
     call = d._view.calls[-1]
     call.info, call.outcome = "=", "not-hex!"
@@ -414,3 +414,20 @@ def test_the_window_rule_counts_an_answer_with_a_call_twice_once() -> None:
         d.tool_call("note", {"n": turn}, call_id=f"note{turn}")
         d.tool_result("note", f"noted {turn}", call_id=f"note{turn}")
     assert stopped_at == (3, Signal.TOOL_FREQUENCY)
+
+
+def test_a_restored_state_keeps_which_calls_one_answer_made() -> None:
+    """The calls of one answer are still one answer after an export and a restore, even when
+    the answer's first call has left the history."""
+    d = LoopDetector(clock=lambda: 0.0)
+    d.turn_start()
+    queries = [("search", {"q": f"route {n}"}) for n in range(30)]
+    d.assistant_message("", queries)
+    for n, (name, args) in enumerate(queries):
+        d.tool_call(name, args, call_id=f"c{n}")
+    other = LoopDetector(clock=lambda: 0.0)
+    assert other.restore_state(d.export_state()) is True
+    calls = list(other._view.calls)
+    assert len(calls) == 25
+    assert all(call.batch is calls[0] for call in calls)
+    assert other._view.batch is calls[0]

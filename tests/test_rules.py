@@ -506,7 +506,7 @@ def test_every_hard_signal_has_exactly_one_rule_in_report_order() -> None:
 def test_the_view_keeps_a_bounded_amount_of_information_and_replies() -> None:
     """Many distinct failing calls, tools, results and replies: what the view remembers of
     them stays bounded."""
-    d = LoopDetector(clock=lambda: 0.0)
+    d = LoopDetector(LoopGuardConfig(scope="thread"), clock=lambda: 0.0)
     for n in range(100):
         d.tool_call(f"tool{n}", {"n": n})
         d.tool_result(f"tool{n}", error=f"Error {n}")
@@ -516,7 +516,7 @@ def test_the_view_keeps_a_bounded_amount_of_information_and_replies() -> None:
     for n in range(100):
         d.assistant_message(f"reply number {n} with the word {chr(97 + n % 26)}")
     view = d._view
-    assert len(view.infos) <= 64
+    assert len(view.infos) <= 32
     assert len(view.quiet_tools) <= 4
     assert len(view.replies) <= 12
 
