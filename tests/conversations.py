@@ -448,6 +448,15 @@ def support_chat(messages: int = 30) -> Scenario:
     return Scenario(f"support-chat-{messages}", script, _support_tools(), scope="thread")
 
 
+def answers_only_chat(messages: int = 30) -> Scenario:
+    """N8: the support chat answered from what the agent knows, without a single tool call:
+    ``messages`` replies in a row, each to a new user message, each different."""
+    script: list[Turn | User] = []
+    for (question, _), reply in zip(_CHAT[:messages], _REPLIES, strict=False):
+        script += [User(question), Turn(text=reply)]
+    return Scenario(f"answers-only-chat-{messages}", script, {}, scope="thread")
+
+
 # --- N9: silent work ------------------------------------------------------------------------
 
 
