@@ -103,8 +103,8 @@ def resolve_config(config: ConfigInput) -> LoopGuardConfig:
         return LoopGuardConfig.load()
     if isinstance(config, LoopGuardConfig):
         return config
-    if isinstance(config, Mapping):
-        return LoopGuardConfig.load(**dict(config))
+    if isinstance(config, Mapping):  # not **config: a key that is no string is named too
+        return LoopGuardConfig._load(config)
     msg = (
         f"config must be a LoopGuardConfig, a mapping of values or None, "
         f"not {type(config).__name__}"

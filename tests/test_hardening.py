@@ -160,6 +160,18 @@ def test_guard_constructors_refuse_private_keys(
     assert info.value.key == key
 
 
+@pytest.mark.parametrize("make", GUARDS, ids=lambda g: g.__name__)
+def test_guard_constructors_name_a_key_that_is_no_string(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, make: Any
+) -> None:
+    """``config={1: 2}`` is a config error naming the key, not ``TypeError: keywords must be
+    strings``."""
+    _clean_environment(monkeypatch, tmp_path)
+    with pytest.raises(LoopGuardConfigError, match="unknown key 1 = 2") as info:
+        make({1: 2})
+    assert info.value.source == "code"
+
+
 # --- digests that leave the process reveal nothing ------------------------------------------------
 
 PINS = [f"{number:04d}" for number in range(10_000)]
