@@ -9,6 +9,7 @@ from __future__ import annotations
 import gzip
 import json
 import random
+import time
 from pathlib import Path
 from typing import Any
 
@@ -541,3 +542,15 @@ def test_format_flag_forces_a_reader(tmp_path: Path) -> None:
     path.write_text(_jsonl(_looping_runs()))
     with pytest.raises(TraceFormatError, match='"events" must be an array'):
         replay(path, DEFAULTS, format="trajectories")
+
+
+def test_whitespace_between_values_is_skipped_at_reading_speed(tmp_path: Path) -> None:
+    """16 MB of blank lines around one event: well under a second (it took ~2 s)."""
+    path = tmp_path / "blank.jsonl"
+    blank = (" " * 1023 + "\n") * 16_384
+    path.write_text(blank + '{"v":1,"run":"r","t":0,"e":"turn_start"}\n' + blank)
+    start = time.perf_counter()
+    report = replay(path, DEFAULTS)
+    elapsed = time.perf_counter() - start
+    assert report.events == 1
+    assert elapsed < 1.0, f"{elapsed:.2f} s"
