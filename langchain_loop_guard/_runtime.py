@@ -21,7 +21,7 @@ import weakref
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, get_args
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, get_args, overload
 
 from langchain_loop_guard._config import LoopGuardConfig, Mode
 from langchain_loop_guard._detector import ALLOW, CallInfo, LoopDetector, Signal, Verdict
@@ -32,6 +32,7 @@ from langchain_loop_guard._public import public_digest, safe_tool_name
 
 if TYPE_CHECKING:
     from langchain_loop_guard._detector import EventListener
+    from langchain_loop_guard._replay import ReplayReport
     from langchain_loop_guard._trace import TraceRecorder
 
 __all__ = [
@@ -538,21 +539,31 @@ class GuardRuntime:
             return ALLOW
         return verdict
 
+    @overload
+    def report(self) -> ReplayReport: ...
+    @overload
+    def report(
+        self, run_id: str, verdict: Verdict, *, site: Site | None = None, nudge: bool = False
+    ) -> None: ...
     def report(
         self,
-        run_id: str,
-        verdict: Verdict,
+        run_id: str | None = None,
+        verdict: Verdict | None = None,
         *,
         site: Site | None = None,
         nudge: bool = False,
-    ) -> None:
-        """Log ``verdict``, count it for ``status``, tell the listeners and publish it.
+    ) -> ReplayReport | None:
+        """Without arguments: the guard's ``record_to=`` trace replayed under its configuration
+        (mode ``"on"``), a :class:`~langchain_loop_guard.ReplayReport` that Jupyter draws as
+        a timeline per run (``%loop_guard report``).
 
-        Tool names, signals and counts only. The log line names the top-level run and the
-        thread (``run=… thread=…``); a stop is logged once at ``WARNING``, warnings,
-        observe-mode reports and nudges at ``INFO``, the blocks and aborts of a run already
-        stopped at ``DEBUG``. Every verdict but the latter is published to the traced run and
-        the streams (see :mod:`~langchain_loop_guard._observe`).
+        With a run and a verdict (what adapters call): log ``verdict``, count it for
+        ``status``, tell the listeners and publish it. Tool names, signals and counts only.
+        The log line names the top-level run and the thread (``run=… thread=…``); a stop is
+        logged once at ``WARNING``, warnings, observe-mode reports and nudges at ``INFO``,
+        the blocks and aborts of a run already stopped at ``DEBUG``. Every verdict but the
+        latter is published to the traced run and the streams (see
+        :mod:`~langchain_loop_guard._observe`).
 
         Args:
             run_id: the run (or thread) whose state decided, as :meth:`inspect` names it.
@@ -561,7 +572,29 @@ class GuardRuntime:
             nudge: the verdict only refused one call and the run goes on (graph guards'
                 ``nudges``): logged and published as ``"nudge"``, not counted as a stop, and
                 not given to verdict listeners.
+
+        Raises:
+            LoopGuardConfigError: no arguments, and the guard records no trace.
         """
+        if run_id is None or verdict is None:
+            from langchain_loop_guard._replay import replay  # noqa: PLC0415 - when asked
+
+            if self._recorder is None:
+                msg = "report() replays the trace the guard records: create it with record_to="
+                raise LoopGuardConfigError(msg, source="code", key="record_to", allowed="a path")
+            return replay(self._recorder.path, self._config)
+        self._report_verdict(run_id, verdict, site=site, nudge=nudge)
+        return None
+
+    def _report_verdict(
+        self,
+        run_id: str,
+        verdict: Verdict,
+        *,
+        site: Site | None = None,
+        nudge: bool = False,
+    ) -> None:
+        """:meth:`report` of a verdict: log it, count it, tell the listeners, publish it."""
         signal = verdict.signal
         if signal is None:
             return
