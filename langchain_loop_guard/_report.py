@@ -220,11 +220,12 @@ class _Page:
         yield "</div>\n"
 
     def _overview(self) -> Iterator[str]:
-        tr, runs, setting = self.tr, self.report.runs, self._setting(0)
+        tr, runs = self.tr, self.report.runs
+        setting = f" ({self._setting(0)})" if self.sweep is not None else ""
         cards: list[tuple[object, str]] = [
             (f"{len(runs):,}", tr.gettext("runs read")),
             (f"{self.report.events:,}", tr.gettext("events")),
-            (f"{self.report.would_stop:,}", tr.gettext("runs that would stop") + f" {setting}"),
+            (f"{self.report.would_stop:,}", tr.gettext("runs that would stop") + setting),
             (f"{sum(1 for run in runs if run.warnings):,}", tr.gettext("runs with warnings")),
         ]
         recorded = [run for run in runs if run.recorded]

@@ -30,7 +30,7 @@ from langchain_loop_guard.testing import ScriptedChatModel
 
 ROOT = Path(__file__).resolve().parent.parent
 OUTPUT = ROOT / "docs" / "report.png"
-WIDTH, HEIGHT = 1366, 1180
+WIDTH, HEIGHT = 1366, 1168
 DAY = (
     "productive",
     "repeat",
