@@ -12,7 +12,6 @@ it) and are skipped elsewhere, saying why.
 from __future__ import annotations
 
 import html
-import importlib.util
 import json
 import os
 import re
@@ -24,6 +23,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from conftest import load_script
 
 from langchain_loop_guard import LoopGuardConfig, calibrate, replay
 from langchain_loop_guard._cli import EXIT_OK, main
@@ -37,18 +37,7 @@ LAPTOP = 1366
 LONG_NAME = "a" * 200  # no place to break a line: the page must wrap it, not scroll
 
 
-def _script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "report_screenshot", ROOT / "scripts" / "report_screenshot.py"
-    )
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-SCRIPT = _script()
+SCRIPT = load_script("report_screenshot")
 
 
 @pytest.fixture(scope="module")
