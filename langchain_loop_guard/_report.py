@@ -36,8 +36,10 @@ _NAMES: Final = 32  # tool names a timeline tells apart; further ones share the 
 _TOOLS: Final = ("#1f6fb2", "#e8871e", "#2e9e4f", "#8e5cc2", "#1aa3a3", "#c2458a", "#8c6d31")
 _OTHER, _FAILED, _LIVE, _WARN = "#a3abb8", "#e53935", "#1565c0", "#f9a825"
 _STOPS: Final = ("#1d2330", "#6a1b9a", "#00838f", "#ef6c00", "#283593", "#6d4c41")
-_SIGNALS: Final = ("#c62828", "#ef6c00", "#f9a825", "#2e7d32", "#00838f", "#1565c0", "#6a1b9a")
-_SIGNALS2: Final = ("#ad1457", "#5d4037", "#455a64", "#9e9d24", "#00695c")
+_SIGNALS: Final = (
+    *("#c62828", "#ef6c00", "#f9a825", "#2e7d32", "#00838f", "#1565c0", "#6a1b9a", "#ad1457"),
+    *("#5d4037", "#455a64", "#9e9d24", "#00695c"),
+)
 _W: Final = 1000  # a timeline's length in SVG units, stretched to the page's width
 _CSP: Final = "default-src 'none'; style-src 'unsafe-inline'"
 _CSS: Final = """.lgr{font:14px/1.45 system-ui,"Segoe UI",Roboto,sans-serif;color:#1d2330;
@@ -183,8 +185,7 @@ class _Page:
             if timeline is not None:
                 counts.update(timeline.names[code] for code in timeline.codes)
         self.colors = {name: _TOOLS[i] for i, (name, _) in enumerate(counts.most_common(7))}
-        signals = _SIGNALS + _SIGNALS2
-        self.signal_colors = {s: signals[i % len(signals)] for i, s in enumerate(Signal)}
+        self.signal_colors = {s: _SIGNALS[i % len(_SIGNALS)] for i, s in enumerate(Signal)}
 
     def _stops(self, index: int) -> bool:
         return any(report.runs[index].stop is not None for report in self.reports)
@@ -234,19 +235,17 @@ class _Page:
             cards.append((f"{same}/{len(recorded)}", tr.gettext("runs replayed as they ran live")))
         cells = (f'<div class="card"><b>{_e(value)}</b>{_e(label)}</div>' for value, label in cards)
         yield f'<div class="cards">{"".join(cells)}</div><div class="cols">'
-        colors = self.signal_colors
         by_tool = Counter(safe_tool_name(r.stop.tool) for r in runs if r.stop and r.stop.tool)
         by_signal = Counter(r.stop.signal for r in runs if r.stop)
         warned = Counter(w.signal for r in runs for w in r.warnings)
-        yield from self._bars(
-            tr.gettext("stops by signal"), [(s, by_signal[s], colors[s]) for s in Signal]
-        )
-        tools = [(n, c, self.colors.get(n, _OTHER)) for n, c in by_tool.most_common(10)]
+        tools = [(name, n, self.colors.get(name, _OTHER)) for name, n in by_tool.most_common(10)]
+        yield from self._bars(tr.gettext("stops by signal"), self._signals(by_signal))
         yield from self._bars(tr.gettext("stops by tool"), tools)
-        yield from self._bars(
-            tr.gettext("warnings by signal"), [(s, warned[s], colors[s]) for s in Signal]
-        )
+        yield from self._bars(tr.gettext("warnings by signal"), self._signals(warned))
         yield "</div>"
+
+    def _signals(self, counts: Counter[Signal]) -> list[tuple[str, int, str]]:
+        return [(s.value, counts[s], self.signal_colors[s]) for s in Signal]
 
     def _bars(self, title: str, rows: list[tuple[str, int, str]]) -> Iterator[str]:
         rows = [row for row in rows if row[1]]

@@ -554,24 +554,12 @@ class GuardRuntime:
         nudge: bool = False,
     ) -> ReplayReport | None:
         """Without arguments: the guard's ``record_to=`` trace replayed under its configuration
-        (mode ``"on"``), a :class:`~langchain_loop_guard.ReplayReport` that Jupyter draws as
-        a timeline per run (``%loop_guard report``).
-
-        With a run and a verdict (what adapters call): log ``verdict``, count it for
-        ``status``, tell the listeners and publish it. Tool names, signals and counts only.
-        The log line names the top-level run and the thread (``run=… thread=…``); a stop is
-        logged once at ``WARNING``, warnings, observe-mode reports and nudges at ``INFO``,
-        the blocks and aborts of a run already stopped at ``DEBUG``. Every verdict but the
-        latter is published to the traced run and the streams (see
-        :mod:`~langchain_loop_guard._observe`).
-
-        Args:
-            run_id: the run (or thread) whose state decided, as :meth:`inspect` names it.
-            verdict: a verdict that is not ``"allow"``.
-            site: where it happened; read from the runnable being executed when ``None``.
-            nudge: the verdict only refused one call and the run goes on (graph guards'
-                ``nudges``): logged and published as ``"nudge"``, not counted as a stop, and
-                not given to verdict listeners.
+        (mode ``"on"``), a :class:`~langchain_loop_guard.ReplayReport` that Jupyter draws
+        (``%loop_guard report``). With a run and a verdict (what adapters call): log the
+        verdict (names, signals, counts; a stop at ``WARNING``, warnings, observe-mode reports
+        and nudges at ``INFO``, a stopped run's blocks at ``DEBUG``), count it for ``status``,
+        tell the verdict listeners (not of a ``nudge``, which refused one call and let the run
+        go on) and publish it (see :mod:`~langchain_loop_guard._observe`).
 
         Raises:
             LoopGuardConfigError: no arguments, and the guard records no trace.

@@ -157,8 +157,8 @@ class _Scanner:
         return TraceFormatError(self._path, line, problem)
 
     def _more(self) -> bool:
-        """Read on: at least as much as is buffered (to stay linear), in chunks joined once,
-        so that a long value costs about twice its size at its peak, not four times."""
+        """Read on: at least as much as is buffered (to stay linear), in chunks joined once:
+        a long value peaks near twice its size (its text and the value decoded from it)."""
         if self._eof:
             return False
         pending = len(self._text) - self._pos
