@@ -185,6 +185,23 @@ def test_a_long_run_keeps_a_bounded_number_of_marks() -> None:
     assert timeline.at[-1] > 9_000
 
 
+def test_a_page_where_no_run_would_stop_draws_no_timeline(tmp_path: Path) -> None:
+    """Nothing to draw: the overview says 0 and every run is in the fold."""
+    page = replay(_trace(tmp_path, [_productive("a"), _productive("b")]), DEFAULTS).to_html()
+    assert "<b>0</b>runs that would stop" in page
+    assert "<svg" not in page
+    assert "2 runs would not stop (the longest first)" in page
+
+
+def test_a_long_run_says_how_many_calls_a_mark_stands_for(tmp_path: Path) -> None:
+    """A run of 1,000 calls keeps at most ``MAX_MARKS`` marks and says what each stands for."""
+    page = replay(_trace(tmp_path, [_looping("long", calls=1_000)]), DEFAULTS).to_html()
+    timeline = page[page.index("<svg") : page.index("</svg>")]
+    marks = len(re.findall(r"M[\d.]+ 7h", timeline))  # a mark: "M<x> 7h<w>v20h-<w>z"
+    assert 1_000 / 4 <= marks <= MAX_MARKS
+    assert "each mark stands for up to 4 tool calls" in page
+
+
 def test_a_failed_result_marks_its_call() -> None:
     """An error result marks the latest call of its tool."""
     timeline = Timeline()
