@@ -26,8 +26,15 @@ if TYPE_CHECKING:
     from langchain_loop_guard._calibrate import Calibration
     from langchain_loop_guard._replay import ReplayReport, ReplayVerdict, RunReplay
 
-__all__ = ["MAX_DRAWN", "MAX_LISTED", "MAX_MARKS", "Timeline", "describe_run", "report_html"]
-__all__ += ["stop_text"]
+__all__ = [
+    "MAX_DRAWN",
+    "MAX_LISTED",
+    "MAX_MARKS",
+    "Timeline",
+    "describe_run",
+    "report_html",
+    "stop_text",
+]
 
 MAX_MARKS: Final = 256
 MAX_DRAWN: Final = 300
@@ -36,10 +43,10 @@ _NAMES: Final = 32  # tool names a timeline tells apart; further ones share the 
 _TOOLS: Final = ("#1f6fb2", "#e8871e", "#2e9e4f", "#8e5cc2", "#1aa3a3", "#c2458a", "#8c6d31")
 _OTHER, _FAILED, _LIVE, _WARN = "#a3abb8", "#e53935", "#1565c0", "#f9a825"
 _STOPS: Final = ("#1d2330", "#6a1b9a", "#00838f", "#ef6c00", "#283593", "#6d4c41")
-_SIGNALS: Final = (
-    *("#c62828", "#ef6c00", "#f9a825", "#2e7d32", "#00838f", "#1565c0", "#6a1b9a", "#ad1457"),
-    *("#5d4037", "#455a64", "#9e9d24", "#00695c"),
-)
+_SIGNALS: Final = (  # in the order of Signal, cycled past the twelfth
+    "#c62828", "#ef6c00", "#f9a825", "#2e7d32", "#00838f", "#1565c0",
+    "#6a1b9a", "#ad1457", "#5d4037", "#455a64", "#9e9d24", "#00695c",
+)  # fmt: skip
 _W: Final = 1000  # a timeline's length in SVG units, stretched to the page's width
 _CSP: Final = "default-src 'none'; style-src 'unsafe-inline'"
 _CSS: Final = """.lgr{font:14px/1.45 system-ui,"Segoe UI",Roboto,sans-serif;color:#1d2330;
