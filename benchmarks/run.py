@@ -21,6 +21,7 @@ import bench_detector
 import bench_load
 import bench_memory
 import bench_replay
+import bench_report
 from _harness import Row, format_table
 
 
@@ -39,12 +40,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-fail", action="store_true", help="exit 0 even if a target is missed")
     parser.add_argument(
         "--only",
-        choices=("detector", "agent", "memory", "replay", "load"),
+        choices=("detector", "agent", "memory", "replay", "report", "load"),
         action="append",
         help="run only these sections (repeatable)",
     )
     options = parser.parse_args(argv)
-    sections = options.only or ["detector", "agent", "memory", "replay", "load"]
+    sections = options.only or ["detector", "agent", "memory", "replay", "report", "load"]
     quick = options.quick
     # the guard's reports must not reach stderr in the middle of the table
     logging.getLogger("langchain_loop_guard").addHandler(logging.NullHandler())
@@ -72,6 +73,10 @@ def main(argv: list[str] | None = None) -> int:
     if "replay" in sections:
         rows += bench_replay.large_export(target_mb=20 if quick else 100, rounds=1 if quick else 3)
         print("replay done", flush=True)
+    if "report" in sections:
+        rows += bench_report.report_cost(runs=2_000 if quick else 10_000, rounds=1 if quick else 3)
+        rows += bench_report.one_event_runs(runs=100_000 if quick else 1_000_000)
+        print("report done", flush=True)
     if "load" in sections:
         rows += bench_load.runs_in_flight(runs=1_500, rounds=1 if quick else 3)
         rows += bench_load.large_output(size=(10 if quick else 50) * bench_load.MB)

@@ -11,6 +11,8 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from langchain_loop_guard._calibrate import Calibration as Calibration
+    from langchain_loop_guard._calibrate import calibrate as calibrate
     from langchain_loop_guard._config import LoopGuardConfig as LoopGuardConfig
     from langchain_loop_guard._detector import LoopDetector as LoopDetector
     from langchain_loop_guard._detector import Signal as Signal
@@ -31,16 +33,14 @@ if TYPE_CHECKING:
     from langchain_loop_guard._observe import CallbackStopFilter as CallbackStopFilter
     from langchain_loop_guard._repair import arepair_thread as arepair_thread
     from langchain_loop_guard._repair import repair_thread as repair_thread
-    from langchain_loop_guard._replay import Calibration as Calibration
     from langchain_loop_guard._replay import ReplayReport as ReplayReport
-    from langchain_loop_guard._replay import calibrate as calibrate
     from langchain_loop_guard._replay import replay as replay
     from langchain_loop_guard._trace import TraceFormatError as TraceFormatError
 
 __version__ = "0.1.0"
 
 _EXPORTS: dict[str, str] = {
-    "Calibration": "langchain_loop_guard._replay",
+    "Calibration": "langchain_loop_guard._calibrate",
     "CallbackStopFilter": "langchain_loop_guard._observe",
     "LoopDetected": "langchain_loop_guard._interrupt",
     "LoopDetector": "langchain_loop_guard._detector",
@@ -58,7 +58,7 @@ _EXPORTS: dict[str, str] = {
     "TraceFormatError": "langchain_loop_guard._trace",
     "Verdict": "langchain_loop_guard._detector",
     "arepair_thread": "langchain_loop_guard._repair",
-    "calibrate": "langchain_loop_guard._replay",
+    "calibrate": "langchain_loop_guard._calibrate",
     "guard_kind": "langchain_loop_guard._graph_state",
     "load_ipython_extension": "langchain_loop_guard._magic",
     "repair_thread": "langchain_loop_guard._repair",

@@ -318,6 +318,13 @@ def _replay_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument(
+        "--html",
+        metavar="REPORT.html",
+        help="also write the report as one self-contained HTML page: an overview, a timeline "
+        "per run that would stop (the others folded) and, with --sweep, a chart per value; "
+        "no script, nothing loaded from the network",
+    )
+    parser.add_argument(
         "--progress",
         action=argparse.BooleanOptionalAction,
         default=None,
@@ -326,12 +333,8 @@ def _replay_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _run_replay(args: argparse.Namespace) -> int:
-    from langchain_loop_guard._replay import (  # noqa: PLC0415
-        calibrate,
-        json_text,
-        replay,
-        terminal_safe,
-    )
+    from langchain_loop_guard._calibrate import calibrate  # noqa: PLC0415
+    from langchain_loop_guard._replay import json_text, replay, terminal_safe  # noqa: PLC0415
     from langchain_loop_guard._trace import TraceFormatError  # noqa: PLC0415
 
     try:
@@ -350,13 +353,17 @@ def _run_replay(args: argparse.Namespace) -> int:
         else:
             key, tried = sweep
             result = calibrate(args.trace, key, tried, config, format=trace_format, progress=bar)
+        where = args.html
+        if where is not None:
+            with open(where, "w", encoding="utf-8") as page:
+                page.write(result.to_html())
     except LoopGuardConfigError as exc:
         return _usage(exc, terminal_safe)
     except TraceFormatError as exc:
         print(f"{_PROG}: {terminal_safe(str(exc))}", file=sys.stderr)
         return EXIT_USAGE
     except OSError as exc:
-        problem = f"{args.trace}: {exc.strerror or exc}"
+        problem = f"{exc.filename or args.trace}: {exc.strerror or exc}"
         print(f"{_PROG}: {terminal_safe(problem)}", file=sys.stderr)
         return EXIT_USAGE
     finally:

@@ -505,7 +505,7 @@ def _mapping_layer(data: Mapping[str, object], source: str) -> _Layer:
             )
         elif field is None:
             what = f"unknown key {key!r} = {_show(value)}"
-            what += _suggestion(key, [*_FIELD_FOR_KEY, _ENABLED])
+            what += _suggestion(str(key), [*_FIELD_FOR_KEY, _ENABLED])
             problems.append(
                 _problem(
                     where=source,

@@ -12,6 +12,9 @@ Every shape a LangSmith user has is read, each recognised by its content:
 - a raw API page ``{"runs": [...], "cursors": ...}``; a single pretty-printed run;
 - the rows of a Parquet bulk export (see :mod:`langchain_loop_guard._parquet`).
 
+``runs.query()`` without ``selects`` returns only run ids: such an export is refused, saying
+which fields to select.
+
 Each trace (``trace_id``, else the root reached through the parents) is one run of the guard;
 with ``scope="thread"`` the traces of one thread (metadata ``thread_id``, ``session_id`` or
 ``conversation_id``, as LangSmith groups threads) are one run. Model runs become a turn start
@@ -72,6 +75,12 @@ MISSING_IO_HELP: Final = (
     '`Client.list_runs(select=[..., "inputs", "outputs"])`'
 )
 """How to export the inputs and outputs a replay needs (for the refusal message)."""
+_IDS_ONLY: Final = (
+    'a run with nothing but its id: client.runs.query() returns only "id" without selects; '
+    'export with client.runs.query(..., selects=["ID", "TRACE_ID", "PARENT_RUN_IDS", "NAME", '
+    '"RUN_TYPE", "STATUS", "START_TIME", "END_TIME", "ERROR", "INPUTS", "OUTPUTS", "EXTRA", '
+    '"METADATA", "THREAD_ID"])'
+)
 
 
 def looks_like_langsmith(obj: Mapping[str, Any]) -> bool:
@@ -80,7 +89,13 @@ def looks_like_langsmith(obj: Mapping[str, Any]) -> bool:
         return True
     if isinstance(obj.get("runs"), list):
         return True
-    return "run_id" in obj and "start_time" in obj
+    return ("run_id" in obj and "start_time" in obj) or _ids_only(obj)
+
+
+def _ids_only(obj: Mapping[str, Any]) -> bool:
+    """Whether a run holds its id and nothing else (``runs.query()`` without ``selects``)."""
+    rest = (value for key, value in obj.items() if key not in ("id", "run_id"))
+    return ("id" in obj or "run_id" in obj) and all(value is None for value in rest)
 
 
 @dataclass(slots=True)
@@ -169,6 +184,8 @@ def _run(path: str, line: int, obj: Mapping[str, Any], order: int) -> _Run:
     def fail(problem: str) -> TraceFormatError:
         return TraceFormatError(path, line, problem)
 
+    if _ids_only(obj):
+        raise fail(_IDS_ONLY)
     run_id = obj.get("id", obj.get("run_id"))
     missing = [key for key in ("run_type", "name", "start_time") if key not in obj]
     if run_id is None:

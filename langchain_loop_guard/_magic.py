@@ -6,6 +6,8 @@ Load it with ``%load_ext langchain_loop_guard``, then::
     %loop_guard inspect [RUN]   # recent tool calls of a run (names and digests only)
     %loop_guard on|off|observe  # switch the mode of the guard's runs
     %loop_guard reset [RUN]     # clear a run's counters and tripped flag
+    %loop_guard report          # the guard's record_to= trace replayed: where each run would
+                                # stop, drawn (the ReplayReport of ``guard.report()``)
     %loop_guard use [VAR | N]   # drive the guard in variable VAR, or number N of the list
                                 # that ``use`` alone prints (every live guard, numbered)
 
@@ -37,7 +39,9 @@ from langchain_loop_guard._runtime import GuardRuntime, live_guards, text_table
 __all__ = ["LoopGuardMagics", "load_ipython_extension", "unload_ipython_extension"]
 
 _MAGIC = "%loop_guard"
-_USAGE = "%loop_guard status | inspect [RUN] | on | off | observe | reset [RUN] | use [VAR | N]"
+_USAGE = (
+    "%loop_guard status | inspect [RUN] | on | off | observe | reset [RUN] | report | use [VAR | N]"
+)
 
 
 @magics_class
@@ -50,7 +54,8 @@ class LoopGuardMagics(Magics):
 
     @line_magic
     def loop_guard(self, line: str) -> None:
-        """Run a loop-guard command: status, inspect [RUN], on, off, observe, reset [RUN], use."""
+        """Run a loop-guard command: status, inspect [RUN], on, off, observe, reset [RUN],
+        report, use."""
         try:
             words = shlex.split(line)
         except ValueError as exc:
@@ -60,6 +65,7 @@ class LoopGuardMagics(Magics):
             "status": self._status,
             "inspect": self._inspect,
             "reset": self._reset,
+            "report": self._report,
             "use": self._use,
             "help": self._help,
             **{mode: self._mode_setter(mode) for mode in get_args(Mode)},
@@ -104,6 +110,15 @@ class LoopGuardMagics(Magics):
             print(tr.gettext("The run's counters and stop were cleared."))
         else:
             print(tr.gettext("No run in progress to reset (a run's state ends with the run)."))
+
+    def _report(self, args: list[str]) -> None:
+        self._no_arguments("report", args)
+        guard = self._guard()
+        try:
+            report = guard.report()
+        except (LoopGuardError, OSError) as exc:  # no trace recorded (yet), or unreadable
+            raise UsageError(f"{_MAGIC} report: {exc}") from None
+        _display(report)
 
     def _mode_setter(self, mode: Mode) -> Callable[[list[str]], None]:
         def set_mode(args: list[str]) -> None:

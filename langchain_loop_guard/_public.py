@@ -11,15 +11,26 @@ needs; nobody without the secret can test a guess.
 
 Tool names are what a model wrote; :func:`safe_tool_name` bounds their length and replaces
 control characters, so that a made-up name cannot forge a log line or bloat what is stored.
+Text printed from a trace goes through :func:`terminal_safe` or :func:`json_text`, which
+escape control and invisible formatting characters.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
+import re
 from typing import Final, overload
 
-__all__ = ["MAX_TOOL_NAME", "new_secret", "public_digest", "safe_tool_name"]
+__all__ = [
+    "MAX_TOOL_NAME",
+    "json_text",
+    "new_secret",
+    "public_digest",
+    "safe_tool_name",
+    "terminal_safe",
+]
 
 MAX_TOOL_NAME: Final = 200
 """The longest tool name kept or shown, in characters (longer ones end in ``…``)."""
@@ -72,3 +83,33 @@ def safe_tool_name(name: object) -> str:
     if len(name) > MAX_TOOL_NAME:
         name = name[: MAX_TOOL_NAME - 1] + "…"
     return "".join(char if char.isprintable() else "?" for char in name)
+
+
+_UNSAFE: Final = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff]")
+_UNSAFE_IN_JSON: Final = re.compile("[\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff]")
+"""What ``json.dumps`` leaves unescaped (it escapes U+0000-U+001F itself)."""
+
+
+def terminal_safe(text: str) -> str:
+    """``text`` with control and invisible formatting characters escaped (``\\x1b``…).
+
+    A trace may hold anything in a tool name or a run id, terminal escape sequences included;
+    a report shows them escaped, never raw.
+    """
+    return _UNSAFE.sub(_escape, text)
+
+
+def json_text(data: object) -> str:
+    """``data`` as indented JSON text with every control character escaped (``json`` leaves
+    U+007F-U+009F and invisible formatting characters as they are)."""
+    text = json.dumps(data, indent=2, ensure_ascii=False)
+    return _UNSAFE_IN_JSON.sub(_json_escape, text)
+
+
+def _json_escape(match: re.Match[str]) -> str:
+    return f"\\u{ord(match.group()):04x}"
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"

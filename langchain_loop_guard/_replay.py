@@ -9,8 +9,9 @@ mode ``"on"``: it reports where each run would first be stopped, whatever the co
 For a loop-guard trace the live verdicts are in the file, and each run says whether the replay
 stops where the live run first stopped (or first reported a loop, in observe mode).
 
-:func:`calibrate` replays one trace under several values of one setting in a single pass and
-says, per value, how many runs would stop, where, and which runs change between values.
+A report prints as text, converts to JSON data, and draws as an HTML page
+(:meth:`ReplayReport.to_html`, inline in Jupyter). :mod:`~langchain_loop_guard._calibrate`
+replays one trace under several values of one setting.
 
 Every format is read as a stream of JSON values (see :mod:`langchain_loop_guard._sources`):
 time is linear and memory bounded in the file's size; text meant for a terminal never holds
@@ -19,37 +20,36 @@ the control characters a trace may contain (they are escaped).
 
 from __future__ import annotations
 
+import hashlib
 import itertools
-import json
 import os
-import re
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal
 
 from langchain_loop_guard._config import LoopGuardConfig
 from langchain_loop_guard._detector import LoopDetector, Signal, Verdict, reason
-from langchain_loop_guard._errors import LoopGuardConfigError
 from langchain_loop_guard._langsmith import looks_like_langsmith, read_langsmith
 from langchain_loop_guard._messages import translator
+from langchain_loop_guard._public import json_text, terminal_safe
+from langchain_loop_guard._report import Timeline, describe_run, report_html
 from langchain_loop_guard._sources import json_type, json_values, trace_files
 from langchain_loop_guard._trace import TraceFormatError, TraceItem, decode_event
 from langchain_loop_guard._trajectories import looks_like_trajectory, read_trajectories
 
 __all__ = [
     "TRACE_FORMATS",
-    "Calibration",
     "Progress",
     "ReplayReport",
     "ReplayVerdict",
     "RunReplay",
     "TraceFormat",
-    "calibrate",
     "json_text",
     "replay",
     "replay_items",
+    "replay_many",
     "terminal_safe",
 ]
 
@@ -63,37 +63,9 @@ TRACE_FORMATS: Final[tuple[TraceFormat, ...]] = ("loop-guard", "langsmith", "tra
 Progress = Callable[[int, int], None]
 """Told ``(done, total)`` as a replay goes on: bytes of the trace's files read so far."""
 
-_UNSAFE: Final = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff]")
-_UNSAFE_IN_JSON: Final = re.compile("[\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff]")
-"""What ``json.dumps`` leaves unescaped (it escapes U+0000-U+001F itself)."""
-
-
-def terminal_safe(text: str) -> str:
-    """``text`` with control and invisible formatting characters escaped (``\\x1b``…).
-
-    A trace may hold anything in a tool name or a run id, terminal escape sequences included;
-    a report shows them escaped, never raw.
-    """
-    return _UNSAFE.sub(_escape, text)
-
-
-def json_text(data: object) -> str:
-    """``data`` as indented JSON text with every control character escaped (``json`` leaves
-    U+007F-U+009F and invisible formatting characters as they are)."""
-    text = json.dumps(data, indent=2, ensure_ascii=False)
-    return _UNSAFE_IN_JSON.sub(_json_escape, text)
-
-
-def _json_escape(match: re.Match[str]) -> str:
-    return f"\\u{ord(match.group()):04x}"
-
-
-def _escape(match: re.Match[str]) -> str:
-    code = ord(match.group())
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
-
-
 _HARD: Final = frozenset({"block", "abort", "observe"})
+_POOL: Final = 16  # reset detectors kept for the next runs, per configuration
+_MAX_RUN_ID: Final = 200
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -152,6 +124,8 @@ class RunReplay:
         live: for a loop-guard trace, the live run's first stop (or observed loop); ``None``
             when it had none or when the trace cannot tell.
         recorded: whether the trace holds the live verdicts (a loop-guard trace does).
+        timeline: the marks the HTML report draws (tool names and errors along the run), kept
+            for the runs that stop or whose live run stopped.
     """
 
     run: str
@@ -161,6 +135,7 @@ class RunReplay:
     warnings: tuple[ReplayVerdict, ...] = ()
     live: ReplayVerdict | None = None
     recorded: bool = False
+    timeline: Timeline | None = field(default=None, repr=False, compare=False)
 
     @property
     def same_as_live(self) -> bool | None:
@@ -192,7 +167,8 @@ class RunReplay:
 class ReplayReport:
     """The replay of a whole trace: one :class:`RunReplay` per run, in order of appearance.
 
-    ``str(report)`` is the localized text report; :meth:`to_json` the same as JSON data.
+    ``str(report)`` is the localized text report; :meth:`to_json` the same as JSON data;
+    :meth:`to_html` a page that draws each run (Jupyter shows it inline).
     """
 
     path: str
@@ -246,30 +222,8 @@ class ReplayReport:
             yield tr.gettext("run {run}: {events} events, {calls} tool calls").format(
                 run=run.run, events=run.events, calls=run.calls
             )
-            for warning in run.warnings:
-                yield "  " + tr.gettext("warning at event {event} (line {line}): {reason}").format(
-                    event=warning.event, line=warning.line, reason=warning.reason
-                )
-            if run.stop is None:
-                yield "  " + tr.gettext("would not stop")
-            else:
-                stop = run.stop
-                yield "  " + tr.gettext(
-                    "would stop at event {event} (tool call {call}, line {line}): {signal}"
-                ).format(event=stop.event, call=stop.call, line=stop.line, signal=stop.signal)
-                yield "    " + stop.reason
-            if run.same_as_live is True:
-                yield "  " + tr.gettext("live run: the same")
-            elif run.same_as_live is False and run.live is None:
-                yield "  " + tr.gettext("live run: did not stop")
-            elif run.same_as_live is False and run.live is not None:
-                if run.live.action == "observe":
-                    text = tr.gettext(
-                        "live run (observe mode): a loop reported at event {event}: {signal}"
-                    )
-                else:
-                    text = tr.gettext("live run: stopped at event {event}: {signal}")
-                yield "  " + text.format(event=run.live.event, signal=run.live.signal)
+            for depth, line in describe_run(tr, run):
+                yield "  " * depth + line
         signals = ", ".join(f"{name} {count}" for name, count in self.by_signal.items())
         yield tr.gettext("summary: {runs} runs, {stopped} would stop").format(
             runs=len(self.runs), stopped=self.would_stop
@@ -277,6 +231,18 @@ class ReplayReport:
 
     def __str__(self) -> str:
         return "\n".join(self.lines())
+
+    def to_html(self) -> str:
+        """The report as one self-contained HTML page (inline SVG and CSS, no script, nothing
+        loaded from the network): an overview, a timeline per run that would stop, the others
+        folded. Tool names, signals, counts and the guard's own messages only."""
+        return report_html(self, page=True)
+
+    def _repr_html_(self) -> str:
+        return report_html(self, page=False)
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        printer.text(str(self))  # IPython's text form: the text report, not the dataclass
 
 
 class _Clock:
@@ -292,19 +258,46 @@ class _Clock:
 
 
 class _Run:
-    """One run being replayed: its detector, clock and findings."""
+    """One run being replayed: its detector, clock and findings (and, for the first of the
+    configurations, the marks of its timeline)."""
 
-    __slots__ = ("calls", "clock", "detector", "events", "live", "recorded", "stop", "warnings")
+    __slots__ = (
+        "calls",
+        "clock",
+        "detector",
+        "events",
+        "live",
+        "recorded",
+        "slot",
+        "stop",
+        "timeline",
+        "warnings",
+    )
 
-    def __init__(self, config: LoopGuardConfig) -> None:
-        self.clock = _Clock()
-        self.detector = LoopDetector(config, clock=self.clock)
+    def __init__(self, config: LoopGuardConfig, pool: list[_Run], slot: int) -> None:
+        self.clock: _Clock
+        self.detector: LoopDetector
+        if pool:  # a finished run's detector, reset: building one costs more than a short run
+            spare = pool.pop()
+            self.clock, self.detector = spare.clock, spare.detector
+        else:
+            self.clock = _Clock()
+            self.detector = LoopDetector(config, clock=self.clock)
+        self.slot = slot
         self.events = 0
         self.calls = 0
         self.stop: ReplayVerdict | None = None
         self.live: ReplayVerdict | None = None
         self.warnings: list[ReplayVerdict] = []
         self.recorded = False
+        self.timeline: Timeline | None = None
+
+    def retire(self, pool: list[_Run]) -> None:
+        """Reset the detector (a reset run is a new run) and keep it for the next run."""
+        if len(pool) < _POOL:
+            self.clock.now = 0.0
+            self.detector.reset()
+            pool.append(self)
 
     def feed(self, item: TraceItem, locale: str, window: int) -> None:
         event = item.event
@@ -312,6 +305,8 @@ class _Run:
         if event.kind == "tool_call":
             self.calls += 1
         self.clock.now = event.elapsed
+        if self.timeline is not None:
+            self.timeline.add(event, self.events)
         verdict = self.detector.replay(event)
         if verdict.signal is not None and not verdict.tripped:
             if verdict.action == "warn":
@@ -373,28 +368,41 @@ def _replay_all(
     *,
     path: str,
     format: TraceFormat,
+    ends: bytearray | None = None,
 ) -> list[ReplayReport]:
     """Replay ``items`` under each of ``configs`` at once: one pass over the trace.
 
-    Runs of a LangSmith export or a trajectories file come one after the other, so a run's
-    detectors are dropped as soon as the next run starts: memory holds the findings, not the
-    detectors of every run.
+    A run's detectors go as soon as its last event is replayed: at the next run of a LangSmith
+    export or a trajectories file (runs come one after the other), or where ``ends`` marks
+    the item that ends its run in a loop-guard trace (runs interleave). Memory holds the
+    findings and the runs open at once, not a detector per run of the file.
     """
     settings = [
         (_enforcing(config), config.locale, config.frequency_window_size) for config in configs
     ]
-    done: list[list[RunReplay]] = [[] for _ in configs]
+    done: list[list[Any]] = [[] for _ in configs]  # a slot per run, in order of appearance
+    pools: list[list[_Run]] = [[] for _ in configs]
     open_runs: dict[str, list[_Run]] = {}
-    grouped = format != "loop-guard"
-    for item in items:
+    grouped = ends is None
+    for index, item in enumerate(items):
         runs = open_runs.get(item.run)
         if runs is None:
             if grouped:
-                _close(open_runs, done)
-            runs = open_runs[item.run] = [_Run(enforcing) for enforcing, _, _ in settings]
+                for key in list(open_runs):
+                    _close(key, open_runs, done, pools)
+            runs = open_runs[item.run] = [
+                _Run(enforcing, pool, len(found))
+                for (enforcing, _, _), pool, found in zip(settings, pools, done, strict=True)
+            ]
+            runs[0].timeline = Timeline()
+            for found in done:
+                found.append(None)
         for run, (_, locale, window) in zip(runs, settings, strict=True):
             run.feed(item, locale, window)
-    _close(open_runs, done)
+        if ends is not None and index < len(ends) and ends[index]:
+            _close(item.run, open_runs, done, pools)
+    for key in list(open_runs):
+        _close(key, open_runs, done, pools)
     return [
         ReplayReport(
             path=path, format=format, runs=tuple(found), locale=config.locale, config=config
@@ -403,21 +411,42 @@ def _replay_all(
     ]
 
 
-def _close(open_runs: dict[str, list[_Run]], done: list[list[RunReplay]]) -> None:
-    for key, runs in open_runs.items():
-        for found, run in zip(done, runs, strict=True):
-            found.append(
-                RunReplay(
-                    run=key,
-                    events=run.events,
-                    calls=run.calls,
-                    stop=run.stop,
-                    warnings=tuple(run.warnings),
-                    live=run.live,
-                    recorded=run.recorded,
-                )
-            )
-    open_runs.clear()
+def _close(
+    key: str, open_runs: dict[str, list[_Run]], done: list[list[Any]], pools: list[list[_Run]]
+) -> None:
+    """Record what the replay of run ``key`` found, and free its detectors.
+
+    The marks of its timeline are kept only if it stops (under any of the configurations) or
+    its live run stopped: the report draws those and counts the others.
+    """
+    runs = open_runs.pop(key)
+    timeline = runs[0].timeline
+    if all(run.stop is None and run.live is None for run in runs):
+        timeline = None
+    name = _shown_id(key)
+    for found, run, pool in zip(done, runs, pools, strict=True):
+        found[run.slot] = RunReplay(
+            run=name,
+            events=run.events,
+            calls=run.calls,
+            stop=run.stop,
+            warnings=tuple(run.warnings),
+            live=run.live,
+            recorded=run.recorded,
+            timeline=timeline,
+        )
+        run.retire(pool)
+
+
+def _shown_id(run: str) -> str:
+    """A run id as reports keep it: one longer than 200 characters is cut and ends in a digest
+    of the whole (distinct ids stay distinct; a huge id is not kept)."""
+    if len(run) <= _MAX_RUN_ID:
+        return run
+    hasher = hashlib.blake2b(digest_size=8)
+    for start in range(0, len(run), 1 << 20):  # a piece at a time: no copy of a huge id
+        hasher.update(run[start : start + (1 << 20)].encode("utf-8", "surrogatepass"))
+    return f"{run[:160]}…{hasher.hexdigest()}"
 
 
 def replay(
@@ -445,17 +474,18 @@ def replay(
         LoopGuardConfigError: ``config`` is ``None`` and the files or environment are invalid.
     """
     config = config if config is not None else LoopGuardConfig.load()
-    return _replay_path(path, [config], format=format, progress=progress)[0]
+    return replay_many(path, [config], format=format, progress=progress)[0]
 
 
-def _replay_path(
+def replay_many(
     path: str | os.PathLike[str],
     configs: Sequence[LoopGuardConfig],
     *,
     format: TraceFormat | None,
     progress: Progress | None,
 ) -> list[ReplayReport]:
-    """Replay ``path`` under each of ``configs`` (which share one ``scope``) in one pass."""
+    """Replay ``path`` under each of ``configs`` (which share one ``scope``) in one pass
+    (two for a loop-guard trace); the reports in the order of ``configs``."""
     name = os.fspath(path)
     files = trace_files(path)
     total = sum(file.stat().st_size for file in files)
@@ -464,16 +494,20 @@ def _replay_path(
     if first is None:
         raise TraceFormatError(name, 0, "the trace is empty")
     detected = format or _detect(*first)
-    stream = itertools.chain([first], values)
     scope = configs[0].scope
     items: Iterable[TraceItem]
-    if detected == "loop-guard":
+    ends = None
+    if detected == "loop-guard":  # runs interleave: a first pass finds where each one ends
+        values.close()
+        del first  # it may be large: not kept through both passes
+        ends = _run_ends(_values(files, total, _half(progress, 0)))
+        stream = itertools.islice(_values(files, total, _half(progress, 1)), len(ends))
         items = (_loop_guard_item(*value) for value in stream)
     elif detected == "langsmith":
-        items = read_langsmith(stream, scope=scope)
+        items = read_langsmith(itertools.chain([first], values), scope=scope)
     else:
-        items = read_trajectories(stream, scope=scope)
-    reports = _replay_all(items, configs, path=name, format=detected)
+        items = read_trajectories(itertools.chain([first], values), scope=scope)
+    reports = _replay_all(items, configs, path=name, format=detected, ends=ends)
     if not reports[0].runs:
         raise TraceFormatError(name, 0, "the trace holds no events")
     return reports
@@ -481,7 +515,7 @@ def _replay_path(
 
 def _values(
     files: list[Path], total: int, progress: Progress | None
-) -> Iterator[tuple[str, int, Any]]:
+) -> Generator[tuple[str, int, Any], None, None]:
     """``(file, line, value)`` of every JSON value of ``files``, in order."""
     before = 0
     for file in files:
@@ -491,6 +525,30 @@ def _values(
         before += file.stat().st_size
     if progress is not None:
         progress(total, total)
+
+
+def _run_ends(values: Iterable[tuple[str, int, Any]]) -> bytearray:
+    """For each value of a loop-guard trace, whether it is the last event of its run.
+
+    Runs are told apart by the hash of their id: two ids with one hash only keep the first
+    run's detector open longer (the file is read twice, each run then freed at its end).
+    """
+    last: dict[int, int] = {}
+    count = 0
+    for count, (_, _, value) in enumerate(values, start=1):
+        run = value.get("run") if isinstance(value, dict) else None
+        last[hash(run) if isinstance(run, str) else 0] = count - 1
+    ends = bytearray(count)
+    for index in last.values():
+        ends[index] = 1
+    return ends
+
+
+def _half(progress: Progress | None, half: int) -> Progress | None:
+    """``progress`` for one of two passes over the files: the first or the second half."""
+    if progress is None:
+        return None
+    return lambda done, total: progress((half * total + done) // 2, total)
 
 
 def _loop_guard_item(path: str, line: int, value: Any) -> TraceItem:
@@ -512,169 +570,3 @@ def _detect(path: str, line: int, value: object) -> TraceFormat:
         "(use --format to say which)"
     )
     raise TraceFormatError(path, line, msg)
-
-
-# --- calibration ----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Calibration:
-    """One trace replayed under several values of one setting (see :func:`calibrate`).
-
-    Attributes:
-        key: the setting (a :class:`LoopGuardConfig` field name).
-        values: its values, in the order given.
-        reports: the replay under each value.
-    """
-
-    key: str
-    values: tuple[object, ...]
-    reports: tuple[ReplayReport, ...]
-
-    def changes(self, index: int) -> list[tuple[str, ReplayVerdict | None, ReplayVerdict | None]]:
-        """The runs whose stop differs between value ``index - 1`` and value ``index``:
-        ``(run, stop before, stop after)``."""
-        before, after = self.reports[index - 1], self.reports[index]
-        return [
-            (old.run, old.stop, new.stop)
-            for old, new in zip(before.runs, after.runs, strict=True)
-            if _where(old.stop) != _where(new.stop)
-        ]
-
-    def setting(self, index: int) -> str:
-        """``key=value`` of value ``index``, as ``--set`` takes it."""
-        return f"{self.key}={_json(self.values[index])}"
-
-    def to_json(self) -> dict[str, Any]:
-        """The calibration as JSON data: per value, the summary and each run's stop."""
-        first = self.reports[0]
-        return {
-            "trace": first.path,
-            "format": first.format,
-            "key": self.key,
-            "runs": len(first.runs),
-            "events": first.events,
-            "settings": [
-                {
-                    "value": value,
-                    "would_stop": report.would_stop,
-                    "by_signal": report.by_signal,
-                    "stops": {
-                        run.run: run.stop.to_json() for run in report.runs if run.stop is not None
-                    },
-                }
-                for value, report in zip(self.values, self.reports, strict=True)
-            ],
-            "changes": [
-                {
-                    "from": self.values[index - 1],
-                    "to": self.values[index],
-                    "runs": [
-                        {
-                            "run": run,
-                            "before": old.to_json() if old else None,
-                            "after": new.to_json() if new else None,
-                        }
-                        for run, old, new in self.changes(index)
-                    ],
-                }
-                for index in range(1, len(self.reports))
-            ],
-        }
-
-    def lines(self) -> Iterator[str]:
-        """The text report: a line per value, then the runs each change of value moves."""
-        first = self.reports[0]
-        tr = translator(first.locale)
-        title = tr.gettext("loop-guard replay of {path} ({format}): {runs} runs, {events} events")
-        yield terminal_safe(
-            title.format(
-                path=first.path, format=first.format, runs=len(first.runs), events=first.events
-            )
-        )
-        for index, report in enumerate(self.reports):
-            signals = ", ".join(f"{name} {count}" for name, count in report.by_signal.items())
-            line = tr.gettext("{setting}: {stopped} of {runs} runs would stop").format(
-                setting=self.setting(index), stopped=report.would_stop, runs=len(report.runs)
-            )
-            yield terminal_safe(line + (f" ({signals})" if signals else ""))
-        for index in range(1, len(self.reports)):
-            moved = self.changes(index)
-            yield terminal_safe(
-                tr.gettext("from {before} to {after}: {count} runs change").format(
-                    before=self.setting(index - 1), after=self.setting(index), count=len(moved)
-                )
-            )
-            for run, old, new in moved:
-                yield terminal_safe(f"  {run}: {_stop_text(tr, old)} -> {_stop_text(tr, new)}")
-
-    def __str__(self) -> str:
-        return "\n".join(self.lines())
-
-
-def _where(stop: ReplayVerdict | None) -> tuple[int, str] | None:
-    return None if stop is None else (stop.event, stop.signal.value)
-
-
-def _json(value: object) -> str:
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-
-
-def _stop_text(tr: Any, stop: ReplayVerdict | None) -> str:
-    if stop is None:
-        return str(tr.gettext("would not stop"))
-    text = tr.gettext("event {event} (tool call {call}): {signal}")
-    return str(text.format(event=stop.event, call=stop.call, signal=stop.signal.value))
-
-
-def calibrate(
-    path: str | os.PathLike[str],
-    key: str,
-    values: Sequence[object],
-    config: LoopGuardConfig | None = None,
-    *,
-    format: TraceFormat | None = None,
-    progress: Progress | None = None,
-) -> Calibration:
-    """Replay the trace at ``path`` under each of ``values`` of the setting ``key``, in one pass.
-
-    Args:
-        path: the trace, as for :func:`replay`.
-        key: a :class:`LoopGuardConfig` field (``"repeat_tool_threshold"``…).
-        values: the values to try.
-        config: the rest of the configuration; :meth:`LoopGuardConfig.load` when ``None``.
-        format: the trace's format; recognised from its content when ``None``.
-        progress: told how far the replay is.
-
-    Raises:
-        LoopGuardConfigError: ``key`` is not a setting, or a value is invalid.
-        TraceFormatError: as for :func:`replay`.
-        OSError: the file cannot be opened.
-    """
-    base = config if config is not None else LoopGuardConfig.load()
-    if key.startswith("_") or not values:
-        problem = f"{key}: not a setting" if values else f"{key}: no values to try"
-        raise LoopGuardConfigError(problem, key=key)
-    configs = [base.merged(source="calibrate", **{key: value}) for value in values]
-    return Calibration(
-        key=key,
-        values=tuple(values),
-        reports=tuple(_replay_scopes(path, configs, format=format, progress=progress)),
-    )
-
-
-def _replay_scopes(
-    path: str | os.PathLike[str],
-    configs: Sequence[LoopGuardConfig],
-    *,
-    format: TraceFormat | None,
-    progress: Progress | None,
-) -> list[ReplayReport]:
-    """:func:`_replay_path` with one pass per ``scope`` among ``configs`` (the scope decides
-    how a trace is read into runs), the reports in the order of ``configs``."""
-    reports: dict[int, ReplayReport] = {}
-    for scope in dict.fromkeys(config.scope for config in configs):
-        indexes = [i for i, config in enumerate(configs) if config.scope == scope]
-        found = _replay_path(path, [configs[i] for i in indexes], format=format, progress=progress)
-        reports.update(zip(indexes, found, strict=True))
-    return [reports[i] for i in range(len(configs))]

@@ -21,7 +21,7 @@ import weakref
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, get_args
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, get_args, overload
 
 from langchain_loop_guard._config import LoopGuardConfig, Mode
 from langchain_loop_guard._detector import ALLOW, CallInfo, LoopDetector, Signal, Verdict
@@ -32,6 +32,7 @@ from langchain_loop_guard._public import public_digest, safe_tool_name
 
 if TYPE_CHECKING:
     from langchain_loop_guard._detector import EventListener
+    from langchain_loop_guard._replay import ReplayReport
     from langchain_loop_guard._trace import TraceRecorder
 
 __all__ = [
@@ -103,8 +104,8 @@ def resolve_config(config: ConfigInput) -> LoopGuardConfig:
         return LoopGuardConfig.load()
     if isinstance(config, LoopGuardConfig):
         return config
-    if isinstance(config, Mapping):
-        return LoopGuardConfig.load(**dict(config))
+    if isinstance(config, Mapping):  # not **config: a key that is no string is named too
+        return LoopGuardConfig._load(config)
     msg = (
         f"config must be a LoopGuardConfig, a mapping of values or None, "
         f"not {type(config).__name__}"
@@ -538,7 +539,42 @@ class GuardRuntime:
             return ALLOW
         return verdict
 
+    @overload
+    def report(self) -> ReplayReport: ...
+    @overload
     def report(
+        self, run_id: str, verdict: Verdict, *, site: Site | None = None, nudge: bool = False
+    ) -> None: ...
+    def report(
+        self,
+        run_id: str | None = None,
+        verdict: Verdict | None = None,
+        *,
+        site: Site | None = None,
+        nudge: bool = False,
+    ) -> ReplayReport | None:
+        """Without arguments: the guard's ``record_to=`` trace replayed under its configuration
+        (mode ``"on"``), a :class:`~langchain_loop_guard.ReplayReport` that Jupyter draws
+        (``%loop_guard report``). With a run and a verdict (what adapters call): log the
+        verdict (names, signals, counts; a stop at ``WARNING``, warnings, observe-mode reports
+        and nudges at ``INFO``, a stopped run's blocks at ``DEBUG``), count it for ``status``,
+        tell the verdict listeners (not of a ``nudge``, which refused one call and let the run
+        go on) and publish it (see :mod:`~langchain_loop_guard._observe`).
+
+        Raises:
+            LoopGuardConfigError: no arguments, and the guard records no trace.
+        """
+        if run_id is None or verdict is None:
+            from langchain_loop_guard._replay import replay  # noqa: PLC0415 - when asked
+
+            if self._recorder is None:
+                msg = "report() replays the trace the guard records: create it with record_to="
+                raise LoopGuardConfigError(msg, source="code", key="record_to", allowed="a path")
+            return replay(self._recorder.path, self._config)
+        self._report_verdict(run_id, verdict, site=site, nudge=nudge)
+        return None
+
+    def _report_verdict(
         self,
         run_id: str,
         verdict: Verdict,
@@ -546,22 +582,7 @@ class GuardRuntime:
         site: Site | None = None,
         nudge: bool = False,
     ) -> None:
-        """Log ``verdict``, count it for ``status``, tell the listeners and publish it.
-
-        Tool names, signals and counts only. The log line names the top-level run and the
-        thread (``run=… thread=…``); a stop is logged once at ``WARNING``, warnings,
-        observe-mode reports and nudges at ``INFO``, the blocks and aborts of a run already
-        stopped at ``DEBUG``. Every verdict but the latter is published to the traced run and
-        the streams (see :mod:`~langchain_loop_guard._observe`).
-
-        Args:
-            run_id: the run (or thread) whose state decided, as :meth:`inspect` names it.
-            verdict: a verdict that is not ``"allow"``.
-            site: where it happened; read from the runnable being executed when ``None``.
-            nudge: the verdict only refused one call and the run goes on (graph guards'
-                ``nudges``): logged and published as ``"nudge"``, not counted as a stop, and
-                not given to verdict listeners.
-        """
+        """:meth:`report` of a verdict: log it, count it, tell the listeners, publish it."""
         signal = verdict.signal
         if signal is None:
             return

@@ -19,6 +19,7 @@ import gzip
 import importlib
 import json
 import os
+import re
 import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -32,7 +33,7 @@ MAX_VALUE_CHARS: Final = 256 * 1024 * 1024
 """The largest single JSON value (one run, one line) a replay reads, in characters."""
 
 _CHUNK: Final = 1 << 20
-_SPACE: Final = " \t\r\n"
+_SPACE: Final = re.compile("[ \t\r\n]*")
 _SLACK: Final = 16
 """A decoding error this close to the end of the text read so far may be a value cut in two
 by the chunking (``tr`` of ``true``, ``1.`` of ``1.5``): read on before calling it an error."""
@@ -156,29 +157,36 @@ class _Scanner:
         return TraceFormatError(self._path, line, problem)
 
     def _more(self) -> bool:
-        """Read the next chunk (at least as much as is buffered, to stay linear)."""
+        """Read on: at least as much as is buffered (to stay linear), in chunks joined once:
+        a long value peaks near twice its size (its text and the value decoded from it)."""
         if self._eof:
             return False
-        if len(self._text) - self._pos > MAX_VALUE_CHARS:
+        pending = len(self._text) - self._pos
+        if pending > MAX_VALUE_CHARS:
             raise self.fail(f"a JSON value longer than {MAX_VALUE_CHARS:,} characters")
-        size = max(_CHUNK, len(self._text) - self._pos)
-        try:
-            data = self._binary.read(size)
-        except (OSError, EOFError, zlib.error) as exc:  # a truncated or corrupt gzip stream
-            raise self.fail(f"the compressed file is damaged ({exc})") from None
-        try:
-            chunk = self._utf8.decode(data, final=not data)
-        except UnicodeDecodeError as exc:
-            line = self._line + self._text.count("\n", self._pos)
-            line += data.count(b"\n", 0, max(0, exc.start))
-            raise TraceFormatError(self._path, line, "not UTF-8 text") from None
-        self._text = self._text[self._pos :] + chunk
+        chunks = [self._text[self._pos :]]
+        size = 0
+        while size < max(_CHUNK, pending):
+            try:
+                data = self._binary.read(_CHUNK)
+            except (OSError, EOFError, zlib.error) as exc:  # a truncated or corrupt gzip stream
+                raise self.fail(f"the compressed file is damaged ({exc})") from None
+            try:
+                chunks.append(self._utf8.decode(data, final=not data))
+            except UnicodeDecodeError as exc:
+                line = self._line + sum(chunk.count("\n") for chunk in chunks)
+                line += data.count(b"\n", 0, max(0, exc.start))
+                raise TraceFormatError(self._path, line, "not UTF-8 text") from None
+            size += len(data)
+            if not data:
+                self._eof = True
+                break
+        self._text = ""  # the old buffer goes before the new one is made
+        self._text = "".join(chunks)
         self._pos = 0
-        if not data:
-            self._eof = True
         if self._tell is not None:
             self._tell()
-        return bool(chunk) or not self._eof
+        return size > 0
 
     def _advance(self, pos: int) -> None:
         self._line += self._text.count("\n", self._pos, pos)
@@ -187,9 +195,8 @@ class _Scanner:
     def _peek(self) -> str:
         """The next character that is not white space ("" at the end), not consumed."""
         while True:
-            text, pos = self._text, self._pos
-            while pos < len(text) and text[pos] in _SPACE:
-                pos += 1
+            text = self._text
+            pos = _SPACE.match(text, self._pos).end()  # type: ignore[union-attr]  # * matches
             self._advance(pos)
             if pos < len(text):
                 return text[pos]

@@ -186,9 +186,10 @@ def encode_event(run: str, event: DetectorEvent, *, secret: bytes | None = None)
 class TraceRecorder:
     """Appends detector events to a JSON Lines file; thread-safe, line-flushed, failing open.
 
-    The file is opened (for appending, created if missing) at the first event. When it cannot
-    be opened or written, ``on_error`` is called with the exception once and recording stops:
-    a trace is never worth breaking an agent for.
+    The file is opened (for appending) at the first event; one it creates is readable and
+    writable by its owner only (mode 0600), as the digests of small values can be guessed by
+    a dictionary (README). When it cannot be opened or written, ``on_error`` is called with
+    the exception once and recording stops: a trace is never worth breaking an agent for.
 
     Args:
         path: the file to append to.
@@ -239,8 +240,9 @@ class TraceRecorder:
             if self._failed:
                 return
             try:
-                if self._file is None:
-                    self._file = self._path.open("a", encoding="utf-8")
+                if self._file is None:  # created private: small values' digests are guessable
+                    fd = os.open(self._path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+                    self._file = open(fd, "a", encoding="utf-8")  # noqa: SIM115 - kept open
                     # closed when the recorder goes (with its guard), if not before
                     self._finalizer = weakref.finalize(self, _close_file, self._file)
                 self._file.write(text)

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
 import re
 from pathlib import Path
 from types import ModuleType
+
+from conftest import load_script
 
 import langchain_loop_guard
 
@@ -14,14 +15,7 @@ API = ROOT / "docs" / "api.md"
 
 
 def _generator() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "gen_api_docs", ROOT / "scripts" / "gen_api_docs.py"
-    )
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("gen_api_docs")
 
 
 def test_api_reference_is_current() -> None:

@@ -6,6 +6,7 @@ import gc
 import json
 import logging
 import re
+import stat
 import threading
 import time
 import types
@@ -159,6 +160,18 @@ def test_guard_constructors_refuse_private_keys(
     assert info.value.key == key
 
 
+@pytest.mark.parametrize("make", GUARDS, ids=lambda g: g.__name__)
+def test_guard_constructors_name_a_key_that_is_no_string(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, make: Any
+) -> None:
+    """``config={1: 2}`` is a config error naming the key, not ``TypeError: keywords must be
+    strings``."""
+    _clean_environment(monkeypatch, tmp_path)
+    with pytest.raises(LoopGuardConfigError, match="unknown key 1 = 2") as info:
+        make({1: 2})
+    assert info.value.source == "code"
+
+
 # --- digests that leave the process reveal nothing ------------------------------------------------
 
 PINS = [f"{number:04d}" for number in range(10_000)]
@@ -186,6 +199,15 @@ def test_pin_cannot_be_recovered_from_a_trace_by_dictionary_attack(tmp_path: Pat
         guesses.add(error_key("login", ValueError(f"wrong PIN {guess}")))
     assert call_signature("check_pin", {"pin": pin}) in guesses  # the attack is the real one
     assert not written & guesses
+
+
+def test_a_trace_file_is_created_readable_by_its_owner_only(tmp_path: Path) -> None:
+    """Digests of small values can be guessed by dictionary: ``record_to=`` creates mode 0600."""
+    trace = tmp_path / "trace.jsonl"
+    run = Run(LoopGuardCallbackHandler(LoopGuardConfig(), record_to=trace))
+    run.tool("check_pin", {"pin": "4821"}, "denied")
+    run.end()
+    assert stat.S_IMODE(trace.stat().st_mode) == 0o600
 
 
 def test_keyed_trace_still_replays_to_the_same_verdicts(tmp_path: Path) -> None:

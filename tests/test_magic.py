@@ -294,6 +294,32 @@ def test_status_and_inspect_render_as_html_tables(
         assert data["text/plain"] == str(value)
 
 
+def test_report_draws_the_guards_recorded_trace(
+    shell: InteractiveShell, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``report`` replays the guard's ``record_to=`` trace: a page in Jupyter, text elsewhere."""
+    recorded = LoopGuardCallbackHandler({"mode": "observe"}, record_to=tmp_path / "t.jsonl")
+    shell.user_ns["recorded"] = recorded
+    shell.run_line_magic("loop_guard", "use recorded")
+    _agent().invoke(QUESTION, {"callbacks": [recorded]})  # type: ignore[attr-defined]
+    out = _magic_out(shell, "report", capsys)
+    assert "would stop at event 11 (tool call 3, line 11): repeated_tool_call" in out
+    assert "live run: the same" in out
+    data, _ = shell.display_formatter.format(recorded.report())
+    assert data["text/html"].startswith('<div class="lgr"><style>')
+    assert "live run: the same" in data["text/html"]
+    assert data["text/plain"] == str(recorded.report())
+    del shell.user_ns["recorded"]
+
+
+def test_report_without_a_recorded_trace_is_a_usage_error(
+    shell: InteractiveShell, guard: LoopGuardCallbackHandler
+) -> None:
+    """A guard that records nothing says how to record: one line, no traceback."""
+    with pytest.raises(UsageError, match="create it with record_to="):
+        shell.run_line_magic("loop_guard", "report")
+
+
 def test_html_escapes_names(guard: LoopGuardCallbackHandler) -> None:
     """A tool named like markup is shown, not interpreted."""
     guard.configure(ignore_tools=["<b>poll</b>"])
@@ -375,7 +401,7 @@ def test_magic_in_a_real_ipython_process(tmp_path: Path) -> None:
     usage = [line for line in done.stderr.splitlines() if "UsageError" in line]
     assert usage == [
         "UsageError: Unknown command 'nonsense'. Use: %loop_guard status | inspect [RUN] | "
-        "on | off | observe | reset [RUN] | use [VAR | N]"
+        "on | off | observe | reset [RUN] | report | use [VAR | N]"
     ]
     assert "Traceback" not in done.stderr
 

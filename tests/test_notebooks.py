@@ -27,7 +27,9 @@ EXPECTED = {
         "loop-guard status",
         "the newest loop guard",
         "would stop: 3 of 3",
+        "runs replayed as they ran live",  # the report drawn (%loop_guard report)
         "ticket-2   would stop: tool call 3: repeated_tool_call (read_log, 3/3)",
+        "runs stopped by each value of repeat_tool_threshold",  # the sweep's chart
         "would stop: 2 of 3",
         "on {'deploy_status': 6}",
     ],

@@ -12,7 +12,13 @@ import pytest
 from langchain.agents import create_agent
 from langchain_core.tools import ToolException
 
-from langchain_loop_guard import LoopDetected, LoopGuardConfig, LoopGuardMiddleware, Signal
+from langchain_loop_guard import (
+    LoopDetected,
+    LoopGuardConfig,
+    LoopGuardConfigError,
+    LoopGuardMiddleware,
+    Signal,
+)
 from langchain_loop_guard._cli import EXIT_OK, EXIT_USAGE, build_parser, main
 from langchain_loop_guard._detector import DetectorEvent, LoopDetector
 from langchain_loop_guard._handler import LoopGuardCallbackHandler
@@ -459,6 +465,24 @@ def test_unwritable_record_to_fails_open_and_logs_once(
         assert _run_agent(script, tools, handler=handler) is Signal.REPEATED_TOOL_CALL
     failures = [r for r in caplog.records if "trace recording" in r.getMessage()]
     assert len(failures) == 1
+
+
+def test_a_guard_reports_its_recorded_trace(tmp_path: Path) -> None:
+    """``guard.report()`` is the replay of its ``record_to=`` trace under its configuration."""
+    script, tools = _repeat()
+    handler = LoopGuardCallbackHandler({"mode": "observe"}, record_to=tmp_path / "t.jsonl")
+    assert _run_agent(script, tools, handler=handler) is None  # observed, not stopped
+    report = handler.report()
+    assert report.would_stop == 1
+    assert report.runs[0].same_as_live is True
+    assert str(report) == str(replay(tmp_path / "t.jsonl", handler.config))
+
+
+def test_a_guard_that_records_nothing_says_how_to_record(tmp_path: Path) -> None:
+    """Without ``record_to=`` there is nothing to replay: a config error naming the key."""
+    with pytest.raises(LoopGuardConfigError, match="record_to=") as info:
+        LoopGuardMiddleware().report()
+    assert info.value.key == "record_to"
 
 
 def test_nothing_is_recorded_in_off_mode(tmp_path: Path) -> None:

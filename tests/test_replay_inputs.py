@@ -9,6 +9,8 @@ from __future__ import annotations
 import gzip
 import json
 import random
+import time
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
@@ -17,10 +19,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from langchain_loop_guard import LoopGuardConfig, Signal, _sources
+from langchain_loop_guard._calibrate import calibrate
 from langchain_loop_guard._cli import EXIT_OK, EXIT_USAGE, main
+from langchain_loop_guard._detector import DetectorEvent, LoopDetector
 from langchain_loop_guard._errors import LoopGuardConfigError
-from langchain_loop_guard._replay import ReplayVerdict, calibrate, replay, terminal_safe
-from langchain_loop_guard._trace import TraceFormatError, parse_json_line
+from langchain_loop_guard._replay import ReplayVerdict, replay, terminal_safe
+from langchain_loop_guard._trace import TraceFormatError, encode_event, parse_json_line
 
 DEFAULTS = LoopGuardConfig()
 
@@ -541,3 +545,91 @@ def test_format_flag_forces_a_reader(tmp_path: Path) -> None:
     path.write_text(_jsonl(_looping_runs()))
     with pytest.raises(TraceFormatError, match='"events" must be an array'):
         replay(path, DEFAULTS, format="trajectories")
+
+
+# --- bounded memory: detectors for the runs open at once, not the runs of the file ---------------
+
+
+def _loop_guard_lines(runs: dict[str, int], order: list[str]) -> str:
+    """A loop-guard trace: run ``r`` calls ``read`` with the same arguments ``runs[r]`` times,
+    its events in the file in ``order`` (one entry per event of that run)."""
+    events: dict[str, list[DetectorEvent]] = {}
+    for run, count in runs.items():
+        seen: list[DetectorEvent] = []  # the events as a recorder would write them
+        detector = LoopDetector(DEFAULTS.merged(mode="observe"), listener=seen.append)
+        for _ in range(count):
+            detector.tool_call("read", {"path": run})
+            detector.tool_result("read", "same")
+        events[run] = seen
+    cursor = dict.fromkeys(runs, 0)
+    lines = []
+    for run in order:
+        lines.append(json.dumps(encode_event(run, events[run][cursor[run]])))
+        cursor[run] += 1
+    return "\n".join(lines) + "\n"
+
+
+@settings(max_examples=25, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.randoms(use_true_random=False))
+def test_interleaved_runs_replay_as_each_run_alone(tmp_path: Path, rng: random.Random) -> None:
+    """However runs interleave, each is replayed as if it were alone in the file (its
+    detector freed at its last event, a freed detector reset for the next run)."""
+    runs = {f"run-{i}": rng.randint(1, 6) for i in range(6)}
+    order = [run for run, count in runs.items() for _ in range(2 * count)]
+    rng.shuffle(order)
+    mixed = tmp_path / f"mixed-{rng.random()}.jsonl"
+    mixed.write_text(_loop_guard_lines(runs, order))
+    report = replay(mixed, DEFAULTS)
+    assert [run.run for run in report.runs] == list(dict.fromkeys(order))
+    for found in report.runs:
+        alone = tmp_path / f"alone-{found.run}.jsonl"
+        alone.write_text(
+            _loop_guard_lines({found.run: runs[found.run]}, [found.run] * 2 * runs[found.run])
+        )
+        (single,) = replay(alone, DEFAULTS).runs
+        assert (found.events, _where(found.stop)) == (single.events, _where(single.stop))
+
+
+def test_many_one_event_runs_replay_in_memory_of_the_runs_open_at_once(tmp_path: Path) -> None:
+    """20,000 one-event runs: a small record each, not a detector each (about 3 KB)."""
+    runs = 20_000
+    path = tmp_path / "many.jsonl"
+    with path.open("w") as out:
+        for i in range(runs):
+            out.write(f'{{"v":1,"run":"r{i}","t":0,"e":"tool_call","tool":"s","d":"ab"}}\n')
+    tracemalloc.start()
+    try:
+        report = replay(path, DEFAULTS)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert len(report.runs) == runs
+    assert peak / runs < 600, f"{peak / runs:.0f} bytes per run"  # each detector: ~3 KB
+
+
+def test_a_huge_run_id_is_cut_and_kept_apart_from_its_neighbours(tmp_path: Path) -> None:
+    """Ids longer than 200 characters are cut with a digest of the whole: distinct, small."""
+    prefix = "x" * 5_000
+    path = tmp_path / "ids.jsonl"
+    path.write_text(
+        "".join(
+            f'{{"v":1,"run":"{prefix}{end}","t":0,"e":"tool_call","tool":"s","d":"ab"}}\n'
+            for end in ("a", "b")
+        )
+    )
+    first, second = (run.run for run in replay(path, DEFAULTS).runs)
+    assert first != second
+    assert len(first) == len(second) == 177
+    assert first.startswith("x" * 160 + "…")
+
+
+def test_whitespace_between_values_is_skipped_at_reading_speed(tmp_path: Path) -> None:
+    """16 MB of blank lines around one event: well under a second (it took ~2 s)."""
+    path = tmp_path / "blank.jsonl"
+    blank = (" " * 1023 + "\n") * 16_384
+    path.write_text(blank + '{"v":1,"run":"r","t":0,"e":"turn_start"}\n' + blank)
+    start = time.perf_counter()
+    report = replay(path, DEFAULTS)
+    elapsed = time.perf_counter() - start
+    assert report.events == 1
+    assert elapsed < 1.0, f"{elapsed:.2f} s"

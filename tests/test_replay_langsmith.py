@@ -404,6 +404,29 @@ def test_an_export_without_inputs_and_outputs_is_refused_not_falsely_stopped(
     assert '"inputs", "outputs"' in err[0]
 
 
+@pytest.mark.parametrize("nulls", [False, True], ids=["ids", "ids-and-nulls"])
+def test_a_runs_query_export_without_selects_is_refused_saying_what_to_select(
+    traced: dict[str, Any], tmp_path: Path, nulls: bool, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``runs.query()`` without ``selects`` returns ids only (the other fields absent or
+    null): one line saying so and which fields to select, exit 2."""
+    rows = []
+    for run in _v2(traced):
+        row = {"id": run["id"]}
+        if nulls:
+            row |= dict.fromkeys(("run_type", "name", "start_time", "inputs"))
+        rows.append(row)
+    path = tmp_path / "ids.jsonl"
+    path.write_text(_jsonl(rows), encoding="utf-8")
+    with pytest.raises(TraceFormatError, match="nothing but its id") as caught:
+        replay(path, DEFAULTS)
+    assert caught.value.line == 1
+    assert main(["replay", str(path)]) == EXIT_USAGE
+    (err,) = capsys.readouterr().err.strip().splitlines()
+    assert 'selects=["ID", "TRACE_ID"' in err
+    assert '"INPUTS", "OUTPUTS"' in err
+
+
 def test_hidden_model_inputs_are_refused(traced: dict[str, Any], tmp_path: Path) -> None:
     """``LANGSMITH_HIDE_INPUTS`` leaves empty objects: refused too."""
     rows = _list_runs(traced)

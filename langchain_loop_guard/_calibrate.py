@@ -1,0 +1,196 @@
+"""Calibration: one trace replayed under several values of one setting, in one pass per scope.
+
+:func:`calibrate` says, per value, how many runs would stop, where, and which runs change
+between neighbouring values (``loop-guard replay --sweep KEY=V1,V2,...``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_loop_guard._config import LoopGuardConfig
+from langchain_loop_guard._errors import LoopGuardConfigError
+from langchain_loop_guard._messages import translator
+from langchain_loop_guard._public import terminal_safe
+from langchain_loop_guard._replay import (
+    Progress,
+    ReplayReport,
+    ReplayVerdict,
+    TraceFormat,
+    replay_many,
+)
+from langchain_loop_guard._report import report_html, stop_text
+
+__all__ = ["Calibration", "calibrate"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Calibration:
+    """One trace replayed under several values of one setting (see :func:`calibrate`).
+
+    Attributes:
+        key: the setting (a :class:`LoopGuardConfig` field name).
+        values: its values, in the order given.
+        reports: the replay under each value.
+    """
+
+    key: str
+    values: tuple[object, ...]
+    reports: tuple[ReplayReport, ...]
+
+    def changes(self, index: int) -> list[tuple[str, ReplayVerdict | None, ReplayVerdict | None]]:
+        """The runs whose stop differs between value ``index - 1`` and value ``index``:
+        ``(run, stop before, stop after)``."""
+        before, after = self.reports[index - 1], self.reports[index]
+        return [
+            (old.run, old.stop, new.stop)
+            for old, new in zip(before.runs, after.runs, strict=True)
+            if _where(old.stop) != _where(new.stop)
+        ]
+
+    def setting(self, index: int) -> str:
+        """``key=value`` of value ``index``, as ``--set`` takes it."""
+        return f"{self.key}={_json(self.values[index])}"
+
+    def to_json(self) -> dict[str, Any]:
+        """The calibration as JSON data: per value, the summary and each run's stop."""
+        first = self.reports[0]
+        return {
+            "trace": first.path,
+            "format": first.format,
+            "key": self.key,
+            "runs": len(first.runs),
+            "events": first.events,
+            "settings": [
+                {
+                    "value": value,
+                    "would_stop": report.would_stop,
+                    "by_signal": report.by_signal,
+                    "stops": {
+                        run.run: run.stop.to_json() for run in report.runs if run.stop is not None
+                    },
+                }
+                for value, report in zip(self.values, self.reports, strict=True)
+            ],
+            "changes": [
+                {
+                    "from": self.values[index - 1],
+                    "to": self.values[index],
+                    "runs": [
+                        {
+                            "run": run,
+                            "before": old.to_json() if old else None,
+                            "after": new.to_json() if new else None,
+                        }
+                        for run, old, new in self.changes(index)
+                    ],
+                }
+                for index in range(1, len(self.reports))
+            ],
+        }
+
+    def lines(self) -> Iterator[str]:
+        """The text report: a line per value, then the runs each change of value moves."""
+        first = self.reports[0]
+        tr = translator(first.locale)
+        title = tr.gettext("loop-guard replay of {path} ({format}): {runs} runs, {events} events")
+        yield terminal_safe(
+            title.format(
+                path=first.path, format=first.format, runs=len(first.runs), events=first.events
+            )
+        )
+        for index, report in enumerate(self.reports):
+            signals = ", ".join(f"{name} {count}" for name, count in report.by_signal.items())
+            line = tr.gettext("{setting}: {stopped} of {runs} runs would stop").format(
+                setting=self.setting(index), stopped=report.would_stop, runs=len(report.runs)
+            )
+            yield terminal_safe(line + (f" ({signals})" if signals else ""))
+        for index in range(1, len(self.reports)):
+            moved = self.changes(index)
+            yield terminal_safe(
+                tr.gettext("from {before} to {after}: {count} runs change").format(
+                    before=self.setting(index - 1), after=self.setting(index), count=len(moved)
+                )
+            )
+            for run, old, new in moved:
+                yield terminal_safe(f"  {run}: {stop_text(tr, old)} -> {stop_text(tr, new)}")
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines())
+
+    def to_html(self) -> str:
+        """The calibration as one self-contained HTML page: a chart of the runs each value
+        stops, by signal; the runs that change between neighbouring values, linked to their
+        timelines; and the report of the first value."""
+        return report_html(self.reports[0], sweep=self, page=True)
+
+    def _repr_html_(self) -> str:
+        return report_html(self.reports[0], sweep=self, page=False)
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        printer.text(str(self))
+
+
+def _where(stop: ReplayVerdict | None) -> tuple[int, str] | None:
+    return None if stop is None else (stop.event, stop.signal.value)
+
+
+def _json(value: object) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def calibrate(
+    path: str | os.PathLike[str],
+    key: str,
+    values: Sequence[object],
+    config: LoopGuardConfig | None = None,
+    *,
+    format: TraceFormat | None = None,
+    progress: Progress | None = None,
+) -> Calibration:
+    """Replay the trace at ``path`` under each of ``values`` of the setting ``key``, in one pass.
+
+    Args:
+        path: the trace, as for :func:`replay`.
+        key: a :class:`LoopGuardConfig` field (``"repeat_tool_threshold"``…).
+        values: the values to try.
+        config: the rest of the configuration; :meth:`LoopGuardConfig.load` when ``None``.
+        format: the trace's format; recognised from its content when ``None``.
+        progress: told how far the replay is.
+
+    Raises:
+        LoopGuardConfigError: ``key`` is not a setting, or a value is invalid.
+        TraceFormatError: as for :func:`replay`.
+        OSError: the file cannot be opened.
+    """
+    base = config if config is not None else LoopGuardConfig.load()
+    if key.startswith("_") or not values:
+        problem = f"{key}: not a setting" if values else f"{key}: no values to try"
+        raise LoopGuardConfigError(problem, key=key)
+    configs = [base.merged(source="calibrate", **{key: value}) for value in values]
+    return Calibration(
+        key=key,
+        values=tuple(values),
+        reports=tuple(_replay_scopes(path, configs, format=format, progress=progress)),
+    )
+
+
+def _replay_scopes(
+    path: str | os.PathLike[str],
+    configs: Sequence[LoopGuardConfig],
+    *,
+    format: TraceFormat | None,
+    progress: Progress | None,
+) -> list[ReplayReport]:
+    """:func:`replay_many` with one pass per ``scope`` among ``configs`` (the scope decides
+    how a trace is read into runs), the reports in the order of ``configs``."""
+    reports: dict[int, ReplayReport] = {}
+    for scope in dict.fromkeys(config.scope for config in configs):
+        indexes = [i for i, config in enumerate(configs) if config.scope == scope]
+        found = replay_many(path, [configs[i] for i in indexes], format=format, progress=progress)
+        reports.update(zip(indexes, found, strict=True))
+    return [reports[i] for i in range(len(configs))]

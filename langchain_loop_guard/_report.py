@@ -1,0 +1,426 @@
+"""The replay report drawn as HTML: an overview, a timeline per run, a sweep's chart.
+
+One self-contained page for ``loop-guard replay --html`` (inline SVG and CSS, no script, and a
+Content-Security-Policy that lets nothing load), and the same body inline in Jupyter. It shows
+what the text report shows (SPEC §8): run ids, tool names, signals, counts and the guard's own
+messages, escaped; never an argument, output or message of the trace. Its size is bounded
+whatever the trace's: up to :data:`MAX_DRAWN` runs that would stop are drawn (the rest listed),
+the runs that would not stop are folded (the :data:`MAX_LISTED` longest listed), and a run
+keeps at most :data:`MAX_MARKS` marks (a longer run's marks each stand for 2, 4… calls).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from array import array
+from collections import Counter
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any, Final
+
+from langchain_loop_guard._detector import DetectorEvent, Signal
+from langchain_loop_guard._messages import translator
+from langchain_loop_guard._public import safe_tool_name
+
+if TYPE_CHECKING:
+    from langchain_loop_guard._calibrate import Calibration
+    from langchain_loop_guard._replay import ReplayReport, ReplayVerdict, RunReplay
+
+__all__ = [
+    "MAX_DRAWN",
+    "MAX_LISTED",
+    "MAX_MARKS",
+    "Timeline",
+    "describe_run",
+    "report_html",
+    "stop_text",
+]
+
+MAX_MARKS: Final = 256
+MAX_DRAWN: Final = 300
+MAX_LISTED: Final = 300
+_NAMES: Final = 32  # tool names a timeline tells apart; further ones share the last, "…"
+_TOOLS: Final = ("#1f6fb2", "#e8871e", "#2e9e4f", "#8e5cc2", "#1aa3a3", "#c2458a", "#8c6d31")
+_OTHER, _FAILED, _LIVE, _WARN = "#a3abb8", "#e53935", "#1565c0", "#f9a825"
+_STOPS: Final = ("#1d2330", "#6a1b9a", "#00838f", "#ef6c00", "#283593", "#6d4c41")
+_SIGNALS: Final = (  # in the order of Signal, cycled past the twelfth
+    "#c62828", "#ef6c00", "#f9a825", "#2e7d32", "#00838f", "#1565c0",
+    "#6a1b9a", "#ad1457", "#5d4037", "#455a64", "#9e9d24", "#00695c",
+)  # fmt: skip
+_W: Final = 1000  # a timeline's length in SVG units, stretched to the page's width
+_CSP: Final = "default-src 'none'; style-src 'unsafe-inline'"
+_CSS: Final = """.lgr{font:14px/1.45 system-ui,"Segoe UI",Roboto,sans-serif;color:#1d2330;
+max-width:1180px;margin:0 auto;padding:12px 20px;box-sizing:border-box;overflow-wrap:anywhere}
+.lgr h1{font-size:22px;margin:0}.lgr h2{font-size:17px;margin:24px 0 8px;padding-bottom:4px;
+border-bottom:1px solid #dde2ea}.lgr h3{font-size:14px;margin:12px 0 4px}.lgr .meta{color:#5b6577}
+.lgr .cards,.lgr .cols{display:flex;flex-wrap:wrap;gap:10px 40px;margin:10px 0}
+.lgr .card{border:1px solid #dde2ea;border-radius:6px;padding:6px 14px;margin-right:-30px}
+.lgr .card b{display:block;font-size:22px}.lgr td{padding:1px 14px 1px 0;vertical-align:top}
+.lgr .bar{display:inline-block;height:10px;border-radius:2px;margin-right:6px}
+.lgr .run{border:1px solid #dde2ea;border-left:5px solid #c62828;border-radius:6px;
+padding:8px 12px;margin:10px 0}.lgr .live{border-left-color:#1565c0}.lgr .id{font:600 13px
+ui-monospace,Menlo,Consolas,monospace}.lgr svg{display:block;width:100%;margin:6px 0}
+.lgr ul{margin:2px 0;padding-left:18px}.lgr .key{display:inline-block}
+.lgr .sw{display:inline-block;width:11px;height:11px;border-radius:2px;margin:0 4px 0 10px;
+vertical-align:-1px}.lgr summary{cursor:pointer;
+font-weight:600;margin:12px 0}.lgr a{color:#0b57d0}"""
+
+
+class Timeline:
+    """The tool calls of one run as marks along its events: tool names and failures only."""
+
+    __slots__ = ("at", "codes", "failed", "names", "room", "span")
+
+    def __init__(self) -> None:
+        self.at = array("L")  # the event (1-based) of each mark
+        self.codes = bytearray()  # each mark's tool (its first call's), an index into names
+        self.failed = bytearray()  # 1 where its call (or one of its calls) failed
+        self.names: list[str] = []
+        self.span = 1  # calls a mark stands for, at most
+        self.room = 0  # calls the last mark can still stand for
+
+    def add(self, event: DetectorEvent, index: int) -> None:
+        """Note event ``index`` (1-based) of the run: a call is a mark, a failure marks it."""
+        if event.kind == "tool_call" and self.room:
+            self.room -= 1  # the last mark stands for this call too
+        elif event.kind == "tool_call":
+            names, name = self.names, event.tool or "?"
+            code = names.index(name) if name in names else len(names)
+            if code == _NAMES:
+                code, names[-1] = _NAMES - 1, "…"
+            elif code == len(names):
+                names.append(name)
+            self.at.append(index)
+            self.codes.append(code)
+            self.failed.append(0)
+            self.room = self.span - 1
+            if len(self.at) > MAX_MARKS:  # merge neighbours: a mark stands for twice the calls
+                pairs = zip(self.failed[::2], [*self.failed[1::2], 0], strict=True)
+                self.failed = bytearray(a | b for a, b in pairs)
+                self.at, self.codes, self.span = self.at[::2], self.codes[::2], self.span * 2
+                self.room = 0
+        elif event.kind == "tool_result" and event.error and self.at:
+            marks = range(len(self.at) - 1, max(-1, len(self.at) - 9), -1)
+            last = len(self.at) - 1  # a merged mark's other calls: the last mark
+            hit = next((m for m in marks if self.names[self.codes[m]] == event.tool), last)
+            self.failed[hit] = 1
+
+
+def stop_text(tr: Any, stop: ReplayVerdict | None) -> str:
+    """Where a run would stop, short: ``event 12 (tool call 5): tool_cycle``."""
+    if stop is None:
+        return str(tr.gettext("would not stop"))
+    text = tr.gettext("event {event} (tool call {call}): {signal}")
+    return str(text.format(event=stop.event, call=stop.call, signal=stop.signal.value))
+
+
+def describe_run(tr: Any, run: RunReplay, *, stops: bool = True) -> Iterator[tuple[int, str]]:
+    """What a report says of a run, as ``(depth, line)``: its warnings, where it would stop
+    and why (unless not ``stops``), and how its live run went (when the trace recorded it)."""
+    for warning in run.warnings:
+        text = tr.gettext("warning at event {event} (line {line}): {reason}")
+        yield 1, text.format(event=warning.event, line=warning.line, reason=warning.reason)
+    stop, live = run.stop, run.live
+    if not stops:
+        pass
+    elif stop is None:
+        yield 1, tr.gettext("would not stop")
+    else:
+        text = tr.gettext("would stop at event {event} (tool call {call}, line {line}): {signal}")
+        yield 1, text.format(event=stop.event, call=stop.call, line=stop.line, signal=stop.signal)
+        yield 2, stop.reason
+    if run.same_as_live:
+        yield 1, tr.gettext("live run: the same")
+    elif run.same_as_live is False and live is None:
+        yield 1, tr.gettext("live run: did not stop")
+    elif run.same_as_live is False and live is not None:
+        text = tr.gettext("live run: stopped at event {event}: {signal}")
+        if live.action == "observe":
+            text = tr.gettext("live run (observe mode): a loop reported at event {event}: {signal}")
+        yield 1, text.format(event=live.event, signal=live.signal)
+
+
+def report_html(report: ReplayReport, *, sweep: Calibration | None = None, page: bool) -> str:
+    """``report`` (with ``sweep``'s chart and stops) as HTML: a page, or the body alone."""
+    body = "".join(_Page(report, sweep).parts())
+    if not page:
+        return body
+    title = _e(translator(report.locale).gettext("loop-guard replay report"))
+    return (
+        f'<!DOCTYPE html>\n<html lang="{_e(report.locale)}"><head><meta charset="utf-8">'
+        f'<meta http-equiv="Content-Security-Policy" content="{_CSP}"><meta name="viewport" '
+        f'content="width=device-width,initial-scale=1"><title>{title}</title></head>'
+        f'<body style="margin:0">\n{body}</body></html>\n'
+    )
+
+
+def _e(text: object) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def _where(stop: ReplayVerdict | None) -> tuple[int, str] | None:
+    return None if stop is None else (stop.event, stop.signal.value)
+
+
+def _sw(color: str, label: str = "") -> str:
+    return (
+        f'<span class="key"><span class="sw" style="background:{color}"></span>{_e(label)}</span>'
+    )
+
+
+def _line(at: float, color: str, title: str, top: int = 0, dash: str = "") -> str:
+    """A mark across the timeline at ``at`` (a short one at its top when ``top`` is -1)."""
+    return (
+        f'<line x1="{at:.1f}" x2="{at:.1f}" y1="0" y2="{34 if top == 0 else 7}" '
+        f'stroke="{color}" stroke-width="3" vector-effect="non-scaling-stroke" '
+        f'stroke-dasharray="{dash}"><title>{_e(title)}</title></line>'
+    )
+
+
+class _Page:
+    """The HTML of one report (and sweep), part after part."""
+
+    def __init__(self, report: ReplayReport, sweep: Calibration | None) -> None:
+        self.report, self.sweep, self.tr = report, sweep, translator(report.locale)
+        self.reports = sweep.reports if sweep is not None else (report,)
+        stops = [i for i in range(len(report.runs)) if self._stops(i)]
+        lives = [i for i, run in enumerate(report.runs) if run.live and not self._stops(i)]
+        self.shown = stops + lives  # the runs drawn, then listed; the others are folded
+        counts: Counter[str] = Counter()
+        for index in self.shown[:MAX_DRAWN]:
+            timeline = report.runs[index].timeline
+            if timeline is not None:
+                counts.update(timeline.names[code] for code in timeline.codes)
+        self.colors = {name: _TOOLS[i] for i, (name, _) in enumerate(counts.most_common(7))}
+        self.signal_colors = {s: _SIGNALS[i % len(_SIGNALS)] for i, s in enumerate(Signal)}
+
+    def _stops(self, index: int) -> bool:
+        return any(report.runs[index].stop is not None for report in self.reports)
+
+    def _setting(self, step: int) -> str:
+        return "" if self.sweep is None else self.sweep.setting(step)
+
+    def parts(self) -> Iterator[str]:
+        tr, report = self.tr, self.report
+        yield f'<div class="lgr"><style>{_CSS}</style>'
+        yield f'<h1>{_e(tr.gettext("loop-guard replay report"))}</h1><p class="meta">'
+        yield f'<span class="id">{_e(report.path)}</span> ({_e(report.format)}) '
+        what = tr.gettext(
+            "replayed in mode on: where each run would first stop. Tool names, signals, counts "
+            "and the guard's own messages only: no arguments, outputs or messages of the trace."
+        )
+        yield _e(what)
+        rows = report.config.describe()
+        changed = [
+            f"{row.field}={json.dumps(row.value, ensure_ascii=False)}"
+            for row in rows
+            if row.source not in ("default", "calibrate")  # a sweep's values are its chart's
+        ]
+        if changed:
+            settings = tr.gettext("settings: {settings}").format(settings=", ".join(changed))
+            yield f"<br>{_e(settings)}"
+        yield "</p>"
+        yield from self._overview()
+        if self.sweep is not None:
+            yield from self._chart(self.sweep)
+        yield from self._timelines()
+        yield from self._folded()
+        yield "</div>\n"
+
+    def _overview(self) -> Iterator[str]:
+        tr, runs = self.tr, self.report.runs
+        setting = f" ({self._setting(0)})" if self.sweep is not None else ""
+        cards: list[tuple[object, str]] = [
+            (f"{len(runs):,}", tr.gettext("runs read")),
+            (f"{self.report.events:,}", tr.gettext("events")),
+            (f"{self.report.would_stop:,}", tr.gettext("runs that would stop") + setting),
+            (f"{sum(1 for run in runs if run.warnings):,}", tr.gettext("runs with warnings")),
+        ]
+        recorded = [run for run in runs if run.recorded]
+        if recorded:
+            same = sum(1 for run in recorded if run.same_as_live)
+            cards.append((f"{same}/{len(recorded)}", tr.gettext("runs replayed as they ran live")))
+        cells = (f'<div class="card"><b>{_e(value)}</b>{_e(label)}</div>' for value, label in cards)
+        yield f'<div class="cards">{"".join(cells)}</div><div class="cols">'
+        by_tool = Counter(safe_tool_name(r.stop.tool) for r in runs if r.stop and r.stop.tool)
+        by_signal = Counter(r.stop.signal for r in runs if r.stop)
+        warned = Counter(w.signal for r in runs for w in r.warnings)
+        tools = [(name, n, self.colors.get(name, _OTHER)) for name, n in by_tool.most_common(10)]
+        yield from self._bars(tr.gettext("stops by signal"), self._signals(by_signal))
+        yield from self._bars(tr.gettext("stops by tool"), tools)
+        yield from self._bars(tr.gettext("warnings by signal"), self._signals(warned))
+        yield "</div>"
+
+    def _signals(self, counts: Counter[Signal]) -> list[tuple[str, int, str]]:
+        return [(s.value, counts[s], self.signal_colors[s]) for s in Signal]
+
+    def _bars(self, title: str, rows: list[tuple[str, int, str]]) -> Iterator[str]:
+        rows = [row for row in rows if row[1]]
+        if rows:
+            top = max(count for _, count, _ in rows)
+            yield f"<div><h3>{_e(title)}</h3><table>"
+            for name, count, color in rows:
+                bar = f'<span class="bar" style="width:{max(2, 120 * count // top)}px;'
+                yield f'<tr><td>{_e(name)}</td><td>{bar}background:{color}"></span>{count:,}'
+            yield "</table></div>"
+
+    def _chart(self, sweep: Calibration) -> Iterator[str]:
+        tr, colors = self.tr, self.signal_colors
+        title = tr.gettext("runs stopped by each value of {key}").format(key=sweep.key)
+        signals = [s for s in Signal if any(r.by_signal.get(s.value) for r in sweep.reports)]
+        top, width = max(1, *(r.would_stop for r in sweep.reports)), 60 + 110 * len(sweep.reports)
+        yield f'<h2>{_e(title)}</h2><svg viewBox="0 0 {width} 230" style="max-width:{width}px">'
+        for step, report in enumerate(sweep.reports):
+            x, y = 60 + 110 * step, 200.0
+            for signal in signals:
+                count = report.by_signal.get(signal.value, 0)
+                y -= 170 * count / top
+                tip = f"<title>{_e(signal.value)}: {count}</title>"
+                yield f'<rect x="{x}" y="{y:.1f}" width="70" height="{170 * count / top:.1f}" '
+                yield f'fill="{colors[signal]}">{tip}</rect>'
+            value = self._setting(step).partition("=")[2]
+            short = value if len(value) <= 14 else value[:13] + "…"
+            yield f'<text x="{x + 35}" y="{y - 5:.1f}" text-anchor="middle" font-weight="600">'
+            yield f'{report.would_stop}</text><text x="{x + 35}" y="220" text-anchor="middle">'
+            yield f"<title>{_e(value)}</title>{_e(short)}</text>"
+        yield f'<line x1="50" x2="{width}" y1="200" y2="200" stroke="#5b6577"/></svg><p>'
+        yield "".join(_sw(colors[signal], signal.value) for signal in signals) + "</p>"
+        drawn = set(self.shown)
+        for step in range(1, len(sweep.reports)):
+            before, after = sweep.reports[step - 1].runs, sweep.reports[step].runs
+            pairs = enumerate(zip(before, after, strict=True))
+            moved = [i for i, (old, new) in pairs if _where(old.stop) != _where(new.stop)]
+            head = tr.gettext("from {before} to {after}: {count} runs change").format(
+                before=self._setting(step - 1), after=self._setting(step), count=len(moved)
+            )
+            yield f"<h3>{_e(head)}</h3><ul>"
+            for i in moved[:MAX_LISTED]:
+                run = _e(before[i].run)
+                link = f'<a href="#run-{i}">{run}</a>' if i in drawn else run
+                change = f"{stop_text(tr, before[i].stop)} → {stop_text(tr, after[i].stop)}"
+                yield f"<li>{link}: {_e(change)}</li>"
+            yield from self._more(len(moved))
+
+    def _more(self, count: int) -> Iterator[str]:
+        if count > MAX_LISTED:
+            more = self.tr.gettext("and {count} more (--json lists every run)")
+            yield f"<li>{_e(more.format(count=count - MAX_LISTED))}</li>"
+        yield "</ul>"
+
+    def _timelines(self) -> Iterator[str]:
+        tr = self.tr
+        if not self.shown:
+            return
+        title = tr.gettext("runs that would stop, and runs the live guard stopped")
+        yield f"<h2>{_e(title)}</h2><p>"
+        yield "".join(_sw(color, name) for name, color in self.colors.items())
+        stops = [(_STOPS[0], tr.gettext("stop"))]
+        if self.sweep is not None:
+            stops = [(_STOPS[i % 6], self._setting(i)) for i in range(len(self.reports))]
+        legend = [(_OTHER, tr.gettext("other tools")), (_FAILED, tr.gettext("failed call"))]
+        legend += [*stops, (_LIVE, tr.gettext("live stop")), (_WARN, tr.gettext("warning"))]
+        yield "".join(_sw(color, label) for color, label in legend) + "</p>"
+        for index in self.shown[:MAX_DRAWN]:
+            yield from self._run(index)
+        rest = self.shown[MAX_DRAWN:]
+        if rest:
+            yield "<ul>"
+            for index in rest[:MAX_LISTED]:
+                run = self.report.runs[index]
+                lines = [text for _, text in self._stops_of(index, reasons=False)]
+                text = "; ".join(lines) or stop_text(tr, run.stop)
+                yield f'<li id="run-{index}">{_e(run.run)}: {_e(text)}</li>'
+            yield from self._more(len(rest))
+
+    def _run(self, index: int) -> Iterator[str]:
+        tr, run = self.tr, self.report.runs[index]
+        size = tr.gettext("{events} events, {calls} tool calls")
+        size = size.format(events=f"{run.events:,}", calls=f"{run.calls:,}")
+        kind = "run" if self._stops(index) else "run live"
+        yield f'<div class="{kind}" id="run-{index}"><span class="id">{_e(run.run)}</span> '
+        yield f'<span class="meta">{_e(size)}</span>{"".join(self._svg(index, run))}<ul>'
+        items = [f"{_sw(c) if c else ''}{_e(t)}" for c, t in self._stops_of(index)]
+        for depth, text in describe_run(tr, run, stops=self.sweep is None):
+            if depth == 1:
+                items.append(_e(text))
+            else:
+                items[-1] += f" — {_e(text)}"
+        if run.timeline is not None and run.timeline.span > 1:
+            note = tr.gettext("each mark stands for up to {count} tool calls")
+            items.append(_e(note.format(count=run.timeline.span)))
+        yield "".join(f"<li>{item}</li>" for item in items) + "</ul></div>"
+
+    def _stops_of(self, index: int, *, reasons: bool = True) -> Iterator[tuple[str | None, str]]:
+        """A sweep's stops of run ``index``, ``(color, text)``: the values that stop it alike
+        share a line, in the color of their mark."""
+        if self.sweep is None:
+            return
+        groups: dict[tuple[int, str] | None, list[int]] = {}
+        for step, report in enumerate(self.reports):
+            groups.setdefault(_where(report.runs[index].stop), []).append(step)
+        for steps in groups.values():
+            stop = self.reports[steps[0]].runs[index].stop
+            values = ", ".join(self._setting(i).partition("=")[2] for i in steps)
+            text = f"{self.sweep.key}={values}: {stop_text(self.tr, stop)}"
+            if stop is None:
+                yield None, text
+            else:
+                yield _STOPS[steps[0] % 6], f"{text} — {stop.reason}" if reasons else text
+
+    def _svg(self, index: int, run: RunReplay) -> Iterator[str]:
+        events = max(run.events, 1)
+
+        def x(event: int) -> float:
+            return _W * (event - 0.5) / events
+
+        yield f'<svg viewBox="0 0 {_W} 34" preserveAspectRatio="none" style="height:34px">'
+        yield f'<rect y="16" width="{_W}" height="2" fill="#dde2ea"/>'
+        timeline = run.timeline
+        if timeline is not None:
+            width = min(24.0, max(1.5, 0.7 * _W * timeline.span / events))
+            paths: dict[int, list[str]] = {}
+            failed: list[str] = []
+            for at, code, bad in zip(timeline.at, timeline.codes, timeline.failed, strict=True):
+                left = f"M{min(max(0.0, x(at) - width / 2), _W - width):.1f} "
+                paths.setdefault(code, []).append(f"{left}7h{width:.1f}v20h-{width:.1f}z")
+                if bad:
+                    failed.append(f"{left}28h{width:.1f}v6h-{width:.1f}z")
+            for code, path in paths.items():
+                name = timeline.names[code]
+                tip = f"<title>{_e(safe_tool_name(name))}</title>"
+                color = self.colors.get(name, _OTHER)
+                yield f'<path d="{"".join(path)}" fill="{color}">{tip}</path>'
+            if failed:
+                tip = f"<title>{_e(self.tr.gettext('failed call'))}</title>"
+                yield f'<path d="{"".join(failed)}" fill="{_FAILED}">{tip}</path>'
+        for warning in run.warnings:
+            yield _line(x(warning.event), _WARN, warning.signal.value, top=-1)
+        if run.live is not None:
+            yield _line(x(run.live.event), _LIVE, run.live.signal.value, dash="4 3")
+        found = [(i, r.runs[index].stop) for i, r in enumerate(self.reports)]
+        stops = [(step, stop) for step, stop in found if stop is not None]
+        if stops:  # what the guard would have spared: the rest of the run, shaded
+            start = x(min(stop.event for _, stop in stops))
+            yield f'<rect x="{start:.1f}" width="{_W - start:.1f}" height="34" fill="#c62828" '
+            yield 'fill-opacity="0.07"/>'
+        for step, stop in reversed(stops):  # the first value's mark on top
+            title = f"{self._setting(step)} {stop.signal.value}".strip()
+            yield _line(x(stop.event), _STOPS[step % 6], title)
+        yield "</svg>"
+
+    def _folded(self) -> Iterator[str]:
+        tr, runs, shown = self.tr, self.report.runs, set(self.shown)
+        quiet = sorted(
+            (i for i in range(len(runs)) if i not in shown), key=lambda i: -runs[i].events
+        )
+        if quiet:
+            summary = tr.gettext("{count} runs would not stop (the longest first)")
+            yield f"<details><summary>{_e(summary.format(count=len(quiet)))}</summary><ul>"
+            for i in quiet[:MAX_LISTED]:
+                run = runs[i]
+                text = tr.gettext("run {run}: {events} events, {calls} tool calls")
+                warned = ", ".join(w.signal.value for w in run.warnings)
+                text = text.format(run=run.run, events=run.events, calls=run.calls)
+                yield f"<li>{_e(text)}{_e(f' ({warned})' if warned else '')}</li>"
+            yield from self._more(len(quiet))
+            yield "</details>"
