@@ -1,4 +1,4 @@
-"""Score candidate settings of SPEC §11's signals on the real recorded agent runs.
+"""Score candidate settings of SPEC §11's and §12's signals on the real recorded agent runs.
 
     python benchmarks/calibrate_real_runs.py            # the table, as markdown
     python benchmarks/calibrate_real_runs.py --quick    # the defaults and one step off each
@@ -8,7 +8,7 @@ The runs and their scorer are not part of the project: they are read from
 ``../shared/real-trajectories/`` beside the checkout when it is there (``--data`` names
 another place), and the script says so and exits 0 when it is not. Each row runs the scorer
 (``score.py``) with one configuration and reports its last line; the defaults were chosen by
-SPEC §11's rows first and by these scores second (see ``CALIBRATION.md``).
+SPEC §11's and §12's rows first and by these scores second (see ``CALIBRATION.md``).
 
 ``--threads`` scores ``scope="thread"`` the way the integrations run it: the scorer's
 ``--scope thread`` feeds nothing for a new user message, while the callback handler, the
@@ -41,6 +41,7 @@ CANDIDATES: list[tuple[str, dict[str, object]]] = [
             "max_sequence_length": 0,
             "no_new_info_calls": 0,
             "failing_turns": 0,
+            "reply_cycle_length": 0,
         },
     ),
     ("near_repeat_threshold=0 (off)", {"near_repeat_threshold": 0}),
@@ -52,6 +53,9 @@ CANDIDATES: list[tuple[str, dict[str, object]]] = [
     ("max_sequence_length=10", {"max_sequence_length": 10}),
     ("no_new_info_calls=0 (off)", {"no_new_info_calls": 0}),
     ("no_new_info_calls=6", {"no_new_info_calls": 6}),
+    ("no_new_info_calls=8", {"no_new_info_calls": 8}),
+    ("no_new_info_calls=9", {"no_new_info_calls": 9}),
+    ("no_new_info_calls=11", {"no_new_info_calls": 11}),
     ("no_new_info_calls=12", {"no_new_info_calls": 12}),
     ("no_new_info_calls=20", {"no_new_info_calls": 20}),
     ("failing_turns=0 (off)", {"failing_turns": 0}),
@@ -59,6 +63,14 @@ CANDIDATES: list[tuple[str, dict[str, object]]] = [
     ("failing_turns=7", {"failing_turns": 7}),
     ("failing_turns=8", {"failing_turns": 8}),
     ("failing_turns=10", {"failing_turns": 10}),
+    ("repeat_error_threshold=4", {"repeat_error_threshold": 4}),
+    ("repeat_frequency_threshold=5", {"repeat_frequency_threshold": 5}),
+    ("repeat_frequency_threshold=6", {"repeat_frequency_threshold": 6}),
+    ("frequency_window_size=8", {"frequency_window_size": 8}),
+    ("frequency_window_size=15", {"frequency_window_size": 15}),
+    ("reply_cycle_length=0 (off)", {"reply_cycle_length": 0}),
+    ("reply_cycle_length=2", {"reply_cycle_length": 2}),
+    ("reply_cycle_length=8", {"reply_cycle_length": 8}),
 ]
 QUICK = {"defaults", "v0.1 signals only"}
 
