@@ -46,12 +46,13 @@ from langchain_loop_guard._demo_kinds import (
 from langchain_loop_guard._detector import Signal, Verdict
 from langchain_loop_guard._graph_state import LoopGuardState
 from langchain_loop_guard._handler import LoopGuardCallbackHandler
-from langchain_loop_guard._interrupt import LoopDetected
 from langchain_loop_guard._messages import translator
 from langchain_loop_guard._middleware import LoopGuardMiddleware
 from langchain_loop_guard._node import LoopGuardNode
-from langchain_loop_guard._runtime import GuardRuntime, text_table
+from langchain_loop_guard._runtime import GuardRuntime
 from langchain_loop_guard._signature import call_signature, error_key, outcome_digest
+from langchain_loop_guard._status import text_table
+from langchain_loop_guard._stop import LoopDetected
 from langchain_loop_guard.testing import ScriptedChatModel, ScriptedTool, call, scripted_tool
 
 __all__ = [
