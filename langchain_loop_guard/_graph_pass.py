@@ -30,12 +30,12 @@ from langchain_loop_guard._guard_messages import (
     is_human_input,
     nudge_message,
     standalone_nudge,
-    stop_message,
     tool_answer,
 )
 from langchain_loop_guard._messages import not_executed, nudge
 from langchain_loop_guard._outcomes import tool_outcome
 from langchain_loop_guard._public import safe_tool_name
+from langchain_loop_guard._stop import stop_message
 
 if TYPE_CHECKING:
     from langchain_loop_guard._config import LoopGuardConfig

@@ -2,17 +2,17 @@
 
 The middleware and the node guard answer a refused call with an error ``ToolMessage``, tell
 the model what it repeated (a nudge), answer the calls of a stopped run ("not executed") and
-end a stopped run with a message for the user. Every one of them is marked, under
-:data:`GUARD_KEY` in ``additional_kwargs``, with its :data:`GuardKind`; the texts come from the
-catalogs (:mod:`~langchain_loop_guard._messages`). History repair writes the "not executed"
-answers too (:mod:`~langchain_loop_guard._repair`).
+end a stopped run with a message for the user (written in :mod:`~langchain_loop_guard._stop`).
+Every one of them is marked, under :data:`GUARD_KEY` in ``additional_kwargs``, with its
+:data:`GuardKind`; the texts come from the catalogs (:mod:`~langchain_loop_guard._messages`).
+History repair writes the "not executed" answers too (:mod:`~langchain_loop_guard._repair`).
 """
 
 from __future__ import annotations
 
 from typing import Literal, get_args
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
 
 from langchain_loop_guard._detector import Signal, Verdict
 from langchain_loop_guard._messages import HINT_MARKER, translator
@@ -25,7 +25,6 @@ __all__ = [
     "is_human_input",
     "nudge_message",
     "standalone_nudge",
-    "stop_message",
     "tool_answer",
 ]
 
@@ -84,10 +83,3 @@ def standalone_nudge(verdict: Verdict, locale: str) -> HumanMessage:
             "the same way; change your approach, or stop and report what is blocking you."
         )
     return nudge_message(f"{HINT_MARKER} {text.format(tool=verdict.tool, count=verdict.count)}")
-
-
-def stop_message(verdict: Verdict) -> AIMessage:
-    """The final message of a stopped run: the stop's explanation for the user."""
-    return AIMessage(
-        content=verdict.message, name=MESSAGE_NAME, additional_kwargs={GUARD_KEY: "stop"}
-    )

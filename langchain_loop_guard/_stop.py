@@ -10,9 +10,9 @@ A stop leaves a guard in one of these forms, each made here from the stopping ve
 * the marker of a stop held in graph state until the next step raises it (``on_stop="raise"``
   with calls to answer first, :func:`held_marker`, :func:`from_marker`).
 
-The texts themselves come from the catalogs (:mod:`~langchain_loop_guard._messages`); the
-final message a stopped run ends with is written in
-:mod:`~langchain_loop_guard._guard_messages`.
+* the final message a stopped run ends with, for the user (:func:`stop_message`).
+
+The texts themselves come from the catalogs (:mod:`~langchain_loop_guard._messages`).
 """
 
 from __future__ import annotations
@@ -21,12 +21,14 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal, cast, get_args
 
+from langchain_core.messages import AIMessage
 from langgraph.errors import GraphBubbleUp
 from pydantic import BeforeValidator
 from typing_extensions import TypedDict
 
 from langchain_loop_guard._detector import Signal, Verdict
 from langchain_loop_guard._errors import LoopGuardError
+from langchain_loop_guard._guard_messages import GUARD_KEY, MESSAGE_NAME
 from langchain_loop_guard._public import public_digest
 from langchain_loop_guard._repair import arepair_thread, repair_thread
 
@@ -43,6 +45,7 @@ __all__ = [
     "held_marker",
     "interrupt_payload",
     "resume_action",
+    "stop_message",
     "stop_state",
 ]
 
@@ -289,3 +292,10 @@ def from_marker(marker: Mapping[str, Any], run_id: str | None) -> LoopDetected:
         )
     except (TypeError, ValueError):  # a marker written by hand: the stop still happens
         return LoopDetected("loop detected", signal=Signal.REPEATED_TOOL_CALL)
+
+
+def stop_message(verdict: Verdict) -> AIMessage:
+    """The final message of a stopped run: the stop's explanation for the user."""
+    return AIMessage(
+        content=verdict.message, name=MESSAGE_NAME, additional_kwargs={GUARD_KEY: "stop"}
+    )
