@@ -60,6 +60,22 @@ _CallInfo = tuple[str, str, Any, bool]
 class GraphPass:
     """One pass's working state and decision, before the guard acts on a stop."""
 
+    __slots__ = (
+        "clear_stop",
+        "config",
+        "data",
+        "ending",
+        "guard",
+        "jump",
+        "messages",
+        "now",
+        "nudges",
+        "position",
+        "run",
+        "site",
+        "stop",
+    )
+
     def __init__(
         self,
         guard: GraphGuard,
