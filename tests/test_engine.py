@@ -242,11 +242,74 @@ def test_runs_in_flight_are_never_forgotten_unless_idle_and_beyond_four_times_sh
     assert set(runs.runs) == {"b", "c", "d", "e"}
 
 
+def test_touching_a_run_that_ended_keeps_it_out_of_the_registry() -> None:
+    """A stopped run's late event touches its record; the record stays ended."""
+    runs = engine()
+    run = begun(runs, "r")
+    stopped(run)
+    runs.end(run, "i")
+    runs.touch(run)
+    assert "r" not in runs.runs
+    assert runs.last == "r"
+
+
+def test_making_room_passes_over_a_busy_run_and_forgets_the_last_active_one_if_need_be() -> None:
+    """A run in flight with recent events is passed over; a forgotten run is no longer the
+    most recently active one."""
+    runs = engine(capacity=2)
+    begun(runs, "busy").invocations["i"] = None
+    idle = begun(runs, "idle", per_thread=True)
+    runs.touch(idle)
+    assert runs.last == "idle"
+    assert begun(runs, "new").key == "new"
+    assert set(runs.runs) == {"busy", "new"}
+    assert runs.last is None
+
+
+def test_a_stop_on_another_loop_after_a_nudge_keeps_its_own_count() -> None:
+    """Only the loop nudged last counts the nudged attempts."""
+    run = begun(engine(), "r")
+    run.settle(stopped(run), nudges=1)
+    for _ in range(2):
+        run.decide("tool_call", "write", {"path": "b.py"})
+    other = run.decide("tool_call", "write", {"path": "b.py"})
+    stop = run.settle(other, nudges=1)
+    assert stop is other
+    assert stop.count == 3
+
+
+def test_shedding_is_logged_at_the_1st_2nd_4th_shed_run(caplog: pytest.LogCaptureFixture) -> None:
+    """Loud, but not one line per run."""
+    runs = engine(capacity=1)
+    for key in "abcd":
+        begun(runs, key).invocations["i"] = None
+    with caplog.at_level(logging.WARNING, logger="langchain_loop_guard"):
+        assert [runs.begin(key, per_thread=False) for key in "efgh"] == [None] * 4
+    assert runs.shed == 4
+    assert caplog.text.count("Raise max_runs.") == 3
+
+
+def test_touch_and_inspect_of_the_most_recent_run() -> None:
+    """Touching the most recent run again changes nothing; an empty registry inspects
+    nothing."""
+    runs = engine()
+    assert runs.inspect(None) is None
+    a, b = begun(runs, "a"), begun(runs, "b")
+    runs.touch(a)
+    runs.touch(a)
+    assert list(runs.runs) == ["b", "a"]
+    assert runs.inspect(None) is not None
+    assert runs.inspect("b") is not None
+    assert b.key == "b"
+
+
 def test_configure_reaches_the_runs_and_off_forgets_them() -> None:
     """A new configuration is pushed to every run; ``"off"`` forgets them all."""
     runs = engine()
     run = begun(runs, "r")
     run.hold(stopped(run), "i")
+    assert runs.configure(LoopGuardConfig(mode="on")) is False
+    assert run.held is not None
     assert runs.configure(LoopGuardConfig(mode="observe")) is False
     assert (run.detector.config.mode, run.held) == ("observe", None)
     assert runs.configure(LoopGuardConfig(mode="off")) is True
