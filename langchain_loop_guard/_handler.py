@@ -1,12 +1,13 @@
 """``LoopGuardCallbackHandler``: the loop guard as a LangChain callback handler.
 
 A thin adapter over the run life cycle (:mod:`~langchain_loop_guard._engine`): its
-:class:`~langchain_loop_guard._callback_runs.RunTree` resolves every callback to the top-level run
-(or the LangGraph thread) it belongs to, each callback becomes one or a few detector events of
-that run, and the handler acts on the verdict: a stop raises
+:class:`~langchain_loop_guard._callback_runs.RunTree` resolves every callback to the top-level
+run (or the LangGraph thread) it belongs to; each callback digests what LangChain gives it
+(outside the lock) and hands it to that run, whose
+:class:`~langchain_loop_guard._callback_runs.CallbackRun` builds the detector events (every
+``DetectorEvent`` of the handler is made there); a stop raises
 :class:`~langchain_loop_guard._stop.LoopDetected` from the callback, which LangChain
-propagates because the handler sets ``raise_error``. The translation of a callback into
-detector events is written in that callback, once.
+propagates because the handler sets ``raise_error``.
 """
 
 from __future__ import annotations
