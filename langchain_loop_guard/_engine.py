@@ -11,7 +11,7 @@ host's events into these steps, and act on what the steps return (raise, answer,
 ====  ==============================  ========================  ===============================
 1     a run begins                    ``RunEngine.begin``       handler: a new top-level run
                                       ``Run.restart``           graph: a human message (run
-                                                                scope); both: ``reset``
+                                                                scope); handler: ``reset``
 2     an event is decided             ``Run.decide``            handler: each callback; graph:
                                                                 each message since a pass
 3     a human message releases        ``Run.human_message``     handler: a model call with a
