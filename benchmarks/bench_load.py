@@ -30,8 +30,8 @@ from _harness import Row
 
 from langchain_loop_guard import LoopGuardConfig
 from langchain_loop_guard._handler import LoopGuardCallbackHandler
-from langchain_loop_guard._interrupt import LoopDetected
 from langchain_loop_guard._signature import outcome_digest
+from langchain_loop_guard._stop import LoopDetected
 
 CONFIG = LoopGuardConfig(max_turns=1_000_000)
 MB = 1 << 20

@@ -175,7 +175,7 @@ def handler_runs(short_runs: int, unended_runs: int, agent_runs: int) -> list[Ro
     # event makes them idle (5 minutes) within the benchmark, so the registry forgets them
     # (runs still in flight it keeps; see bench_load).
     ticks = itertools.count()
-    leaky._now = lambda: float(next(ticks))  # type: ignore[method-assign]
+    leaky._engine.now = lambda: float(next(ticks))
     registry = leaky.max_runs
     # past the registry and the 4,096 ids it remembers of runs it forgot, every bounded
     # record has been replaced: what that many runs retain is what any more retain

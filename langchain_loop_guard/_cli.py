@@ -28,7 +28,7 @@ from langchain_loop_guard._config import LoopGuardConfig, Mode
 from langchain_loop_guard._demo_kinds import INTEGRATIONS, LOOP_KINDS, describe_scenarios
 from langchain_loop_guard._errors import LoopGuardConfigError
 from langchain_loop_guard._messages import LOCALES, negotiate_locale, translator
-from langchain_loop_guard._runtime import text_table
+from langchain_loop_guard._status import text_table
 
 __all__ = [
     "COMMANDS",

@@ -29,7 +29,6 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.outputs import LLMResult
 from langchain_core.runnables import RunnableConfig
-from langchain_core.tools import ToolException
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode
 from langgraph.runtime import Runtime
@@ -43,16 +42,18 @@ from langchain_loop_guard._demo_kinds import (
     LoopKind,
     describe_scenarios,
 )
+from langchain_loop_guard._demo_scenarios import SCENARIOS, Scenario, expected_signal
 from langchain_loop_guard._detector import Signal, Verdict
 from langchain_loop_guard._graph_state import LoopGuardState
 from langchain_loop_guard._handler import LoopGuardCallbackHandler
-from langchain_loop_guard._interrupt import LoopDetected
 from langchain_loop_guard._messages import translator
 from langchain_loop_guard._middleware import LoopGuardMiddleware
 from langchain_loop_guard._node import LoopGuardNode
-from langchain_loop_guard._runtime import GuardRuntime, text_table
+from langchain_loop_guard._runtime import GuardRuntime
 from langchain_loop_guard._signature import call_signature, error_key, outcome_digest
-from langchain_loop_guard.testing import ScriptedChatModel, ScriptedTool, call, scripted_tool
+from langchain_loop_guard._status import text_table
+from langchain_loop_guard._stop import LoopDetected
+from langchain_loop_guard.testing import ScriptedChatModel
 
 __all__ = [
     "INTEGRATIONS",
@@ -300,200 +301,6 @@ class _Recorder(BaseCallbackHandler):
             self._timeline.add(ToolRun(name, digest, "error", _short(error_key(name, error))))
 
 
-# --- the scenarios -------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class _Scenario:
-    signal: Signal | None
-    tools: tuple[ScriptedTool, ...]
-    script: tuple[Any, ...]
-    review: bool = False
-
-
-def _echo(template: str, marker: str) -> Callable[[dict[str, Any]], str]:
-    """A tool result computed from the call's arguments (so different calls differ)."""
-
-    def result(arguments: dict[str, Any]) -> str:
-        return template.format(**arguments) + marker
-
-    return result
-
-
-def _repeat(m: str) -> _Scenario:
-    # search once, then read the same file again and again: A A A
-    return _Scenario(
-        Signal.REPEATED_TOOL_CALL,
-        (
-            scripted_tool("search_docs", f"Found 1 page: docs/retry.md{m}"),
-            scripted_tool("read_file", f"max_retries = 3, backoff = exponential{m}"),
-        ),
-        (
-            call("search_docs", {"query": f"retry settings{m}"}),
-            *[call("read_file", {"path": f"docs/retry.md{m}"})] * 6,
-            f"The retry limit is 3.{m}",
-        ),
-    )
-
-
-def _cycle(m: str) -> _Scenario:
-    # list a folder, open a file, list it again…: A B A B A B
-    return _Scenario(
-        Signal.TOOL_CYCLE,
-        (
-            scripted_tool("list_dir", f"app.py  config.py  tests/{m}"),
-            scripted_tool("read_file", f"from config import settings{m}"),
-        ),
-        (
-            *[
-                step
-                for _ in range(5)
-                for step in (
-                    call("list_dir", {"path": f"src{m}"}),
-                    call("read_file", {"path": f"src/app.py{m}"}),
-                )
-            ],
-            f"The app reads its settings from config.py.{m}",
-        ),
-    )
-
-
-def _frequency(m: str) -> _Scenario:
-    # look up other things, but keep coming back to the same ticket: A x A y A z A
-    names = ("alice", "bob", "carol", "dave")
-    steps: list[Any] = []
-    for name in names:
-        steps += [
-            call("get_ticket", {"ticket": f"PRJ-7{m}"}),
-            call("find_user", {"name": f"{name}{m}"}),
-        ]
-    return _Scenario(
-        Signal.TOOL_FREQUENCY,
-        (
-            scripted_tool("get_ticket", f"PRJ-7: open, unassigned{m}"),
-            scripted_tool("find_user", _echo("{name}: not on the team", m)),
-        ),
-        (*steps, call("get_ticket", {"ticket": f"PRJ-7{m}"}), f"Nobody can take PRJ-7.{m}"),
-    )
-
-
-def _no_progress(m: str) -> _Scenario:
-    # a seven-step round with the same results each time, its steps in another order every
-    # other time (so no fixed cycle, sequence or path repeats: only no progress)
-    round_ = (
-        call("git_status", {"repo": "."}),
-        call("read_file", {"path": f"app.py{m}"}),
-        call("run_linter", {"path": f"app.py{m}"}),
-        call("read_file", {"path": f"lint.toml{m}"}),
-        call("git_diff", {"repo": "."}),
-        call("read_file", {"path": f"setup.cfg{m}"}),
-        call("read_file", {"path": f"README.md{m}"}),
-    )
-    return _Scenario(
-        Signal.NO_PROGRESS,
-        (
-            scripted_tool("git_status", f"modified: app.py{m}"),
-            scripted_tool("read_file", _echo("contents of {path}", m)),
-            scripted_tool("run_linter", f"app.py:14: E501 line too long{m}"),
-            scripted_tool("git_diff", f"app.py: 1 line changed{m}"),
-        ),
-        (*round_, *_swapped_pairs(round_), *round_, f"The linter still fails on app.py.{m}"),
-    )
-
-
-def _swapped_pairs(steps: tuple[Any, ...]) -> tuple[Any, ...]:
-    """``steps`` with each pair swapped: a b c d e → b a d c e."""
-    swapped = list(steps)
-    for i in range(0, len(swapped) - 1, 2):
-        swapped[i], swapped[i + 1] = swapped[i + 1], swapped[i]
-    return tuple(swapped)
-
-
-def _error(m: str) -> _Scenario:
-    # different arguments, the same failure: E E E
-    def refused(arguments: dict[str, Any]) -> ToolException:
-        return ToolException(f"deploy failed: database connection refused{m}")
-
-    return _Scenario(
-        Signal.REPEATED_TOOL_ERROR,
-        (scripted_tool("deploy", refused),),
-        (
-            *[call("deploy", {"version": f"1.4.{i}{m}"}) for i in range(1, 6)],
-            f"I could not deploy: the database refuses connections.{m}",
-        ),
-    )
-
-
-def _assistant(m: str) -> _Scenario:
-    # a reviewer keeps sending the answer back, and the model keeps giving the same one
-    answer = f"The retry limit is 3.{m}"
-    return _Scenario(
-        Signal.REPEATED_ASSISTANT_RESPONSE,
-        (scripted_tool("search_docs", f"docs/retry.md: max_retries = 3{m}"),),
-        (
-            call("search_docs", {"query": f"retry limit{m}"}),
-            *[answer] * 4,
-            f"{answer} Source: docs/retry.md",
-        ),
-        review=True,
-    )
-
-
-def _unknown_tool(m: str) -> _Scenario:
-    # the model keeps calling a tool the agent does not have (the "$26 loop")
-    return _Scenario(
-        Signal.REPEATED_TOOL_CALL,
-        (scripted_tool("search_docs", f"Found 1 page: docs/retry.md{m}"),),
-        (
-            *[call("web_search", {"query": f"retry settings{m}"})] * 6,
-            f"I could not search the web.{m}",
-        ),
-    )
-
-
-def _productive(m: str) -> _Scenario:
-    # edit, test, edit, test… with a different result each time: progress, never a loop
-    failing = 10
-    steps: list[Any] = []
-    for patch in range(1, failing + 1):
-        steps += [
-            call("run_tests", {"path": f"tests/{m}"}),
-            call("read_file", {"path": f"src/parser.py{m}"}),
-            call("edit_file", {"path": f"src/parser.py{m}", "patch": f"fix #{patch}{m}"}),
-        ]
-    steps += [call("run_tests", {"path": f"tests/{m}"}), f"All tests pass now.{m}"]
-    runs = [
-        f"{40 - left} passed, {left} failed in 0.{50 + left}s{m}" for left in range(failing, -1, -1)
-    ]
-    revisions = [f"def parse(text):  # revision {r}{m}" for r in range(1, failing + 1)]
-    return _Scenario(
-        None,
-        (
-            scripted_tool("run_tests", *runs),
-            scripted_tool("read_file", *revisions),
-            scripted_tool("edit_file", f"patched src/parser.py{m}"),
-        ),
-        tuple(steps),
-    )
-
-
-_SCENARIOS: dict[LoopKind, Callable[[str], _Scenario]] = {
-    "repeat": _repeat,
-    "cycle": _cycle,
-    "frequency": _frequency,
-    "no-progress": _no_progress,
-    "error": _error,
-    "assistant": _assistant,
-    "unknown-tool": _unknown_tool,
-    "productive": _productive,
-}
-
-
-def expected_signal(loop: LoopKind) -> Signal | None:
-    """The signal the ``loop`` scenario is designed to trip first (``None``: no loop)."""
-    return _SCENARIOS[loop]("").signal
-
-
 # --- the agents ---------------------------------------------------------------------------------
 
 
@@ -535,7 +342,7 @@ class _GraphState(MessagesState, LoopGuardState):
 class _DemoRun:
     """One run of a scenario under one integration, recorded on a timeline."""
 
-    def __init__(self, scenario: _Scenario, config: LoopGuardConfig) -> None:
+    def __init__(self, scenario: Scenario, config: LoopGuardConfig) -> None:
         self.scenario = scenario
         self.config = config
         self.timeline = _Timeline()
@@ -633,13 +440,13 @@ def run_demo(
     ``locale``, so the demo behaves the same everywhere. ``_marker`` is appended to every
     argument, output and answer of the script (the test suite checks that it never shows).
     """
-    if loop not in _SCENARIOS:
+    if loop not in SCENARIOS:
         msg = f"unknown loop {loop!r}; expected one of {', '.join(LOOP_KINDS)}"
         raise ValueError(msg)
     if integration not in INTEGRATIONS:
         msg = f"unknown integration {integration!r}; expected one of {', '.join(INTEGRATIONS)}"
         raise ValueError(msg)
-    run = _DemoRun(_SCENARIOS[loop](_marker), LoopGuardConfig(mode=mode, locale=locale))
+    run = _DemoRun(SCENARIOS[loop](_marker), LoopGuardConfig(mode=mode, locale=locale))
     raised: LoopDetected | None = None
     error: str | None = None
     try:

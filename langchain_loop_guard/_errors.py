@@ -1,4 +1,4 @@
-"""Exceptions that do not depend on LangChain (the typed interrupt lives in ``_interrupt``)."""
+"""Exceptions that do not depend on LangChain (the typed interrupt lives in ``_stop``)."""
 
 from __future__ import annotations
 

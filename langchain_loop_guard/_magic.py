@@ -34,7 +34,8 @@ from IPython.display import display
 from langchain_loop_guard._config import Mode
 from langchain_loop_guard._errors import LoopGuardError
 from langchain_loop_guard._messages import translator
-from langchain_loop_guard._runtime import GuardRuntime, live_guards, text_table
+from langchain_loop_guard._runtime import GuardRuntime, live_guards
+from langchain_loop_guard._status import text_table
 
 __all__ = ["LoopGuardMagics", "load_ipython_extension", "unload_ipython_extension"]
 

@@ -20,19 +20,15 @@ from langchain_core.messages import AIMessage, AnyMessage, SystemMessage
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
-from langchain_loop_guard._graph_state import (
-    STATE_KEY,
-    GraphGuard,
-    GuardData,
-    LoopGuardStop,
-    OnStop,
-    Update,
-    repair_update,
-)
+from langchain_loop_guard._graph_guard import GraphGuard
+from langchain_loop_guard._graph_pass import quiet_turn
+from langchain_loop_guard._graph_state import STATE_KEY, GuardData, Update
 from langchain_loop_guard._hint import hinted_system
 from langchain_loop_guard._messages import hint
 from langchain_loop_guard._outcomes import holds_answer
+from langchain_loop_guard._repair import repair_update
 from langchain_loop_guard._runtime import ConfigInput
+from langchain_loop_guard._stop import LoopGuardStop, OnStop
 
 __all__ = ["LoopGuardAgentState", "LoopGuardMiddleware"]
 
@@ -252,7 +248,7 @@ class LoopGuardMiddleware(GraphGuard, AgentMiddleware[LoopGuardAgentState, Any, 
             return None
         messages, stored = state["messages"], state.get(STATE_KEY)
         try:
-            quiet = self._quiet_turn(messages, stored)
+            quiet = quiet_turn(messages, stored, self.config, self._wall())
         except Exception:  # noqa: BLE001 - the full pass decides, and fails open itself
             quiet = False
         if quiet:

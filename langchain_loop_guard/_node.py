@@ -43,15 +43,12 @@ from langgraph.config import get_config
 from langgraph.graph import END
 from langgraph.types import Command, Send
 
-from langchain_loop_guard._graph_state import (
-    STATE_KEY,
-    GraphGuard,
-    OnStop,
-    check_name,
-    is_human_input,
-    repair_update,
-)
+from langchain_loop_guard._graph_guard import GraphGuard, check_name
+from langchain_loop_guard._graph_state import STATE_KEY
+from langchain_loop_guard._guard_messages import is_human_input
+from langchain_loop_guard._repair import repair_update
 from langchain_loop_guard._runtime import ConfigInput
+from langchain_loop_guard._stop import OnStop
 
 __all__ = ["LoopGuardNode"]
 

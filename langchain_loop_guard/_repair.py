@@ -1,25 +1,115 @@
 """Repair a thread that a stop or a crash left with tool calls no ``ToolMessage`` answers.
 
-The callback handler raises from inside a step, so LangGraph saves the thread without that
-step: the model answer is there, its tool calls' answers are not, and providers reject the
-next request on that thread. The graph guards answer such calls themselves (see
-:class:`~langchain_loop_guard.LoopGuardMiddleware`); with the handler, one line after the
-stop does it::
+Providers (OpenAI, Anthropic) reject a history where a model answer's ``tool_calls`` are not
+each answered right after it. The callback handler raises from inside a step, so LangGraph
+saves the thread without that step: the model answer is there, its calls' answers are not.
+The graph guards answer such calls themselves (``before_agent``, and the node guard after a
+new human message); with the handler, one line after the stop does it::
 
     except LoopDetected as stop:
         stop.repair(graph, config)   # or repair_thread(graph, config)
+
+This room imports no guard: the guards import it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Protocol
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, Protocol, cast
 
+from langchain_core.messages import AIMessage, BaseMessage, RemoveMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
+from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
-from langchain_loop_guard._graph_state import dangling_calls, repair_update
+from langchain_loop_guard._guard_messages import tool_answer
+from langchain_loop_guard._messages import not_executed
 
-__all__ = ["arepair_thread", "repair_thread"]
+__all__ = [
+    "arepair_thread",
+    "dangling_calls",
+    "repair_thread",
+    "repair_update",
+    "repaired_history",
+]
+
+
+def _answer_groups(
+    messages: Sequence[BaseMessage],
+) -> Iterator[tuple[int, int, list[tuple[str, str]]]]:
+    """For each model answer with tool calls: its index, the index after its answers, and
+    ``(call id, tool name)`` of each call no ``ToolMessage`` right after it answers."""
+    index = 0
+    while index < len(messages):
+        message = messages[index]
+        index += 1
+        if not isinstance(message, AIMessage) or not message.tool_calls:
+            continue
+        owner = index - 1
+        answered: set[str] = set()
+        while index < len(messages) and isinstance(messages[index], ToolMessage):
+            answered.add(cast(ToolMessage, messages[index]).tool_call_id)
+            index += 1
+        open_calls = [
+            (call_id, call["name"])
+            for call in message.tool_calls
+            if (call_id := call.get("id")) and call_id not in answered
+        ]
+        yield owner, index, open_calls
+
+
+def dangling_calls(messages: Sequence[BaseMessage]) -> list[tuple[int, str, str]]:
+    """The tool calls no ``ToolMessage`` answers before the next other message.
+
+    Returns ``(index of the model answer, call id, tool name)`` for each such call.
+    """
+    return [
+        (owner, call_id, name)
+        for owner, _, open_calls in _answer_groups(messages)
+        for call_id, name in open_calls
+    ]
+
+
+def repaired_history(
+    messages: Sequence[BaseMessage], locale: str | None = None
+) -> list[BaseMessage] | None:
+    """``messages`` with every dangling tool call answered, or ``None`` when none is.
+
+    Each unanswered call gets a "not executed" error ``ToolMessage`` (marked
+    ``additional_kwargs={"loop_guard": "not_executed"}``) right after its model answer's other
+    answers, before any later message.
+    """
+    repaired: list[BaseMessage] = []
+    done = 0
+    text: str | None = None
+    for _, end, open_calls in _answer_groups(messages):
+        if not open_calls:
+            continue
+        text = text or not_executed(locale)
+        repaired += messages[done:end]
+        repaired += [
+            tool_answer(call_id, name, text, "not_executed") for call_id, name in open_calls
+        ]
+        done = end
+    if text is None:
+        return None
+    return [*repaired, *messages[done:]]
+
+
+def repair_update(
+    messages: Sequence[BaseMessage], locale: str | None = None
+) -> list[BaseMessage] | None:
+    """A ``messages`` update (for the ``add_messages`` reducer) that repairs ``messages``.
+
+    Answers that belong at the end are appended; otherwise the whole history is rewritten
+    (``RemoveMessage(REMOVE_ALL_MESSAGES)`` first), since the reducer cannot insert.
+    ``None`` when nothing dangles.
+    """
+    repaired = repaired_history(messages, locale)
+    if repaired is None:
+        return None
+    if repaired[: len(messages)] == list(messages):
+        return repaired[len(messages) :]
+    return [RemoveMessage(id=REMOVE_ALL_MESSAGES), *repaired]
 
 
 class _Graph(Protocol):

@@ -1,34 +1,32 @@
 """What every guard object shares: configuration, runtime commands, reporting, failing open.
 
-The callback handler, the middleware and the node guard each adapt a host's events to
-:class:`~langchain_loop_guard._detector.LoopDetector`; this module holds the rest so they stay
-thin: the configuration in force and the runtime commands that change it (SPEC §6), the
-``status``/``inspect`` values, logging of verdicts (names, signals, counts and digests only,
-SPEC §8), and the fail-open rule: the guard's own failure never breaks the user's agent.
+The callback handler, the middleware and the node guard each translate a host's events into
+the run life cycle (:mod:`~langchain_loop_guard._engine`); :class:`GuardRuntime` is what
+they all are besides: the configuration in force and the runtime commands that change it
+(SPEC §6), ``status`` (its views are in :mod:`~langchain_loop_guard._status`), reporting of
+verdicts (names, signals, counts and digests only, SPEC §8), and the fail-open rule: the
+guard's own failure never breaks the user's agent.
 """
 
 from __future__ import annotations
 
 import contextlib
-import html
 import logging
 import os
 import threading
 import time
 import traceback
-import unicodedata
 import weakref
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, get_args, overload
 
 from langchain_loop_guard._config import LoopGuardConfig, Mode
-from langchain_loop_guard._detector import ALLOW, CallInfo, LoopDetector, Signal, Verdict
+from langchain_loop_guard._detector import ALLOW, CallInfo, LoopDetector, Verdict
 from langchain_loop_guard._errors import LoopGuardConfigError, LoopGuardError
-from langchain_loop_guard._messages import translator
-from langchain_loop_guard._observe import Action, Site, context_ids, event_data, publish
 from langchain_loop_guard._public import public_digest, safe_tool_name
+from langchain_loop_guard._publish import Action, Site, context_ids, event_data, publish
+from langchain_loop_guard._status import GuardStatus, RunInspection, StopRecord
 
 if TYPE_CHECKING:
     from langchain_loop_guard._detector import EventListener
@@ -37,16 +35,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ConfigInput",
+    "DetectorCall",
     "GuardRuntime",
-    "GuardStatus",
-    "RunInspection",
-    "StopRecord",
     "VerdictListener",
+    "bad_argument",
     "live_guards",
     "logger",
     "resolve_config",
-    "text_table",
-    "text_width",
 ]
 
 logger = logging.getLogger("langchain_loop_guard")
@@ -94,6 +89,20 @@ def live_guards() -> list[GuardRuntime]:
         return [guard for _, guard in sorted(_registry.items())]
 
 
+def bad_argument(
+    key: str, value: object, expected: str, allowed: str, *, shown: object = None
+) -> LoopGuardConfigError:
+    """The error for a guard constructor's bad argument ``key``: what it must be, and what it
+    got (``shown`` in the error's data instead of ``value``, when given)."""
+    return LoopGuardConfigError(
+        f"{key} must be {expected}, not {value!r}",
+        source="code",
+        key=key,
+        value=value if shown is None else shown,
+        allowed=allowed,
+    )
+
+
 def resolve_config(config: ConfigInput) -> LoopGuardConfig:
     """A config object from what a guard constructor received.
 
@@ -117,233 +126,6 @@ def resolve_config(config: ConfigInput) -> LoopGuardConfig:
         value=type(config).__name__,
         allowed="LoopGuardConfig | Mapping[str, Any] | None",
     )
-
-
-@dataclass(frozen=True, slots=True)
-class StopRecord:
-    """A loop the guard stopped or reported: no arguments, outputs or text."""
-
-    run_id: str
-    action: str
-    signal: Signal
-    tool: str | None
-    count: int
-    threshold: int
-    at: float
-
-
-@dataclass(frozen=True, slots=True)
-class _Section:
-    """One table of a status view: a title, optional column headers, rows of cells."""
-
-    title: str
-    header: tuple[str, ...]
-    rows: tuple[tuple[str, ...], ...]
-
-
-def text_width(text: str) -> int:
-    """Columns ``text`` takes in a terminal: wide characters (Hangul, CJK) take two."""
-    return sum(2 if unicodedata.east_asian_width(char) in "WF" else 1 for char in text)
-
-
-def text_table(rows: Sequence[Sequence[str]], indent: str = "  ") -> list[str]:
-    """``rows`` as lines of aligned columns (aligned on screen, wide characters included)."""
-    if not rows:
-        return []
-    widths = [max(text_width(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return [
-        indent
-        + "  ".join(
-            cell + " " * (width - text_width(cell)) for cell, width in zip(row, widths, strict=True)
-        ).rstrip()
-        for row in rows
-    ]
-
-
-def _render_text(sections: list[_Section]) -> str:
-    lines: list[str] = []
-    for section in sections:
-        lines.append(section.title)
-        lines += text_table([section.header, *section.rows] if section.header else section.rows)
-    return "\n".join(lines)
-
-
-_CELL = "text-align:left;padding:2px 16px 2px 0;vertical-align:top"
-
-
-def _render_html(sections: list[_Section]) -> str:
-    parts = ['<div class="loop-guard">']
-    for section in sections:
-        parts.append(
-            '<table style="border-collapse:collapse;margin-bottom:1em">'
-            f'<caption style="text-align:left;font-weight:bold;padding-bottom:4px">'
-            f"{html.escape(section.title)}</caption>"
-        )
-        if section.header:
-            cells = "".join(f'<th style="{_CELL}">{html.escape(c)}</th>' for c in section.header)
-            parts.append(f"<thead><tr>{cells}</tr></thead>")
-        parts.append("<tbody>")
-        for first, *rest in section.rows:
-            tag = "td" if section.header else "th"
-            cells = f'<{tag} style="{_CELL}">{html.escape(first)}</{tag}>'
-            cells += "".join(f'<td style="{_CELL}">{html.escape(c)}</td>' for c in rest)
-            parts.append(f"<tr>{cells}</tr>")
-        parts.append("</tbody></table>")
-    parts.append("</div>")
-    return "".join(parts)
-
-
-@dataclass(frozen=True, slots=True)
-class GuardStatus:
-    """The guard's state for the ``status`` command; prints as text, renders as HTML.
-
-    ``str(status)`` (and IPython's plain-text display) is an aligned text table; Jupyter shows
-    ``_repr_html_``. Labels are in ``locale``; values are names, numbers and sources only.
-    """
-
-    mode: Mode
-    config: tuple[tuple[str, Any, str], ...]
-    active_runs: int
-    stops: int
-    warnings: int
-    observed: int
-    recent: tuple[StopRecord, ...] = field(default=())
-    locale: str = "en"
-    shed_runs: int = 0
-    """Runs the callback handler could not guard because its registry was full of runs in
-    flight (see ``LoopGuardCallbackHandler(max_runs=...)``)."""
-
-    def _sections(self) -> list[_Section]:
-        tr = translator(self.locale)
-        title = tr.gettext("loop-guard status")
-        counts = [
-            (tr.gettext("mode"), self.mode),
-            (tr.gettext("active runs"), str(self.active_runs)),
-            (tr.gettext("stops"), str(self.stops)),
-            (tr.gettext("observed loops"), str(self.observed)),
-            (tr.gettext("warnings"), str(self.warnings)),
-        ]
-        if self.shed_runs:
-            counts.append((tr.gettext("runs not guarded (registry full)"), str(self.shed_runs)))
-        sections = [
-            _Section(title, (), tuple(counts)),
-            _Section(
-                tr.gettext("configuration"),
-                (tr.gettext("setting"), tr.gettext("value"), tr.gettext("source")),
-                tuple((name, _show(value), source) for name, value, source in self.config),
-            ),
-        ]
-        if self.recent:
-            sections.append(
-                _Section(
-                    tr.gettext("recent loops"),
-                    (
-                        tr.gettext("run"),
-                        tr.gettext("action"),
-                        tr.gettext("signal"),
-                        tr.gettext("tool"),
-                        tr.gettext("count"),
-                    ),
-                    tuple(
-                        (
-                            r.run_id,
-                            r.action,
-                            r.signal.value,
-                            r.tool or "-",
-                            f"{r.count}/{r.threshold}",
-                        )
-                        for r in self.recent
-                    ),
-                )
-            )
-        return sections
-
-    def __str__(self) -> str:
-        return _render_text(self._sections())
-
-    def _repr_html_(self) -> str:
-        return _render_html(self._sections())
-
-    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
-        # Defined on each class, not in a shared base: IPython takes the first of
-        # ``_repr_pretty_`` or ``__repr__`` along the MRO, and the dataclass ``__repr__`` of the
-        # class itself would win over a base's ``_repr_pretty_``.
-        printer.text(str(self))
-
-
-@dataclass(frozen=True, slots=True)
-class RunInspection:
-    """The recent tool calls of one run for the ``inspect`` command: names and digests only.
-
-    Prints as aligned text, renders as HTML in Jupyter; labels are in ``locale``.
-    """
-
-    run_id: str
-    turns: int
-    calls: int
-    elapsed_s: float
-    tripped: Signal | None
-    warned: tuple[Signal, ...]
-    recent: tuple[CallInfo, ...]
-    locale: str = "en"
-
-    def _sections(self) -> list[_Section]:
-        tr = translator(self.locale)
-        sections = [
-            _Section(
-                tr.gettext("loop-guard inspect"),
-                (),
-                (
-                    (tr.gettext("run"), self.run_id),
-                    (tr.gettext("model turns"), str(self.turns)),
-                    (tr.gettext("tool calls"), str(self.calls)),
-                    (tr.gettext("elapsed"), f"{self.elapsed_s:.1f} s"),
-                    (tr.gettext("stopped by"), self.tripped.value if self.tripped else "-"),
-                    (tr.gettext("warnings"), ", ".join(s.value for s in self.warned) or "-"),
-                ),
-            )
-        ]
-        if self.recent:
-            sections.append(
-                _Section(
-                    tr.gettext("recent tool calls"),
-                    (
-                        "#",
-                        tr.gettext("tool"),
-                        tr.gettext("digest"),
-                        tr.gettext("outcome"),
-                    ),
-                    tuple(
-                        (str(i - len(self.recent)), c.tool, c.digest, c.outcome)
-                        for i, c in enumerate(self.recent)
-                    ),
-                )
-            )
-        return sections
-
-    def __str__(self) -> str:
-        return _render_text(self._sections())
-
-    def _repr_html_(self) -> str:
-        return _render_html(self._sections())
-
-    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
-        # Defined on each class, not in a shared base: IPython takes the first of
-        # ``_repr_pretty_`` or ``__repr__`` along the MRO, and the dataclass ``__repr__`` of the
-        # class itself would win over a base's ``_repr_pretty_``.
-        printer.text(str(self))
-
-
-def _show(value: object) -> str:
-    if isinstance(value, frozenset | set):
-        return ",".join(sorted(map(str, value))) or "-"
-    if isinstance(value, list | tuple):
-        return ",".join(map(str, value)) or "-"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, Mapping):
-        return ",".join(f"{k}={v}" for k, v in sorted(value.items())) or "-"
-    return str(value)
 
 
 class GuardRuntime:
@@ -617,34 +399,7 @@ class GuardRuntime:
             None if site.run_id is None else safe_tool_name(site.run_id),
             None if site.thread_id is None else safe_tool_name(site.thread_id),
         )
-        shown_run = site.run_id or safe_tool_name(run_id)
-        if verdict.tripped:
-            level = logging.DEBUG
-        elif verdict.stops and not nudge:
-            level = logging.WARNING
-        else:
-            level = logging.INFO
-        logger.log(
-            level,
-            "loop-guard %s: run=%s thread=%s signal=%s tool=%s count=%d threshold=%d",
-            action,
-            shown_run,
-            site.thread_id or "-",
-            signal.value,
-            verdict.tool,
-            verdict.count,
-            verdict.threshold,
-            extra={
-                "loop_guard_action": action,
-                "loop_guard_signal": signal.value,
-                "loop_guard_tool": verdict.tool,
-                "loop_guard_count": verdict.count,
-                "loop_guard_threshold": verdict.threshold,
-                "loop_guard_run_id": shown_run,
-                "loop_guard_thread_id": site.thread_id,
-                "loop_guard_key": public_digest(verdict.key),
-            },
-        )
+        _log_verdict(verdict, action, site.run_id or safe_tool_name(run_id), site.thread_id, nudge)
         if not nudge:
             for listener in self._listeners:
                 try:
@@ -748,3 +503,38 @@ def _is_graph_control_flow(exc: BaseException) -> bool:
     except ImportError:  # pragma: no cover - langgraph is a dependency
         return False
     return isinstance(exc, GraphBubbleUp)
+
+
+def _log_verdict(
+    verdict: Verdict, action: Action, run: str, thread: str | None, nudge: bool
+) -> None:
+    """The verdict's log line: a stop at ``WARNING``, a stopped run's blocks and aborts at
+    ``DEBUG``, the rest at ``INFO``; names, signals, counts and a keyed digest only."""
+    if verdict.tripped:
+        level = logging.DEBUG
+    elif verdict.stops and not nudge:
+        level = logging.WARNING
+    else:
+        level = logging.INFO
+    signal = verdict.signal.value if verdict.signal is not None else None
+    logger.log(
+        level,
+        "loop-guard %s: run=%s thread=%s signal=%s tool=%s count=%d threshold=%d",
+        action,
+        run,
+        thread or "-",
+        signal,
+        verdict.tool,
+        verdict.count,
+        verdict.threshold,
+        extra={
+            "loop_guard_action": action,
+            "loop_guard_signal": signal,
+            "loop_guard_tool": verdict.tool,
+            "loop_guard_count": verdict.count,
+            "loop_guard_threshold": verdict.threshold,
+            "loop_guard_run_id": run,
+            "loop_guard_thread_id": thread,
+            "loop_guard_key": public_digest(verdict.key),
+        },
+    )

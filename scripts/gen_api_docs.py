@@ -29,8 +29,8 @@ ROOT = Path(__file__).resolve().parent.parent
 OUTPUT = ROOT / "docs" / "api.md"
 
 RETURNED = [
-    ("GuardStatus", "langchain_loop_guard._runtime"),
-    ("RunInspection", "langchain_loop_guard._runtime"),
+    ("GuardStatus", "langchain_loop_guard._status"),
+    ("RunInspection", "langchain_loop_guard._status"),
     ("ConfigRow", "langchain_loop_guard._config"),
 ]
 """Values the public methods return, documented after ``__all__`` (``guard.status()``…)."""

@@ -25,7 +25,7 @@ from pathlib import Path
 from langchain.agents import create_agent
 
 from langchain_loop_guard import LoopGuardCallbackHandler, LoopGuardConfig, replay
-from langchain_loop_guard._demo import _SCENARIOS
+from langchain_loop_guard._demo_scenarios import SCENARIOS
 from langchain_loop_guard.testing import ScriptedChatModel
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -68,7 +68,7 @@ def record_trace(path: Path) -> None:
     # thread scope: each run is recorded under its ticket (its thread_id), not a UUID
     guard = LoopGuardCallbackHandler({"mode": "observe", "scope": "thread"}, record_to=path)
     for number, kind in enumerate(DAY, start=1):
-        scenario = _SCENARIOS[kind](f" #{number}")  # each run's own arguments and outputs
+        scenario = SCENARIOS[kind](f" #{number}")  # each run's own arguments and outputs
         agent = create_agent(ScriptedChatModel(script=list(scenario.script)), scenario.tools)
         agent.invoke(
             {"messages": [("user", "Find the retry limit, and fix what needs fixing.")]},

@@ -50,7 +50,7 @@ from langgraph.prebuilt import ToolNode, tools_condition
 
 from langchain_loop_guard import LoopGuardConfig, Signal
 from langchain_loop_guard._handler import LoopGuardCallbackHandler
-from langchain_loop_guard._interrupt import LoopDetected
+from langchain_loop_guard._stop import LoopDetected
 from langchain_loop_guard.testing import ScriptedChatModel, assert_valid_history, calls
 
 # --- a scenario as an agent -----------------------------------------------------------------------

@@ -7,6 +7,7 @@ import json
 import logging
 import os
 import pickle
+import re
 import subprocess
 import sys
 import threading
@@ -933,7 +934,10 @@ def test_file_with_a_byte_order_mark_is_read(load: Loader, project_file: Path) -
 BAD_FILES = [
     pytest.param(
         '{\n  "maxTurns": 12,\n}',
-        "not valid JSON: Expecting property name enclosed in double quotes (line 3, column 1)",
+        # the parser's own words and position differ between Python versions ("Expecting
+        # property name…" on 3.11, "Illegal trailing comma…" on 3.13): the promise is the
+        # prefix, a reason and where in the file
+        re.compile(r"not valid JSON: \S.* \(line \d+, column \d+\)"),
         "a UTF-8 file holding a JSON object",
         id="malformed-json",
     ),
@@ -1002,13 +1006,16 @@ BAD_FILES = [
 
 @pytest.mark.parametrize(("content", "says", "allowed"), BAD_FILES)
 def test_bad_project_file_is_an_error_naming_path_key_value_and_allowed(
-    load: Loader, project_file: Path, content: str, says: str, allowed: str
+    load: Loader, project_file: Path, content: str, says: str | re.Pattern[str], allowed: str
 ) -> None:
     """Every kind of bad file content gets an error naming the file, key, value, allowed."""
     write(project_file, content)
     error = load_error(load)
     assert f"project file {project_file}" in str(error)
-    assert says in str(error)
+    if isinstance(says, re.Pattern):
+        assert says.search(str(error)), str(error)
+    else:
+        assert says in str(error)
     assert f"; allowed: {allowed}" in str(error)
     assert error.source == f"project file {project_file}"
 

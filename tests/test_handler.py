@@ -24,7 +24,7 @@ from pydantic import BaseModel, ValidationError
 
 from langchain_loop_guard import LoopGuardConfig, LoopGuardConfigError, Signal
 from langchain_loop_guard._handler import LoopGuardCallbackHandler
-from langchain_loop_guard._interrupt import LoopDetected
+from langchain_loop_guard._stop import LoopDetected
 from langchain_loop_guard.testing import calls
 
 
@@ -370,10 +370,10 @@ def test_model_runs_in_flight_are_forgotten_when_they_end_or_fail() -> None:
     run = Run(handler)
     node, llm = run.node(), uuid4()
     handler.on_chat_model_start({}, [[HumanMessage("q")]], run_id=llm, parent_run_id=node)
-    assert len(handler._runs[str(run.id)].in_context) == 1
+    assert len(handler._engine.runs[str(run.id)].in_context) == 1
     handler.on_llm_error(RuntimeError("rate limited"), run_id=llm, parent_run_id=node)
     run.model("done", seen=[HumanMessage("q")])
-    assert handler._runs[str(run.id)].in_context == {}
+    assert handler._engine.runs[str(run.id)].in_context == {}
 
 
 def test_text_completion_models_count_turns() -> None:
@@ -686,7 +686,7 @@ def test_root_end_frees_the_run_and_its_tree(ending: str) -> None:
     handler.on_chain_start(None, {}, run_id=uuid4(), parent_run_id=run.id)  # nor does this
     run.end(caught.value if ending == "error" else None)
     assert handler.status().active_runs == 0
-    assert (handler._runs, handler._roots, handler._open) == ({}, {}, {})
+    assert (handler._engine.runs, handler._tree.roots, handler._tree.open) == ({}, {}, {})
 
 
 def _loop(run: Run, times: int = 3) -> bool:
@@ -706,7 +706,7 @@ def test_runs_in_flight_beyond_max_runs_are_all_guarded() -> None:
     for round_ in range(2):  # interleaved, as concurrent runs are
         for run in runs:
             run.tool("read_file", {"path": "a.py"}, "contents")
-            assert len(handler._roots) == 40, f"round {round_}"
+            assert len(handler._tree.roots) == 40, f"round {round_}"
     stopped = [_loop(run, times=1) for run in runs]
     assert stopped == [True] * 40
     assert handler.status().shed_runs == 0
@@ -731,7 +731,7 @@ def test_runs_beyond_four_times_max_runs_are_shed_loudly_and_counted(
     assert len(warnings) == 3  # the 1st, 2nd and 4th: loud, but not a line per run
     assert "is not guarded (1 runs shed so far). Raise max_runs." in warnings[0]
     # the shed runs' nested events started no detector of their own under a nested id
-    assert len(handler._runs) == 16
+    assert len(handler._engine.runs) == 16
 
 
 def test_registry_forgets_the_least_recent_idle_run_beyond_its_bound(
@@ -740,13 +740,13 @@ def test_registry_forgets_the_least_recent_idle_run_beyond_its_bound(
     """Runs that never report their end are forgotten once idle, least recently active first."""
     handler = LoopGuardCallbackHandler(LoopGuardConfig(), max_runs=3)
     runs = [Run(handler) for _ in range(3)]
-    monkeypatch.setattr("langchain_loop_guard._handler._IDLE_S", 0.0)  # every run is idle now
+    monkeypatch.setattr("langchain_loop_guard._engine.IDLE_S", 0.0)  # every run is idle now
     runs[0].tool("read_file", {"path": "a.py"})  # the first run is now the most recent
     runs.append(Run(handler))
     assert handler.status().active_runs == 3
     assert handler.inspect(runs[1].id) is None
     assert handler.inspect(runs[0].id) is not None
-    assert set(handler._roots) == {runs[0].id, runs[2].id, runs[3].id}
+    assert set(handler._tree.roots) == {runs[0].id, runs[2].id, runs[3].id}
 
 
 def test_late_events_of_a_forgotten_run_start_no_new_detector(
@@ -756,14 +756,14 @@ def test_late_events_of_a_forgotten_run_start_no_new_detector(
     handler = LoopGuardCallbackHandler(LoopGuardConfig(), max_runs=1)
     old = Run(handler)
     node = old.node()
-    monkeypatch.setattr("langchain_loop_guard._handler._IDLE_S", 0.0)  # the old run is idle now
+    monkeypatch.setattr("langchain_loop_guard._engine.IDLE_S", 0.0)  # the old run is idle now
     Run(handler)  # the old run is idle: forgotten to make room
     tool = uuid4()
     handler.on_tool_start({"name": "read_file"}, "{}", run_id=tool, parent_run_id=node, inputs={})
     old.tool("read_file", {"path": "a.py"})
-    assert len(handler._runs) == 1
-    assert node not in handler._roots
-    assert old.id not in handler._roots
+    assert len(handler._engine.runs) == 1
+    assert node not in handler._tree.roots
+    assert old.id not in handler._tree.roots
 
 
 def test_max_runs_must_be_a_positive_whole_number() -> None:
@@ -778,8 +778,8 @@ def test_thread_whose_invocations_never_end_keeps_a_bounded_number_of_roots() ->
     """10,000 invocations of one thread that never report their end: roots stay bounded."""
     handler = guard(scope="thread")
     runs = [Run(handler, thread_id="t1") for _ in range(10_000)]
-    assert len(handler._roots) <= 64
-    assert len(handler._runs["t1"].roots) <= 64
+    assert len(handler._tree.roots) <= 64
+    assert len(handler._engine.runs["t1"].invocations) <= 64
     assert _loop(runs[0])  # the oldest invocation's events still count toward the thread
 
 
@@ -790,9 +790,9 @@ def test_run_tree_is_bounded() -> None:
     run = Run(handler)
     for _ in range(50):
         handler.on_chain_start(None, {}, run_id=uuid4(), parent_run_id=run.id)
-    assert len(handler._open) == 10
+    assert len(handler._tree.open) == 10
     run.end()
-    assert (handler._runs, handler._roots, handler._open) == ({}, {}, {})
+    assert (handler._engine.runs, handler._tree.roots, handler._tree.open) == ({}, {}, {})
 
 
 def test_late_events_of_a_stopped_run_are_stopped_too() -> None:
@@ -809,7 +809,7 @@ def test_late_events_of_a_stopped_run_are_stopped_too() -> None:
     with pytest.raises(LoopDetected) as late:
         handler.on_tool_start({"name": "other"}, "", run_id=uuid4(), parent_run_id=node, inputs={})
     assert late.value.run_id == str(run.id)
-    assert (handler._runs, handler._roots, handler._open) == ({}, {}, {})
+    assert (handler._engine.runs, handler._tree.roots, handler._tree.open) == ({}, {}, {})
 
 
 def test_late_events_of_an_ended_run_are_ignored() -> None:
@@ -821,7 +821,7 @@ def test_late_events_of_an_ended_run_are_ignored() -> None:
     run.end()
     for _ in range(3):
         handler.on_tool_start({"name": "t"}, "", run_id=uuid4(), parent_run_id=node, inputs={})
-    assert (handler._runs, handler._roots, handler._open) == ({}, {}, {})
+    assert (handler._engine.runs, handler._tree.roots, handler._tree.open) == ({}, {}, {})
 
 
 # --- scope="thread" -------------------------------------------------------------------------------
@@ -835,7 +835,7 @@ def test_thread_scope_keeps_state_across_invocations_of_a_thread() -> None:
         run.tool("read_file", {"path": "a.py"})
         run.end()
     assert handler.status().active_runs == 1
-    assert (handler._roots, handler._open) == ({}, {})
+    assert (handler._tree.roots, handler._tree.open) == ({}, {})
     run = Run(handler, thread_id="chat-1")
     with pytest.raises(LoopDetected) as caught:
         run.tool("read_file", {"path": "a.py"})

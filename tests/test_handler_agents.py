@@ -27,8 +27,8 @@ from langchain_loop_guard import LoopGuardConfig, Signal
 from langchain_loop_guard._detector import LoopDetector
 from langchain_loop_guard._handler import TRACE_EVENT, LoopGuardCallbackHandler
 from langchain_loop_guard._hint import with_loop_hint
-from langchain_loop_guard._interrupt import LoopDetected
 from langchain_loop_guard._messages import HINT_MARKER
+from langchain_loop_guard._stop import LoopDetected
 from langchain_loop_guard.testing import ScriptedChatModel, call, calls, scripted_tool
 
 # --- two ways to build an agent, four ways to run it ----------------------------------------------
@@ -576,7 +576,7 @@ def test_runs_free_their_state_when_they_end(build: Callable[..., Any], how: str
             build, how, handler, [call("read_file", {"path": "a.py"})], [read_file], then="repeat"
         )
     assert handler.status().active_runs == 0
-    assert (handler._runs, handler._roots, handler._open) == ({}, {}, {})
+    assert (handler._engine.runs, handler._tree.roots, handler._tree.open) == ({}, {}, {})
 
 
 # --- what the trace shows -------------------------------------------------------------------------

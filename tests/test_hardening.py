@@ -25,10 +25,10 @@ from langgraph.errors import GraphInterrupt
 
 from langchain_loop_guard import LoopDetector, LoopGuardConfig, LoopGuardConfigError
 from langchain_loop_guard._handler import LoopGuardCallbackHandler
-from langchain_loop_guard._interrupt import LoopDetected
 from langchain_loop_guard._middleware import LoopGuardMiddleware
 from langchain_loop_guard._node import LoopGuardNode
 from langchain_loop_guard._signature import call_signature, error_key, outcome_digest
+from langchain_loop_guard._stop import LoopDetected
 from langchain_loop_guard._trace import read_trace
 from langchain_loop_guard.testing import ScriptedChatModel, call, scripted_tool
 
@@ -272,7 +272,7 @@ def test_handler_keeps_no_arguments_of_calls_awaiting_human_review() -> None:
     run.model(answer)
     run.end(GraphInterrupt())  # paused for review before any tool ran
     del answer
-    assert handler._runs["t1"].announced  # the call is still awaited
+    assert handler._engine.runs["t1"].announced  # the call is still awaited
     assert not holds(handler, canary)
 
 

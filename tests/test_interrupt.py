@@ -28,7 +28,7 @@ from langgraph.types import RetryPolicy
 
 from langchain_loop_guard import LoopGuardConfig, LoopGuardError, Signal, Verdict
 from langchain_loop_guard._handler import LoopGuardCallbackHandler
-from langchain_loop_guard._interrupt import LoopDetected
+from langchain_loop_guard._stop import LoopDetected
 from langchain_loop_guard.testing import ScriptedChatModel, call, calls, scripted_tool
 
 # --- the exception itself -------------------------------------------------------------------------

@@ -18,15 +18,10 @@ from traitlets.config import Config
 
 from langchain_loop_guard import _magic
 from langchain_loop_guard._handler import LoopGuardCallbackHandler
-from langchain_loop_guard._interrupt import LoopDetected
 from langchain_loop_guard._messages import translator
-from langchain_loop_guard._runtime import (
-    GuardStatus,
-    RunInspection,
-    live_guards,
-    text_table,
-    text_width,
-)
+from langchain_loop_guard._runtime import live_guards
+from langchain_loop_guard._status import GuardStatus, RunInspection, text_table, text_width
+from langchain_loop_guard._stop import LoopDetected
 from langchain_loop_guard.testing import ScriptedChatModel, call, scripted_tool
 
 QUESTION = {"messages": [("user", "go")]}

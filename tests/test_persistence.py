@@ -21,8 +21,8 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from langchain_loop_guard import LoopGuardConfig, Signal
-from langchain_loop_guard._interrupt import LoopDetected
 from langchain_loop_guard._node import LoopGuardNode
+from langchain_loop_guard._stop import LoopDetected
 from langchain_loop_guard.testing import ScriptedChatModel, call, calls, scripted_tool
 
 TESTS = Path(__file__).resolve().parent
@@ -113,7 +113,7 @@ WORKER = textwrap.dedent(
     """
     import json, sys
     from guard_scenarios import KINDS, harness, model_of
-    from langchain_loop_guard._interrupt import LoopDetected
+    from langchain_loop_guard._stop import LoopDetected
     from langchain_loop_guard.testing import call, scripted_tool
 
     backend, target, thread, phase = sys.argv[1:5]
@@ -270,11 +270,11 @@ def test_guard_state_stays_bounded_however_long_the_thread() -> None:
 
 def test_guard_remembers_a_bounded_number_of_threads(monkeypatch: pytest.MonkeyPatch) -> None:
     """The in-process view of threads (for status and inspect) is bounded."""
-    from langchain_loop_guard import _graph_state
+    from langchain_loop_guard import _graph_guard
 
     guard = LoopGuardNode(LoopGuardConfig())
     for n in range(300):
-        monkeypatch.setattr(_graph_state, "_thread_id", lambda n=n: f"thread-{n}")
+        monkeypatch.setattr(_graph_guard, "_thread_id", lambda n=n: f"thread-{n}")
         guard({"messages": [HumanMessage("go"), AIMessage("done", id=f"a{n}")]})
     assert guard.status().active_runs == 256
     assert guard.inspect("thread-299") is not None
@@ -308,12 +308,12 @@ def test_guard_failure_fails_open(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A bug in the guard's own code lets the run go on, and is logged once."""
-    from langchain_loop_guard import _graph_state
+    from langchain_loop_guard import _graph_pass
 
     def broken(*args: object) -> object:
         raise KeyError("bug")
 
-    monkeypatch.setattr(_graph_state, "_calls_of", broken)
+    monkeypatch.setattr(_graph_pass, "_calls_of", broken)
     script = [call("read_file", {"path": "a.txt"})] * 4 + ["done"]
     agent = harness("middleware", ScriptedChatModel(script=script), [scripted_tool("read_file")])
     assert agent.invoke()["messages"][-1].content == "done"

@@ -1,0 +1,450 @@
+"""``GraphGuard``: what the middleware and the node guard share, over one pass each.
+
+Both integrations call :meth:`GraphGuard._guard_pass` at their two points of each turn,
+before and after the model. A pass restores the thread's run from the graph state
+(:mod:`~langchain_loop_guard._graph_state`; or goes on with the detector that wrote that very
+state, see :meth:`GraphGuard._take_live`), reads what is new into detector events
+(:class:`~langchain_loop_guard._graph_pass.GraphPass`), and acts on a stop as ``on_stop``
+says: raise, end, or interrupt for a human. A stop raised once its calls are answered is held
+in the graph state until the next step raises it (:meth:`GraphGuard._pending_halt`).
+
+A *run* starts when a human message arrives. A resume (``Command(resume=...)``, or
+``invoke(None)`` after a breakpoint) is not a new run: the interrupted node re-executes from
+the same saved state and must reach the same decision, which is what makes
+``on_stop="interrupt"`` answerable.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from langchain_core.messages import AIMessage, AnyMessage, ToolMessage
+from langgraph.config import get_config
+from langgraph.types import interrupt
+
+from langchain_loop_guard._engine import Run, bounded_put
+from langchain_loop_guard._graph_pass import GraphPass, Position, last_ai
+from langchain_loop_guard._graph_state import (
+    STATE_KEY,
+    STATE_VERSION,
+    GuardData,
+    Update,
+    load_state,
+)
+from langchain_loop_guard._guard_messages import guard_kind
+from langchain_loop_guard._outcomes import holds_answer
+from langchain_loop_guard._runtime import ConfigInput, GuardRuntime, bad_argument, logger
+from langchain_loop_guard._stop import (
+    ON_STOP_VALUES,
+    RESUME_SCHEMA,
+    LoopDetected,
+    OnStop,
+    from_marker,
+    held_marker,
+    interrupt_payload,
+    resume_action,
+    stop_state,
+)
+
+if TYPE_CHECKING:
+    from langchain_loop_guard._config import LoopGuardConfig
+    from langchain_loop_guard._detector import DetectorEvent, LoopDetector
+    from langchain_loop_guard._status import RunInspection
+
+__all__ = ["GraphGuard", "check_name"]
+
+_MAX_THREADS = 256  # threads remembered for ``inspect``/``status`` and reset requests
+
+
+class GraphGuard(GuardRuntime):
+    """A guard whose detector state lives in LangGraph state (middleware and node guard).
+
+    Subclasses call :meth:`_guard_pass` at their two observation points and turn the
+    :class:`Update` into their host's state update and routing.
+    """
+
+    _halt_ends_run: ClassVar[bool] = False
+    """Whether a stop raised at the next step (``on_stop="raise"`` with calls to answer) also
+    adds the stop message after the answers, as ``"end"`` does: for a guard whose host may
+    route the graph on without it (the node guard as ``create_react_agent``'s
+    ``post_model_hook``, whose router calls the model again after tool answers)."""
+
+    def __init__(
+        self,
+        config: ConfigInput = None,
+        *,
+        nudges: int | None = None,
+        on_stop: OnStop = "raise",
+        clock: Callable[[], float] | None = None,
+        record_to: str | os.PathLike[str] | None = None,
+        state_key: str = STATE_KEY,
+    ) -> None:
+        _check_arguments(nudges, on_stop, clock, state_key)
+        super().__init__(config, clock=clock, record_to=record_to)
+        self._nudges = nudges
+        self._on_stop: OnStop = on_stop
+        self._state_key = state_key
+        self._wall: Callable[[], float] = clock if clock is not None else time.time
+        # Bounded by ``_MAX_THREADS``, oldest first: the threads served (their last state, for
+        # ``inspect``), reset requests, the detector of each recent pass by the id of the
+        # state it exported (see ``_take_live``), stops waiting for the step that raises them
+        # (by token, see ``_pending_halt``), and stops that paused a thread, reported once.
+        self._threads: dict[str, GuardData] = {}
+        self._resets: dict[str, float] = {}
+        self._live: dict[int, tuple[object, LoopDetector]] = {}
+        self._halts: dict[str, LoopDetected] = {}
+        self._interrupted: dict[tuple[object, ...], None] = {}
+
+    # --- settings -------------------------------------------------------------------------------
+
+    @property
+    def nudges(self) -> int:
+        """Hard detections answered with a nudge before one stops the run."""
+        return self._nudges if self._nudges is not None else self.config.nudges
+
+    @property
+    def on_stop(self) -> OnStop:
+        """What happens when the guard stops a run: ``"raise"``, ``"end"`` or ``"interrupt"``."""
+        return self._on_stop
+
+    @property
+    def state_key(self) -> str:
+        """The graph-state key of the guard's state."""
+        return self._state_key
+
+    # --- runtime commands -----------------------------------------------------------------------
+
+    def inspect(self, target: str | Mapping[str, Any] | None = None) -> RunInspection | None:
+        """The recent tool calls of a thread (tool names, digests, outcome kinds, no content).
+
+        Args:
+            target: a ``thread_id`` this guard served (in this process); a graph state, such
+                as ``graph.get_state(config).values``, from any process; or ``None`` for the
+                thread this guard served most recently.
+
+        Returns:
+            The inspection, or ``None`` when the thread is unknown or holds no guard state.
+        """
+        if isinstance(target, Mapping):
+            data = target.get(self._state_key)
+            name = "-"
+        else:
+            with self._lock:
+                name = target if target is not None else next(reversed(self._threads), "")
+                data = self._threads.get(name)
+        if not isinstance(data, Mapping):
+            return None
+        detector = self.new_detector()
+        if not detector.restore_state(data.get("detector") or {}):
+            return None
+        return self.inspection(name, detector)
+
+    def reset(self, thread_id: str | None = None) -> bool:
+        """Clear a thread's counters, history and tripped flag at its next step.
+
+        The state lives in the graph, so the reset is applied by the guard when the thread next
+        passes through it (in this process).
+
+        Args:
+            thread_id: the LangGraph ``thread_id``; the thread this guard served most recently
+                when ``None``.
+
+        Returns:
+            Whether the thread is one this guard has served.
+        """
+        with self._lock:
+            name = thread_id if thread_id is not None else next(reversed(self._threads), None)
+            if name is None:
+                return False
+            bounded_put(self._resets, name, self._wall(), _MAX_THREADS)
+            return name in self._threads
+
+    def _active_runs(self) -> int:
+        return len(self._threads)
+
+    def _config_changed(self, config: LoopGuardConfig) -> None:
+        if config.mode == "off":
+            self._threads.clear()
+            self._live.clear()
+
+    # --- the pass -------------------------------------------------------------------------------
+
+    def _guard_pass(
+        self, messages: Sequence[AnyMessage], stored: object, position: Position
+    ) -> Update | None:
+        """Feed what happened since the last pass, decide, and act on a stop.
+
+        Returns ``None`` when nothing changes (the guard is off, or it failed open). Raises
+        :class:`LoopDetected` (``on_stop="raise"``, when no call needs an answer; otherwise
+        the update answers them and carries the stop in :attr:`Update.halt`, for the next
+        step to raise) or pauses the graph (``"interrupt"``).
+        """
+        if self.mode == "off":
+            return None
+        thread = _thread_id()
+        fresh = False
+        # The pass's events are recorded once it is committed: a pass that fails open, or
+        # that an interrupt will execute again on resume, records nothing.
+        events: list[DetectorEvent] = []
+        halt: LoopDetected | None = None
+        while True:
+            decided: GraphPass | None = None
+            with self.failing_open(f"{type(self).__name__}.{position}"):
+                decided = self._decide(
+                    messages, stored, position, thread, fresh=fresh, events=events
+                )
+            if decided is None:
+                return None
+            stop = decided.stop
+            if stop is None:
+                break
+            if self._on_stop == "raise":
+                halt = LoopDetected.from_verdict(stop, run_id=thread)
+                answers = [m for m in decided.ending if isinstance(m, ToolMessage)]
+                if position == "before_model" or not answers or not _in_graph():
+                    # No call is left open (the saved state is valid as it is), or no graph
+                    # will save the answers (a hook called directly).
+                    self._record(thread, events)
+                    raise halt
+                # Answer the open calls first: the step after this one raises (see
+                # ``_pending_halt``), once the answers are saved. A guard that does not route
+                # the graph itself adds the stop message too, so a router that knows nothing
+                # of the guard ends the run instead of calling the model on the answers.
+                decided.messages.extend(decided.ending if self._halt_ends_run else answers)
+                decided.data["halt"] = self._hold(halt, decided.data.get("ai"))
+                decided.jump = "end"
+                break
+            if self._on_stop == "interrupt":
+                answer = interrupt(interrupt_payload(stop), response_schema=RESUME_SCHEMA)
+                if resume_action(answer) == "continue":
+                    logger.info("loop-guard: thread=%s resumed with fresh counters", thread or "-")
+                    fresh = True
+                    continue
+            decided.messages.extend(decided.ending)
+            decided.jump = "end"
+            break
+        if thread is not None:
+            with self._lock:
+                bounded_put(self._threads, thread, decided.data, _MAX_THREADS)
+        self._record(thread, events)
+        shown = stop_state(decided.stop) if decided.stop is not None else None
+        if shown is not None:
+            decided.data["stopped"] = True
+        return Update(
+            data=decided.data,
+            messages=tuple(decided.messages),
+            jump=decided.jump,
+            halt=halt,
+            stop=shown,
+            clear_stop=decided.clear_stop,
+        )
+
+    def _hold(self, halt: LoopDetected, ai: str | None) -> dict[str, Any]:
+        """The state marker of a stop to raise at the next step (``_pending_halt``)."""
+        token = uuid.uuid4().hex
+        with self._lock:
+            bounded_put(self._halts, token, halt, _MAX_THREADS)
+        return held_marker(halt, token, ai)
+
+    def _halt_marker(
+        self, messages: Sequence[AnyMessage], stored: object
+    ) -> Mapping[str, Any] | None:
+        """The marker of a stop due at this step (see :meth:`_pending_halt`), if any."""
+        if self.mode == "off" or not isinstance(stored, Mapping):
+            return None
+        marker = stored.get("halt")
+        if not isinstance(marker, Mapping) or not messages:
+            return None
+        end = len(messages)
+        if isinstance(messages[-1], AIMessage) and guard_kind(messages[-1]) == "stop":
+            end -= 1  # the stop message after the answers (see ``_halt_ends_run``)
+        if end == 0 or not isinstance(messages[end - 1], ToolMessage):
+            return None
+        index = last_ai(messages, end)
+        if index < 0:
+            return None
+        return marker if messages[index].id == marker.get("ai") else None
+
+    def _pending_halt(self, messages: Sequence[AnyMessage], stored: object) -> LoopDetected | None:
+        """The stop an earlier pass answered the calls of and left to this step to raise.
+
+        Only right after that pass: its model answer is still the last one and the guard's
+        answers to it are the last messages (or come just before the guard's stop message, see
+        :attr:`_halt_ends_run`). The same exception object is raised when this
+        process made it; otherwise (another process, a resume after a restart) it is rebuilt
+        from the marker, without :attr:`LoopDetected.verdict`.
+        """
+        marker = self._halt_marker(messages, stored)
+        if marker is None:
+            return None
+        with self._lock:
+            halt = self._halts.pop(str(marker.get("token")), None)
+        if halt is not None:
+            return halt
+        return from_marker(marker, _thread_id())
+
+    def _decide(
+        self,
+        messages: Sequence[AnyMessage],
+        stored: object,
+        position: Position,
+        thread: str | None,
+        *,
+        fresh: bool,
+        events: list[DetectorEvent],
+    ) -> GraphPass | None:
+        """Restore the run, feed what is new, and decide; ``None`` if nothing is new.
+
+        With a recorder, the detector's events are appended to ``events``.
+        """
+        work = self._restore(None if fresh else stored, thread, events, fresh=fresh)
+        if not work.read(messages, position):
+            return None
+        work.data["v"] = STATE_VERSION
+        exported = work.data["detector"] = work.run.detector.export_state()
+        work.data["at"] = work.now
+        if self.recorder is None:
+            with self._lock:
+                bounded_put(self._live, id(exported), (exported, work.run.detector), _MAX_THREADS)
+        return work
+
+    def _restore(
+        self, stored: object, thread: str | None, events: list[DetectorEvent], *, fresh: bool
+    ) -> GraphPass:
+        """The pass's working state: the stored guard state and a detector restored from it
+        (or the live one that wrote it)."""
+        now = self._wall()
+        config = self.config  # one configuration for the whole pass
+        data = load_state(stored, thread)
+        if thread is not None and self._reset_due(thread, data):
+            data, fresh = load_state(None), True
+        exported = data.get("detector")
+        detector = None if fresh or not exported else self._take_live(exported, config)
+        if detector is None:
+            detector = self.new_detector(
+                config=config, listener=events.append if self.recorder else None
+            )
+            if fresh:
+                detector.reset()  # the counters start afresh here: a replay must know
+            if exported:
+                # Count the time spent between two passes (model and tool calls) as elapsed.
+                elapsed = exported.get("elapsed")
+                if isinstance(elapsed, int | float):
+                    gap = max(0.0, now - data.get("at", now))
+                    exported = {**exported, "elapsed": elapsed + gap}
+                if not detector.restore_state(exported):
+                    logger.warning(
+                        "loop-guard: thread=%s: the detector's saved state is unreadable; "
+                        "discarded, detection starts afresh",
+                        thread or "-",
+                    )
+        run = Run(
+            thread or "-",
+            detector,
+            self,
+            per_thread=config.scope == "thread",
+            nudged=data.get("nudged", 0),
+            last_nudge=data.get("last_nudge"),
+        )
+        nudges = self._nudges if self._nudges is not None else config.nudges
+        return GraphPass(self, data=data, run=run, config=config, nudges=nudges, now=now)
+
+    def _take_live(self, exported: object, config: LoopGuardConfig) -> LoopDetector | None:
+        """The detector that exported ``exported`` in an earlier pass, if it can go on.
+
+        Restoring a detector from the graph state is half of a pass's work, and in a running
+        graph the next pass reads the very object the last one wrote. The detector is taken
+        (a second reader of the same object restores its own copy), and only when it was
+        built under ``config`` and nothing is recorded (a recorder's listener belongs to one
+        pass). A state from a checkpoint, another process or an older pass is restored.
+        """
+        with self._lock:
+            entry = self._live.pop(id(exported), None)
+        if entry is None or entry[0] is not exported or entry[1].config is not config:
+            return None
+        return entry[1]
+
+    def _reported_before(self, seen: tuple[object, ...]) -> bool:
+        """Whether the stop ``seen`` was reported already (and remember it)."""
+        with self._lock:
+            if seen in self._interrupted:
+                return True
+            bounded_put(self._interrupted, seen, None, _MAX_THREADS)
+            return False
+
+    def _in_context(
+        self, messages: Sequence[AnyMessage], index: int, processed: str | None
+    ) -> bool:
+        """Whether the model that answered ``messages[index]`` saw the run's previous answer
+        (SPEC §11 N2): the messages before its answer are what it read."""
+        return holds_answer(messages, index, processed)
+
+    def _record(self, thread: str | None, events: list[DetectorEvent]) -> None:
+        """Record a committed pass's events under its thread (``"-"`` without one)."""
+        if self.recorder is not None and events:
+            self.recorder.write(thread or "-", events)
+            events.clear()
+
+    def _reset_due(self, thread: str, data: GuardData) -> bool:
+        with self._lock:
+            requested = self._resets.get(thread)
+        if requested is None:
+            return False
+        if data.get("at", float("-inf")) <= requested:
+            return True
+        with self._lock:
+            self._resets.pop(thread, None)
+        return False
+
+
+# --- helpers -------------------------------------------------------------------------------------
+
+
+def _check_arguments(nudges: object, on_stop: object, clock: object, state_key: object) -> None:
+    """Raise :class:`LoopGuardConfigError` naming the first bad argument of a graph guard."""
+    if nudges is not None and (type(nudges) is not int or nudges < 0):
+        raise bad_argument(
+            "nudges",
+            nudges,
+            "a whole number of at least 0 (or None for the configured value)",
+            "int >= 0 | None",
+        )
+    if on_stop not in ON_STOP_VALUES:
+        one_of = f"one of {', '.join(map(repr, ON_STOP_VALUES))}"
+        raise bad_argument("on_stop", on_stop, one_of, " | ".join(ON_STOP_VALUES))
+    if clock is not None and not callable(clock):
+        raise bad_argument(
+            "clock",
+            clock,
+            "a function returning seconds, or None",
+            "Callable[[], float] | None",
+            shown=type(clock).__name__,
+        )
+    check_name("state_key", state_key)
+
+
+def check_name(key: str, value: object) -> None:
+    """Raise :class:`LoopGuardConfigError` unless ``value`` (the parameter ``key``) is a name."""
+    if not isinstance(value, str) or not value:
+        raise bad_argument(key, value, "a non-empty string", "non-empty str")
+
+
+def _in_graph() -> bool:
+    try:
+        get_config()
+    except RuntimeError:  # called outside a graph (a direct call in a test, say)
+        return False
+    return True
+
+
+def _thread_id() -> str | None:
+    try:
+        configurable = get_config().get("configurable") or {}
+    except RuntimeError:  # called outside a graph (a direct call in a test, say)
+        return None
+    thread = configurable.get("thread_id")
+    return None if thread is None else str(thread)

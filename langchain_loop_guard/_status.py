@@ -1,0 +1,252 @@
+"""What ``status`` and ``inspect`` show: the values they return, as text tables and HTML.
+
+Every guard's :meth:`~langchain_loop_guard._runtime.GuardRuntime.status` returns a
+:class:`GuardStatus`, and ``inspect`` a :class:`RunInspection`; both print as aligned text
+(the ``loop-guard`` command, the IPython magic) and render as HTML in Jupyter. Labels are
+translated; the values are names, numbers, sources and digests, never content (SPEC §8).
+"""
+
+from __future__ import annotations
+
+import html
+import unicodedata
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from langchain_loop_guard._config import Mode
+from langchain_loop_guard._detector import CallInfo, Signal
+from langchain_loop_guard._messages import translator
+
+__all__ = ["GuardStatus", "RunInspection", "StopRecord", "text_table", "text_width"]
+
+
+@dataclass(frozen=True, slots=True)
+class StopRecord:
+    """A loop the guard stopped or reported: no arguments, outputs or text."""
+
+    run_id: str
+    action: str
+    signal: Signal
+    tool: str | None
+    count: int
+    threshold: int
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
+class _Section:
+    """One table of a status view: a title, optional column headers, rows of cells."""
+
+    title: str
+    header: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+
+
+def text_width(text: str) -> int:
+    """Columns ``text`` takes in a terminal: wide characters (Hangul, CJK) take two."""
+    return sum(2 if unicodedata.east_asian_width(char) in "WF" else 1 for char in text)
+
+
+def text_table(rows: Sequence[Sequence[str]], indent: str = "  ") -> list[str]:
+    """``rows`` as lines of aligned columns (aligned on screen, wide characters included)."""
+    if not rows:
+        return []
+    widths = [max(text_width(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return [
+        indent
+        + "  ".join(
+            cell + " " * (width - text_width(cell)) for cell, width in zip(row, widths, strict=True)
+        ).rstrip()
+        for row in rows
+    ]
+
+
+def _render_text(sections: list[_Section]) -> str:
+    lines: list[str] = []
+    for section in sections:
+        lines.append(section.title)
+        lines += text_table([section.header, *section.rows] if section.header else section.rows)
+    return "\n".join(lines)
+
+
+_CELL = "text-align:left;padding:2px 16px 2px 0;vertical-align:top"
+
+
+def _render_html(sections: list[_Section]) -> str:
+    parts = ['<div class="loop-guard">']
+    for section in sections:
+        parts.append(
+            '<table style="border-collapse:collapse;margin-bottom:1em">'
+            f'<caption style="text-align:left;font-weight:bold;padding-bottom:4px">'
+            f"{html.escape(section.title)}</caption>"
+        )
+        if section.header:
+            cells = "".join(f'<th style="{_CELL}">{html.escape(c)}</th>' for c in section.header)
+            parts.append(f"<thead><tr>{cells}</tr></thead>")
+        parts.append("<tbody>")
+        for first, *rest in section.rows:
+            tag = "td" if section.header else "th"
+            cells = f'<{tag} style="{_CELL}">{html.escape(first)}</{tag}>'
+            cells += "".join(f'<td style="{_CELL}">{html.escape(c)}</td>' for c in rest)
+            parts.append(f"<tr>{cells}</tr>")
+        parts.append("</tbody></table>")
+    parts.append("</div>")
+    return "".join(parts)
+
+
+class _View(Protocol):
+    def _sections(self) -> list[_Section]: ...
+
+
+def _as_text(view: _View) -> str:
+    return _render_text(view._sections())
+
+
+def _as_html(view: _View) -> str:
+    return _render_html(view._sections())
+
+
+def _pretty(view: _View, printer: Any, cycle: bool) -> None:
+    printer.text(str(view))
+
+
+@dataclass(frozen=True, slots=True)
+class GuardStatus:
+    """The guard's state for the ``status`` command; prints as text, renders as HTML.
+
+    ``str(status)`` (and IPython's plain-text display) is an aligned text table; Jupyter shows
+    ``_repr_html_``. Labels are in ``locale``; values are names, numbers and sources only.
+    """
+
+    mode: Mode
+    config: tuple[tuple[str, Any, str], ...]
+    active_runs: int
+    stops: int
+    warnings: int
+    observed: int
+    recent: tuple[StopRecord, ...] = field(default=())
+    locale: str = "en"
+    shed_runs: int = 0
+    """Runs the callback handler could not guard because its registry was full of runs in
+    flight (see ``LoopGuardCallbackHandler(max_runs=...)``)."""
+
+    def _sections(self) -> list[_Section]:
+        tr = translator(self.locale)
+        title = tr.gettext("loop-guard status")
+        counts = [
+            (tr.gettext("mode"), self.mode),
+            (tr.gettext("active runs"), str(self.active_runs)),
+            (tr.gettext("stops"), str(self.stops)),
+            (tr.gettext("observed loops"), str(self.observed)),
+            (tr.gettext("warnings"), str(self.warnings)),
+        ]
+        if self.shed_runs:
+            counts.append((tr.gettext("runs not guarded (registry full)"), str(self.shed_runs)))
+        sections = [
+            _Section(title, (), tuple(counts)),
+            _Section(
+                tr.gettext("configuration"),
+                (tr.gettext("setting"), tr.gettext("value"), tr.gettext("source")),
+                tuple((name, _show(value), source) for name, value, source in self.config),
+            ),
+        ]
+        if self.recent:
+            sections.append(
+                _Section(
+                    tr.gettext("recent loops"),
+                    (
+                        tr.gettext("run"),
+                        tr.gettext("action"),
+                        tr.gettext("signal"),
+                        tr.gettext("tool"),
+                        tr.gettext("count"),
+                    ),
+                    tuple(
+                        (
+                            r.run_id,
+                            r.action,
+                            r.signal.value,
+                            r.tool or "-",
+                            f"{r.count}/{r.threshold}",
+                        )
+                        for r in self.recent
+                    ),
+                )
+            )
+        return sections
+
+    # Set on each class, not in a shared base: IPython takes the first of ``_repr_pretty_`` or
+    # ``__repr__`` along the MRO, and the class's own dataclass ``__repr__`` would win.
+    __str__ = _as_text
+    _repr_html_ = _as_html
+    _repr_pretty_ = _pretty
+
+
+@dataclass(frozen=True, slots=True)
+class RunInspection:
+    """The recent tool calls of one run for the ``inspect`` command: names and digests only.
+
+    Prints as aligned text, renders as HTML in Jupyter; labels are in ``locale``.
+    """
+
+    run_id: str
+    turns: int
+    calls: int
+    elapsed_s: float
+    tripped: Signal | None
+    warned: tuple[Signal, ...]
+    recent: tuple[CallInfo, ...]
+    locale: str = "en"
+
+    def _sections(self) -> list[_Section]:
+        tr = translator(self.locale)
+        sections = [
+            _Section(
+                tr.gettext("loop-guard inspect"),
+                (),
+                (
+                    (tr.gettext("run"), self.run_id),
+                    (tr.gettext("model turns"), str(self.turns)),
+                    (tr.gettext("tool calls"), str(self.calls)),
+                    (tr.gettext("elapsed"), f"{self.elapsed_s:.1f} s"),
+                    (tr.gettext("stopped by"), self.tripped.value if self.tripped else "-"),
+                    (tr.gettext("warnings"), ", ".join(s.value for s in self.warned) or "-"),
+                ),
+            )
+        ]
+        if self.recent:
+            sections.append(
+                _Section(
+                    tr.gettext("recent tool calls"),
+                    (
+                        "#",
+                        tr.gettext("tool"),
+                        tr.gettext("digest"),
+                        tr.gettext("outcome"),
+                    ),
+                    tuple(
+                        (str(i - len(self.recent)), c.tool, c.digest, c.outcome)
+                        for i, c in enumerate(self.recent)
+                    ),
+                )
+            )
+        return sections
+
+    # Set on each class, not in a shared base: IPython takes the first of ``_repr_pretty_`` or
+    # ``__repr__`` along the MRO, and the class's own dataclass ``__repr__`` would win.
+    __str__ = _as_text
+    _repr_html_ = _as_html
+    _repr_pretty_ = _pretty
+
+
+def _show(value: object) -> str:
+    if isinstance(value, frozenset | set):
+        return ",".join(sorted(map(str, value))) or "-"
+    if isinstance(value, list | tuple):
+        return ",".join(map(str, value)) or "-"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, Mapping):
+        return ",".join(f"{k}={v}" for k, v in sorted(value.items())) or "-"
+    return str(value)
