@@ -2,14 +2,8 @@
 
 LangChain gives every chain, model, tool and retriever call a run id and its parent's; the
 top-level run is the one without a parent (LangChain's own tracer resolves the tree the same
-way). :class:`RunTree` places each starting callback run under its top-level run, begins,
-finds and ends that top-level run's :class:`CallbackRun` in the handler's
-:class:`~langchain_loop_guard._engine.RunEngine`, holds a stop for the later steps of an
-invocation, and reports a callback's verdicts. A :class:`CallbackRun` is the engine's run
-record with what callbacks need besides: the tool calls it awaits, and the previous answer.
-Everything is bounded: nested runs that never report their end, invocations of a thread that
-never end, and the ids of runs that ended or were not tracked, kept a while so that their
-late events are ignored.
+way). Everything here is bounded, as the limits below say: late events of runs that ended or
+were not tracked are ignored, not taken for new runs.
 """
 
 from __future__ import annotations

@@ -179,14 +179,9 @@ R = TypeVar("R", bound=Run)
 
 
 class RunEngine(Generic[R]):
-    """The runs one guard keeps in memory, bounded: begun, found, ended, forgotten.
-
-    At most ``capacity`` runs are kept; beyond it, the least recently active run that is idle
-    (no event for :data:`IDLE_S` seconds: a run that never reported its end) or between
-    invocations is forgotten to make room. A run in flight is never forgotten: when every run
-    is in flight the registry grows, up to :data:`HARD_FACTOR` times ``capacity``; only beyond
-    that is a new run refused (and counted in :attr:`shed`). Ended runs leave their
-    inspection, and a stopped run its record for a while, for its late events.
+    """The runs one guard keeps in memory, bounded as the handler's ``max_runs`` says: begun,
+    found, ended, forgotten. Ended runs leave their inspection, and a stopped run its record
+    for a while, for its late events.
     """
 
     def __init__(

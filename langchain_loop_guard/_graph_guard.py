@@ -1,18 +1,4 @@
-"""``GraphGuard``: what the middleware and the node guard share, over one pass each.
-
-Both integrations call :meth:`GraphGuard._guard_pass` at their two points of each turn,
-before and after the model. A pass restores the thread's run from the graph state
-(:mod:`~langchain_loop_guard._graph_state`; or goes on with the detector that wrote that very
-state, see :meth:`GraphGuard._take_live`), reads what is new into detector events
-(:class:`~langchain_loop_guard._graph_pass.GraphPass`), and acts on a stop as ``on_stop``
-says: raise, end, or interrupt for a human. A stop raised once its calls are answered is held
-in the graph state until the next step raises it (:meth:`GraphGuard._pending_halt`).
-
-A *run* starts when a human message arrives. A resume (``Command(resume=...)``, or
-``invoke(None)`` after a breakpoint) is not a new run: the interrupted node re-executes from
-the same saved state and must reach the same decision, which is what makes
-``on_stop="interrupt"`` answerable.
-"""
+"""``GraphGuard``: what the middleware and the node guard share, over one pass each."""
 
 from __future__ import annotations
 
@@ -63,15 +49,20 @@ _MAX_THREADS = 256  # threads remembered for ``inspect``/``status`` and reset re
 class GraphGuard(GuardRuntime):
     """A guard whose detector state lives in LangGraph state (middleware and node guard).
 
-    Subclasses call :meth:`_guard_pass` at their two observation points and turn the
-    :class:`Update` into their host's state update and routing.
+    Subclasses call :meth:`_guard_pass` before and after the model and turn the
+    :class:`Update` into their host's state update and routing. A pass restores the thread's
+    run from the graph state (:mod:`~langchain_loop_guard._graph_state`), reads what is new
+    into events (:class:`~langchain_loop_guard._graph_pass.GraphPass`), and acts on a stop as
+    ``on_stop`` says. A *run* starts when a human message arrives. A resume
+    (``Command(resume=...)``, or ``invoke(None)`` after a breakpoint) is not a new run: the
+    interrupted node re-executes from the same saved state and must reach the same decision,
+    which is what makes ``on_stop="interrupt"`` answerable.
     """
 
     _halt_ends_run: ClassVar[bool] = False
     """Whether a stop raised at the next step (``on_stop="raise"`` with calls to answer) also
-    adds the stop message after the answers, as ``"end"`` does: for a guard whose host may
-    route the graph on without it (the node guard as ``create_react_agent``'s
-    ``post_model_hook``, whose router calls the model again after tool answers)."""
+    adds the stop message after the answers, as ``"end"`` does, so that a router that knows
+    nothing of the guard ends the run instead of calling the model on the answers."""
 
     def __init__(
         self,
@@ -176,13 +167,9 @@ class GraphGuard(GuardRuntime):
     def _guard_pass(
         self, messages: Sequence[AnyMessage], stored: object, position: Position
     ) -> Update | None:
-        """Feed what happened since the last pass, decide, and act on a stop.
-
-        Returns ``None`` when nothing changes (the guard is off, or it failed open). Raises
-        :class:`LoopDetected` (``on_stop="raise"``, when no call needs an answer; otherwise
-        the update answers them and carries the stop in :attr:`Update.halt`, for the next
-        step to raise) or pauses the graph (``"interrupt"``).
-        """
+        """Feed what happened since the last pass, decide, and act on a stop: raise it, end
+        the run, or interrupt for a human. ``None`` when nothing changes (the guard is off, or
+        it failed open)."""
         if self.mode == "off":
             return None
         thread = _thread_id()
@@ -210,10 +197,8 @@ class GraphGuard(GuardRuntime):
                     # will save the answers (a hook called directly).
                     self._record(thread, events)
                     raise halt
-                # Answer the open calls first: the step after this one raises (see
-                # ``_pending_halt``), once the answers are saved. A guard that does not route
-                # the graph itself adds the stop message too, so a router that knows nothing
-                # of the guard ends the run instead of calling the model on the answers.
+                # Answer the open calls first: the step after this one raises, once the
+                # answers are saved (``_pending_halt``; ``_halt_ends_run``).
                 decided.messages.extend(decided.ending if self._halt_ends_run else answers)
                 decided.data["halt"] = self._hold(halt, decided.data.get("ai"))
                 decided.jump = "end"

@@ -1,18 +1,10 @@
 """One pass of a graph guard: the messages since the last pass, read into detector events.
 
-The middleware and the node guard see an agent as the message history in LangGraph state, at
-two points of each turn:
-
-* **before the model**: the tool results that arrived since the last model call are fed,
-  then the start of a turn;
-* **after the model**: the model's answer and each tool call it asks for. A call the guard
-  refuses is answered with an error ``ToolMessage`` there, before any tool runs.
-
-A human message since the last pass starts a new run (``scope="run"``) or releases the thread
-(``scope="thread"``). This is where the translation of graph state into detector events is
-written; a stopping verdict is settled by the run (:meth:`~langchain_loop_guard._engine.Run.
-settle`): a nudge, or the pass's stop with the messages that answer its open calls. What
-happens then (raise, end, interrupt) is :class:`~langchain_loop_guard._graph_guard.GraphGuard`'s.
+A pass runs before the model (the tool results since the last model call, then the start of a
+turn) or after it (the model's answer and each tool call in it; a refused call is answered with
+an error ``ToolMessage`` before any tool runs). The run settles a stopping verdict
+(:meth:`~langchain_loop_guard._engine.Run.settle`) into a nudge or the pass's stop; what a stop
+then does (raise, end, interrupt) is :class:`~langchain_loop_guard._graph_guard.GraphGuard`'s.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """The messages a guard writes into a thread, and how to tell them from everyone else's.
 
-The middleware and the node guard answer a refused call with an error ``ToolMessage``, tell
-the model what it repeated (a nudge), answer the calls of a stopped run ("not executed") and
-end a stopped run with a message for the user (written in :mod:`~langchain_loop_guard._stop`).
-Every one of them is marked, under :data:`GUARD_KEY` in ``additional_kwargs``, with its
-:data:`GuardKind`; the texts come from the catalogs (:mod:`~langchain_loop_guard._messages`).
-History repair writes the "not executed" answers too (:mod:`~langchain_loop_guard._repair`).
+Nudges and answers to refused calls are made here; the "not executed" answers here too (history
+repair writes them as well), the stop message in :mod:`~langchain_loop_guard._stop`. Each is
+marked with its :data:`GuardKind` under :data:`GUARD_KEY`; the texts come from the catalogs.
 """
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
-"""``LoopGuardCallbackHandler``: the loop guard as a LangChain callback handler.
+"""``LoopGuardCallbackHandler``: each LangChain callback translated into events of its run.
 
-A thin adapter over the run life cycle (:mod:`~langchain_loop_guard._engine`): its
-:class:`~langchain_loop_guard._callback_runs.RunTree` resolves every callback to the top-level
-run (or the LangGraph thread) it belongs to; each callback digests what LangChain gives it
-(outside the lock) and hands it to that run, whose
-:class:`~langchain_loop_guard._callback_runs.CallbackRun` builds the detector events (every
-``DetectorEvent`` of the handler is made there); a stop raises
-:class:`~langchain_loop_guard._stop.LoopDetected` from the callback, which LangChain
-propagates because the handler sets ``raise_error``.
+The :class:`~langchain_loop_guard._callback_runs.RunTree` resolves a callback to its top-level
+run (or thread), whose :class:`~langchain_loop_guard._callback_runs.CallbackRun` makes the
+detector events; what LangChain gives a callback is digested outside the lock. A stop raises
+:class:`~langchain_loop_guard._stop.LoopDetected` from the callback (``raise_error``).
 """
 
 from __future__ import annotations
@@ -91,11 +87,9 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
     When the agent loops (mode ``"on"``), the callback raises
     :class:`~langchain_loop_guard.LoopDetected`: from ``on_tool_start`` before the tool runs,
     from ``on_chat_model_start`` before the model is paid for, or from the end of the step
-    that completed the loop. Stops, warnings and observe-mode reports are logged (one line per
-    stop, naming the run and the thread), counted in :meth:`status`, given to verdict
-    listeners, recorded on the traced LangSmith run and sent as a ``"loop_guard"`` custom
-    event (:data:`TRACE_EVENT`), names and counts only; see ``docs/observability.md``. The
-    guard's own failures never break the run.
+    that completed the loop. Reports reach the log, :meth:`status`, the verdict listeners,
+    the traced LangSmith run and the ``"loop_guard"`` custom event, names and counts only
+    (``docs/observability.md``). The guard's own failures never break the run.
 
     A loop found in a model's answer (the same answer again, or an answer whose calls would
     stop the run) is reported when the model answers and raised by the next step that starts

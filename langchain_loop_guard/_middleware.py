@@ -57,37 +57,26 @@ class LoopGuardMiddleware(GraphGuard, AgentMiddleware[LoopGuardAgentState, Any, 
 
         agent = create_agent(model, tools, middleware=[LoopGuardMiddleware(nudges=1)])
 
-    The guard reads each model answer in ``after_model``, before any tool runs, and feeds the
-    detector the answer and every tool call in it, hallucinated tool names and malformed
-    arguments included. A call it refuses is answered there with an error ``ToolMessage``, so
-    the agent's tool step never sends it to a tool (this is how LangChain's own
-    ``ToolCallLimitMiddleware`` refuses calls; deciding in one node also gives parallel calls a
-    well-defined order). Tool results, error ``ToolMessage`` s included, are fed in
-    ``wrap_model_call`` before the model is called, together with the start of the turn: a
-    repeated error, or a model call of a stopped run, stops there before the model call is
-    paid for. ``wrap_model_call`` also appends the anti-loop hint to the system message (once;
-    also when the agent has no system prompt), in modes ``"on"`` and ``"observe"`` unless the
-    configuration says ``prompt_hint=False``. So the guard adds no graph node of its own to a
-    step: like ``ToolCallLimitMiddleware``, it has one ``after_model`` hook.
-
-    The guard does not decide in ``wrap_tool_call``: there each call of an answer is its own
-    parallel task, so the decisions could not be ordered among parallel calls nor written to
-    the state once, and after an ``interrupt()`` LangGraph would re-run the tool task.
+    ``after_model`` feeds the detector each model answer and every tool call in it,
+    hallucinated tool names and malformed arguments included, before any tool runs. A call it
+    refuses is answered there with an error ``ToolMessage``, so the tool step never runs it
+    (how LangChain's ``ToolCallLimitMiddleware`` refuses calls; deciding in one node also
+    gives parallel calls a well-defined order). ``wrap_model_call`` feeds the tool results and
+    the turn's start, so a repeated error, or a model call of a stopped run, stops before the
+    model is paid for; it also appends the anti-loop hint to the system message (once; also
+    without a system prompt) unless the mode is ``"off"`` or ``prompt_hint=False``. Like
+    ``ToolCallLimitMiddleware``, the guard adds one ``after_model`` hook and no node of its
+    own. It does not decide in ``wrap_tool_call``: each call of an answer is its own parallel
+    task there, so decisions could be neither ordered nor written to the state once, and
+    LangGraph re-runs a tool task after an ``interrupt()``.
 
     The detector's state is kept in the agent state under the private key ``"loop_guard"``
     (digests and counters only), so any checkpointer saves it. A run starts with a human
-    message and goes on across interrupts and resumes; ``scope="thread"`` keeps the history for
-    the whole thread. See :data:`~langchain_loop_guard._graph_state.OnStop` for what happens on
-    a stop. Every stop leaves the thread valid for its next message: ``"raise"`` answers the
-    refused answer's calls in ``after_model`` and raises from ``after_agent`` once they are
-    saved (a raise in ``after_model`` would discard them with the step, which is how
-    ``ToolCallLimitMiddleware``'s ``"error"`` leaves a thread), and ``before_agent`` answers any
-    call an earlier run left open (another guard's stop, a crash, an interrupt answered with a
-    new message instead of a resume).
-
-    Stops, observe-mode reports, nudges and warnings are logged, given to verdict listeners,
-    recorded on the traced LangSmith run and sent as a ``"loop_guard"`` custom event
-    (``astream_events``, ``stream_mode="custom"``); see ``docs/observability.md``.
+    message and goes on across interrupts and resumes; ``scope="thread"`` keeps the history
+    for the whole thread. Every stop leaves the thread valid for its next message
+    (:data:`~langchain_loop_guard.OnStop`), and ``before_agent`` answers any call an earlier
+    run left open. Reports reach the log, the verdict listeners, the traced LangSmith run and
+    the ``"loop_guard"`` custom event (``docs/observability.md``).
 
     Args:
         config: a :class:`~langchain_loop_guard.LoopGuardConfig`, a mapping of values (over
@@ -95,14 +84,8 @@ class LoopGuardMiddleware(GraphGuard, AgentMiddleware[LoopGuardAgentState, Any, 
         nudges: hard detections that only refuse the call and tell the model (in the
             configured locale) what it repeated, before one stops the run; ``None`` takes
             ``config.nudges``. The same repeat right after a nudge is detected again at once.
-        on_stop: ``"raise"`` (default) answers the pending tool calls, then raises
-            :class:`~langchain_loop_guard.LoopDetected`;
-            ``"end"`` answers every pending tool call, adds a final message explaining the stop
-            and ends the run normally (the result's ``"loop_guard_stop"`` says how);
-            ``"interrupt"`` pauses the thread for a human, who resumes with
-            ``Command(resume="continue")`` (fresh counters) or ``Command(resume="end")``
-            (``{"action": ...}`` works too; anything else is refused with
-            ``pydantic.ValidationError`` and the interrupt stays open).
+        on_stop: ``"raise"`` (default), ``"end"`` or ``"interrupt"``: see
+            :data:`~langchain_loop_guard.OnStop`.
         clock: returns seconds (:func:`time.time` by default for time between steps, the
             detector's :func:`time.monotonic` within one).
         record_to: append every run's events to this file, digests only, for

@@ -1,36 +1,4 @@
-"""``LoopGuardNode``: the loop guard as a node of a hand-built LangGraph ``StateGraph``.
-
-Wire it as the hub between the model node and the ``ToolNode``; every model answer and every
-batch of tool results passes through it, and its router decides where the graph goes::
-
-    from langgraph.graph import END, START, MessagesState, StateGraph
-    from langgraph.prebuilt import ToolNode
-    from langchain_loop_guard import LoopGuardNode, LoopGuardState
-
-    class State(MessagesState, LoopGuardState):
-        pass
-
-    guard = LoopGuardNode(nudges=1, on_stop="end")        # model="agent", tools="tools"
-    builder = StateGraph(State)
-    builder.add_node("agent", call_model)
-    builder.add_node("tools", ToolNode(tools))
-    builder.add_node("loop_guard", guard)
-    builder.add_edge(START, "loop_guard")                 # the guard sees each new message
-    builder.add_edge("agent", "loop_guard")
-    builder.add_edge("tools", "loop_guard")               # not "tools" -> "agent"
-    builder.add_conditional_edges("loop_guard", guard.route, guard.destinations)
-    graph = builder.compile(checkpointer=...)
-
-``guard.route`` replaces ``tools_condition``: to the tools when the model asked for calls (only
-the ones the guard did not answer), to the model after a new human message, tool results or a
-nudge, and to ``END`` after a final answer or a stop. ``START -> loop_guard`` lets the guard
-repair a thread an earlier stop or crash left with unanswered tool calls before the model
-reads it (with ``START -> agent`` everything else still works). Keep no static
-``tools -> agent`` edge: a static edge fires whatever a router or a ``Command(goto=END)``
-says, so the model would run on after the guard stopped the run. (With ``"tools" -> "agent"``
-instead of ``"tools" -> "loop_guard"`` the guard still works, but sees tool results one model
-call later.)
-"""
+"""``LoopGuardNode``: the loop guard as a node of a hand-built LangGraph ``StateGraph``."""
 
 from __future__ import annotations
 
@@ -54,26 +22,45 @@ __all__ = ["LoopGuardNode"]
 
 
 class LoopGuardNode(GraphGuard):
-    """The loop guard as a graph node plus its router (see the module docstring for wiring).
+    """The loop guard as a node of a hand-built ``StateGraph``, and its router.
 
-    The node sees the model's answers and the tool results as they land in state, feeds them to
-    the detector and keeps the detector's state in the graph state under ``state_key`` (add
+    Wire it as the hub between the model node and the ``ToolNode``: every model answer and
+    every batch of tool results passes through it, and :meth:`route` replaces
+    ``tools_condition``::
+
+        class State(MessagesState, LoopGuardState):
+            pass
+
+        guard = LoopGuardNode(nudges=1, on_stop="end")        # model="agent", tools="tools"
+        builder = StateGraph(State)
+        builder.add_node("agent", call_model)
+        builder.add_node("tools", ToolNode(tools))
+        builder.add_node("loop_guard", guard)
+        builder.add_edge(START, "loop_guard")                 # the guard sees each new message
+        builder.add_edge("agent", "loop_guard")
+        builder.add_edge("tools", "loop_guard")               # not "tools" -> "agent"
+        builder.add_conditional_edges("loop_guard", guard.route, guard.destinations)
+
+    ``START -> loop_guard`` lets the guard repair a thread an earlier stop or crash left with
+    unanswered tool calls before the model reads it (``START -> agent`` works too, without
+    that). Keep no static ``tools -> agent`` edge: a static edge fires whatever a router or a
+    ``Command(goto=END)`` says, so the model would run on after the guard stopped the run.
+
+    The node keeps the detector's state in the graph state under ``state_key`` (add
     :class:`~langchain_loop_guard.LoopGuardState` to your state): digests and counters only,
     saved by whatever checkpointer the graph runs. Refused calls are answered with an error
-    ``ToolMessage`` before the tools run; :meth:`route` then sends the tools only the calls left.
-    Nudges, ``on_stop`` and scopes behave as for
+    ``ToolMessage`` before the tools run; :meth:`route` then sends the tools only the calls
+    left. Nudges, ``on_stop``, scopes and reports behave as for
     :class:`~langchain_loop_guard.LoopGuardMiddleware`. The node does not see the model's
     prompt: add the anti-loop hint there with :func:`~langchain_loop_guard.with_loop_hint`.
-    Reports reach the log, verdict listeners, the traced LangSmith run and the
-    ``"loop_guard"`` custom event as for the middleware (``docs/observability.md``).
 
     Args:
         config: a :class:`~langchain_loop_guard.LoopGuardConfig`, a mapping of values (over
             files and environment), or ``None`` to load files and environment.
         nudges: hard detections that only refuse the call and tell the model, before one stops
             the run; ``None`` takes ``config.nudges``.
-        on_stop: ``"raise"``, ``"end"`` or ``"interrupt"`` (resume values ``"continue"`` or
-            ``"end"``, or ``{"action": ...}``).
+        on_stop: ``"raise"`` (default), ``"end"`` or ``"interrupt"``: see
+            :data:`~langchain_loop_guard.OnStop`.
         clock: returns seconds (:func:`time.time` by default).
         record_to: append every run's events to this file, digests only, for
             ``loop-guard replay`` (off by default; failing open).
@@ -124,13 +111,11 @@ class LoopGuardNode(GraphGuard):
     def __call__(self, state: Any) -> dict[str, Any] | Command[Any] | None:
         """One pass of the guard: the state update (``None`` when nothing changes).
 
-        With ``on_stop="raise"``, a stop whose calls need answers returns them, and the stop
-        message after them, with a ``Command`` back to this node, which raises
-        :class:`~langchain_loop_guard.LoopDetected` at the next step, once they are saved. The
-        stop message makes any router end there (:meth:`route`, and the router of
-        ``create_react_agent``'s ``post_model_hook``) instead of calling the model again.
-        After a new human message, calls an earlier run left unanswered are answered first
-        ("not executed").
+        With ``on_stop="raise"``, a stop whose calls need answers returns them and the stop
+        message (see :data:`~langchain_loop_guard.OnStop`) with a ``Command`` back to this
+        node, which raises :class:`~langchain_loop_guard.LoopDetected` at the next step, once
+        they are saved. After a new human message, calls an earlier run left unanswered are
+        answered first ("not executed").
         """
         messages = _messages(state, self._messages_key)
         if not messages:

@@ -1,22 +1,11 @@
 """Where a guard's verdicts show besides its log: the traced run and the run's stream.
 
-Every integration reports a verdict (a stop, an observe-mode "would stop", a warning, a nudge)
-through :meth:`GuardRuntime.report <langchain_loop_guard._runtime.GuardRuntime.report>`, which
-calls :func:`publish` here. Publishing does three things, each only when it applies and each
-failing open (tracing trouble never reaches the agent):
-
-* **the traced run**: when LangChain traces to LangSmith, the run of the step where the verdict
-  happened (the graph node, or the chain around the tool or model call) gets metadata
-  (``loop_guard.action``, ``loop_guard.signal``, ``loop_guard.tool``…), tags
-  (``loop_guard:stop``, ``loop_guard:observe``… and ``loop_guard:<signal>``) and an event
-  named ``"loop_guard"``; the top-level run of the trace gets the same metadata and tags, so a
-  trace filter finds the runs that were (or would have been) stopped. LangChain's tracer sends
-  a run's metadata, tags and events when the run ends, so nothing is sent by the guard itself.
-* **the event stream**: a custom event named ``"loop_guard"`` (``on_custom_event`` in
-  ``astream_events``, and any callback handler's ``on_custom_event``);
-* **the graph's custom stream**: the same data through LangGraph's stream writer
-  (``stream_mode="custom"``).
-
+:meth:`GuardRuntime.report <langchain_loop_guard._runtime.GuardRuntime.report>` calls
+:func:`publish` for every verdict (a stop, an observe-mode "would stop", a warning, a nudge),
+which marks the traced LangSmith run of the step and its trace's top-level run (metadata, tags
+and an event: LangChain's tracer sends them when the run ends, so the guard sends nothing
+itself), dispatches a ``"loop_guard"`` custom event and writes to the graph's custom stream,
+each only when it applies and failing open; ``docs/observability.md`` shows what each holds.
 The data is names, counts and digests only (SPEC §8), as in the log.
 
 :class:`CallbackStopFilter` keeps LangChain's callback manager from logging each of the
@@ -256,15 +245,8 @@ class CallbackStopFilter(logging.Filter):
     name it was given. Every other line passes, other handlers' errors included.
 
     :class:`~langchain_loop_guard.LoopGuardCallbackHandler` installs one on LangChain's logger
-    (``"langchain_core.callbacks.manager"``) when it is created. To see LangChain's line
-    again::
-
-        import logging
-        from langchain_loop_guard import CallbackStopFilter
-
-        langchain_logger = logging.getLogger("langchain_core.callbacks.manager")
-        for installed in [f for f in langchain_logger.filters if isinstance(f, CallbackStopFilter)]:
-            langchain_logger.removeFilter(installed)
+    (``"langchain_core.callbacks.manager"``) when it is created; to see LangChain's line
+    again, remove it as ``docs/observability.md`` shows.
     """
 
     def __init__(self, handler_names: tuple[str, ...] = ("LoopGuardCallbackHandler",)) -> None:

@@ -2,14 +2,9 @@
 
 Providers (OpenAI, Anthropic) reject a history where a model answer's ``tool_calls`` are not
 each answered right after it. The callback handler raises from inside a step, so LangGraph
-saves the thread without that step: the model answer is there, its calls' answers are not.
-The graph guards answer such calls themselves (``before_agent``, and the node guard after a
-new human message); with the handler, one line after the stop does it::
-
-    except LoopDetected as stop:
-        stop.repair(graph, config)   # or repair_thread(graph, config)
-
-This room imports no guard: the guards import it.
+saves the thread without that step: the model answer is there, its calls' answers are not
+(:meth:`LoopDetected.repair <langchain_loop_guard._stop.LoopDetected.repair>`). The graph
+guards answer such calls themselves. This room imports no guard: the guards import it.
 """
 
 from __future__ import annotations

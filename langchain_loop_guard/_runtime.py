@@ -1,11 +1,7 @@
-"""What every guard object shares: configuration, runtime commands, reporting, failing open.
-
-The callback handler, the middleware and the node guard each translate a host's events into
-the run life cycle (:mod:`~langchain_loop_guard._engine`); :class:`GuardRuntime` is what
-they all are besides: the configuration in force and the runtime commands that change it
-(SPEC §6), ``status`` (its views are in :mod:`~langchain_loop_guard._status`), reporting of
-verdicts (names, signals, counts and digests only, SPEC §8), and the fail-open rule: the
-guard's own failure never breaks the user's agent.
+"""What every guard object is besides its integration: the configuration in force and the
+runtime commands that change it (SPEC §6), ``status``, the reporting of verdicts (names,
+signals, counts and digests only, SPEC §8), and the fail-open rule: the guard's own failure
+never breaks the user's agent.
 """
 
 from __future__ import annotations
@@ -129,18 +125,11 @@ def resolve_config(config: ConfigInput) -> LoopGuardConfig:
 
 
 class GuardRuntime:
-    """The shared runtime of a guard object. Subclasses provide the runs they track.
+    """The shared runtime of a guard object (its arguments are the guards'). Subclasses
+    provide the runs they track.
 
     Thread-safe: one guard serves many concurrent runs, and LangChain calls tool callbacks on
     worker threads.
-
-    Args:
-        config: a :class:`LoopGuardConfig`, a mapping of values (over files and environment),
-            or ``None`` to load files and environment.
-        clock: returns seconds, like :func:`time.monotonic` (the default).
-        record_to: append every event of every run to this JSON Lines file (tool names,
-            digests, outcome kinds and timings, never content) for ``loop-guard replay``.
-            Off by default; an unwritable file is logged once and never breaks the agent.
     """
 
     def __init__(

@@ -1,18 +1,7 @@
-"""What a stop is: ``LoopDetected``, the ``on_stop`` choices, and the stop's shapes as data.
-
-A stop leaves a guard in one of these forms, each made here from the stopping verdict:
-
-* :class:`LoopDetected`, the typed interrupt raised to the caller (every integration);
-* :class:`LoopGuardStop`, the stop as the run's result shows it under ``"loop_guard_stop"``
-  (the graph guards, :func:`stop_state`);
-* the value of a LangGraph ``interrupt()`` that asks a human (``on_stop="interrupt"``,
-  :func:`interrupt_payload`), answered with one of :data:`RESUME_VALUES`;
-* the marker of a stop held in graph state until the next step raises it (``on_stop="raise"``
-  with calls to answer first, :func:`held_marker`, :func:`from_marker`).
-
-* the final message a stopped run ends with, for the user (:func:`stop_message`).
-
-The texts themselves come from the catalogs (:mod:`~langchain_loop_guard._messages`).
+"""What a stop is: ``LoopDetected``, the ``on_stop`` choices, and the stop's shapes as data:
+the result's ``"loop_guard_stop"`` (:func:`stop_state`), the human's interrupt
+(:func:`interrupt_payload`), the marker of a stop held for the next step (:func:`held_marker`)
+and the final message of a stopped run (:func:`stop_message`), each made from the verdict.
 """
 
 from __future__ import annotations
@@ -176,7 +165,8 @@ OnStop = Literal["raise", "end", "interrupt"]
   stopped (:class:`LoopGuardStop`).
 - ``"interrupt"``: pause the thread with LangGraph's ``interrupt()`` so that a human decides;
   resume with ``Command(resume="continue")`` (go on with fresh counters) or
-  ``Command(resume="end")`` (as ``"end"``). Needs a checkpointer.
+  ``Command(resume="end")`` (as ``"end"``); ``{"action": ...}`` works too, and anything else
+  is refused with ``pydantic.ValidationError`` (the interrupt stays open). Needs a checkpointer.
 """
 
 ON_STOP_VALUES: tuple[str, ...] = get_args(OnStop)
