@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from langchain_core.messages import AIMessage, AnyMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig
 from langgraph.config import get_config
 from langgraph.types import interrupt
 
@@ -41,7 +42,7 @@ if TYPE_CHECKING:
     from langchain_loop_guard._detector import DetectorEvent, LoopDetector
     from langchain_loop_guard._status import RunInspection
 
-__all__ = ["GraphGuard", "check_name"]
+__all__ = ["GraphGuard", "check_name", "graph_config"]
 
 _MAX_THREADS = 256  # threads remembered for ``inspect``/``status`` and reset requests
 
@@ -192,7 +193,7 @@ class GraphGuard(GuardRuntime):
             if self._on_stop == "raise":
                 halt = LoopDetected.from_verdict(stop, run_id=thread)
                 answers = [m for m in decided.ending if isinstance(m, ToolMessage)]
-                if position == "before_model" or not answers or not _in_graph():
+                if position == "before_model" or not answers or graph_config() is None:
                     # No call is left open (the saved state is valid as it is), or no graph
                     # will save the answers (a hook called directly).
                     self._record(thread, events)
@@ -418,18 +419,15 @@ def check_name(key: str, value: object) -> None:
         raise bad_argument(key, value, "a non-empty string", "non-empty str")
 
 
-def _in_graph() -> bool:
+def graph_config() -> RunnableConfig | None:
+    """The config of the graph node running this pass; ``None`` outside a graph (a hook
+    called directly, in a test say)."""
     try:
-        get_config()
-    except RuntimeError:  # called outside a graph (a direct call in a test, say)
-        return False
-    return True
+        return get_config()
+    except RuntimeError:
+        return None
 
 
 def _thread_id() -> str | None:
-    try:
-        configurable = get_config().get("configurable") or {}
-    except RuntimeError:  # called outside a graph (a direct call in a test, say)
-        return None
-    thread = configurable.get("thread_id")
+    thread = ((graph_config() or {}).get("configurable") or {}).get("thread_id")
     return None if thread is None else str(thread)

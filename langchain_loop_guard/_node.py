@@ -7,11 +7,10 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from langchain_core.messages import AIMessage, AnyMessage, ToolMessage
-from langgraph.config import get_config
 from langgraph.graph import END
 from langgraph.types import Command, Send
 
-from langchain_loop_guard._graph_guard import GraphGuard, check_name
+from langchain_loop_guard._graph_guard import GraphGuard, check_name, graph_config
 from langchain_loop_guard._graph_state import STATE_KEY
 from langchain_loop_guard._guard_messages import is_human_input
 from langchain_loop_guard._repair import repair_update
@@ -176,10 +175,7 @@ class LoopGuardNode(GraphGuard):
 
 def _own_node() -> str | None:
     """The name of the graph node running this guard pass, if known."""
-    try:
-        node = get_config().get("metadata", {}).get("langgraph_node")
-    except RuntimeError:  # outside a graph
-        return None
+    node = ((graph_config() or {}).get("metadata") or {}).get("langgraph_node")
     return node if isinstance(node, str) and node else None
 
 
