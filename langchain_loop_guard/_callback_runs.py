@@ -204,12 +204,8 @@ class CallbackRun(Run):
             if verdict.stops:
                 break
             fed = tool_outcome(answer)
-            failed = fed.error is not None
-            if failed:
-                digested = outcome(error=fed.error, tool=name, tokens=tokens)
-            else:
-                digested = outcome(fed.output, tool=name, tokens=tokens)
-            verdict = self.result(name, call_id, digested, failed=failed)
+            digested = outcome(fed.output, error=fed.error, tool=name, tokens=tokens)
+            verdict = self.result(name, call_id, digested, failed=fed.error is not None)
             verdicts.append(verdict)
             if verdict.stops:
                 break

@@ -22,7 +22,7 @@ from langchain_loop_guard._callback_runs import CallbackRun, RunTree
 from langchain_loop_guard._detector import ALLOW
 from langchain_loop_guard._engine import RunEngine
 from langchain_loop_guard._errors import LoopGuardError
-from langchain_loop_guard._outcomes import tool_outcome
+from langchain_loop_guard._outcomes import Outcome, tool_outcome
 from langchain_loop_guard._public import safe_tool_name
 from langchain_loop_guard._publish import TRACE_EVENT, install_callback_stop_filter
 from langchain_loop_guard._runtime import ConfigInput, GuardRuntime, bad_argument
@@ -373,10 +373,7 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
     ) -> None:
         """A tool returned: an error ``ToolMessage`` (``handle_tool_error``) is an error, and a
         ``Command`` (or a list of them) is taken by the content of its tool messages."""
-        result = tool_outcome(output)
-        failed = result.error is not None
-        value = result.error if failed else result.output
-        self._tool_ended("on_tool_end", run_id, parent_run_id, value, failed=failed)
+        self._tool_ended("on_tool_end", run_id, parent_run_id, tool_outcome(output))
 
     @_guarded
     def on_tool_error(
@@ -389,7 +386,7 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
     ) -> None:
         """A tool failed. An interrupt inside it is a pause, not a failure."""
         if not isinstance(error, GraphInterrupt):
-            self._tool_ended("on_tool_error", run_id, parent_run_id, error, failed=True)
+            self._tool_ended("on_tool_error", run_id, parent_run_id, Outcome(None, error))
             return
         with self._lock:
             run = self._tree.resolve(run_id, parent_run_id)
@@ -398,7 +395,7 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
             self._tree.end(run_id)
 
     def _tool_ended(
-        self, where: str, run_id: UUID, parent_run_id: UUID | None, value: Any, *, failed: bool
+        self, where: str, run_id: UUID, parent_run_id: UUID | None, result: Outcome
     ) -> None:
         """Feed a tool's result. Normalizing a large result is the heaviest work the handler
         does, so it happens outside the lock: only the tool's name is looked up under it."""
@@ -408,10 +405,8 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
         digested = None  # None: not tracked (yet) when the result was digested
         if started is not None:
             name, _, tokens = started
-            if failed:
-                digested = outcome(error=value, tool=name, tokens=tokens)
-            else:
-                digested = outcome(value, tool=name, tokens=tokens)
+            digested = outcome(result.output, error=result.error, tool=name, tokens=tokens)
+        failed = result.error is not None
         with self._lock:
             run = self._tree.resolve(run_id, parent_run_id)
             verdict = ALLOW if run is None else run.tool_ended(run_id, digested, failed=failed)
