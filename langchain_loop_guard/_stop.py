@@ -123,27 +123,17 @@ class LoopDetected(LoopGuardError, GraphBubbleUp):
         return await arepair_thread(graph, config, **options)
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (
-            _rebuild,
-            (
-                self.message,
-                {
-                    "signal": self.signal,
-                    "tool": self.tool,
-                    "tools": self.tools,
-                    "count": self.count,
-                    "threshold": self.threshold,
-                    "run_id": self.run_id,
-                    "verdict": self.verdict,
-                },
-            ),
-        )
+        return (_rebuild, (self.message, {key: getattr(self, key) for key in _ATTRIBUTES}))
 
     def __repr__(self) -> str:
         return (
             f"LoopDetected(signal={self.signal.value!r}, tool={self.tool!r}, "
             f"count={self.count}, threshold={self.threshold}, run_id={self.run_id!r})"
         )
+
+
+_ATTRIBUTES = ("signal", "tool", "tools", "count", "threshold", "run_id", "verdict")
+"""The keyword arguments of :class:`LoopDetected`, which a pickled one is rebuilt from."""
 
 
 def _rebuild(message: str, attributes: dict[str, Any]) -> LoopDetected:
