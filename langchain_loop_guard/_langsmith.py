@@ -1,19 +1,11 @@
 """Read LangSmith runs as detector events, digesting content as each run is read.
 
-Every shape a LangSmith user has is read, each recognised by its content:
-
-- ``Client.list_runs()`` dumped as JSON Lines or one JSON array (``id``, ``trace_id``,
-  ``parent_run_id``, ``dotted_order``, ``run_type`` ``"llm"``…);
-- SmithDB v2 runs from ``client.runs.query()`` (``run_type`` ``"LLM"``, ``status``,
-  ``parent_run_ids``, ``thread_id`` and ``metadata`` at the top level);
-- the ``langsmith`` CLI's JSON Lines (``run_id`` instead of ``id``), one file or a directory of
-  per-trace files;
-- run trees (``read_run(load_child_runs=True)``: ``child_runs`` nested in their parent);
-- a raw API page ``{"runs": [...], "cursors": ...}``; a single pretty-printed run;
-- the rows of a Parquet bulk export (see :mod:`langchain_loop_guard._parquet`).
-
-``runs.query()`` without ``selects`` returns only run ids: such an export is refused, saying
-which fields to select.
+Every export shape the README lists is read, each recognised by its content: ``list_runs()``
+dumps (``id``, ``parent_run_id``, ``run_type`` ``"llm"``…), SmithDB v2 runs from
+``runs.query()`` (``run_type`` ``"LLM"``, ``parent_run_ids``, ``thread_id`` at the top level),
+the ``langsmith`` CLI's JSON Lines (``run_id`` instead of ``id``), run trees (``child_runs``),
+raw API pages (``{"runs": [...]}``) and Parquet rows. ``runs.query()`` without ``selects``
+returns only run ids: such an export is refused, saying which fields to select.
 
 Each trace (``trace_id``, else the root reached through the parents) is one run of the guard;
 with ``scope="thread"`` the traces of one thread (metadata ``thread_id``, ``session_id`` or
@@ -32,11 +24,9 @@ When the guard stops a model's answer itself (its calls would stop the run), it 
 with no ``end_time``, no ``error`` and empty ``outputs``, and no tool run for its calls. Those
 calls are in no run of the export, so such a trace replays without the stop.
 
-Arguments, outputs, errors and message text are digested with the detector's own functions as
-each run is read and are not kept: only tool names, digests and times reach the replay. A run
-exported twice (two overlapping exports joined) is merged. An export without the inputs and
-outputs the loop signals need is refused, naming how to export them: replaying it would stop
-runs that never looped.
+Only tool names, digests and times reach the replay. A run exported twice is merged. An export
+without the inputs and outputs the loop signals need is refused, naming how to export them:
+replaying it would stop runs that never looped.
 """
 
 from __future__ import annotations

@@ -1,21 +1,11 @@
 """Replay a recorded trace through the detector: where would the guard stop, and why?
 
-This is how thresholds are calibrated before switching from ``observe`` to ``on``: record
-traces (``record_to=``) or export them from LangSmith, then replay them under the
-configuration being considered. Each run gets its own detector, driven by a clock that
-follows the trace's timestamps, so elapsed-time warnings replay too. The replay evaluates
-mode ``"on"``: it reports where each run would first be stopped, whatever the configured mode.
-
-For a loop-guard trace the live verdicts are in the file, and each run says whether the replay
-stops where the live run first stopped (or first reported a loop, in observe mode).
-
-A report prints as text, converts to JSON data, and draws as an HTML page
-(:meth:`ReplayReport.to_html`, inline in Jupyter). :mod:`~langchain_loop_guard._calibrate`
-replays one trace under several values of one setting.
-
-Every format is read as a stream of JSON values (see :mod:`langchain_loop_guard._sources`):
-time is linear and memory bounded in the file's size; text meant for a terminal never holds
-the control characters a trace may contain (they are escaped).
+Each run gets its own detector, in mode ``"on"`` whatever the configuration says, driven by a
+clock that follows the trace's timestamps (so elapsed-time warnings replay too); a loop-guard
+trace also says whether the replay stops where the live run first stopped (or reported a loop,
+in observe mode). Every format is read as a stream of JSON values
+(:mod:`~langchain_loop_guard._sources`), in linear time and memory bounded by the file's size.
+:mod:`~langchain_loop_guard._calibrate` replays one trace under several values of one setting.
 """
 
 from __future__ import annotations

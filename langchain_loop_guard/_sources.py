@@ -1,15 +1,10 @@
 """The JSON values of a trace file, streamed: plain or gzip, a file or a directory of files.
 
-A trace file is read as a sequence of JSON values, whatever its layout: one value per line
-(JSON Lines), one pretty-printed value (or several, one after the other), or one JSON array
-whose items are the values. The text is read in chunks and each value is decoded as soon as it
-is complete, so time is linear in the file's size and memory is bounded by the largest value,
-never the whole file (a JSON array is not parsed as one document). A UTF-8 byte-order mark is
-skipped; a gzip file (recognised by its magic bytes, not its name) is decompressed as it is read.
-
-Every problem is a :class:`~langchain_loop_guard._trace.TraceFormatError` naming the file and
-the line: invalid JSON, text that is not UTF-8, nesting too deep for the decoder, a number too
-long to convert, a value larger than :data:`MAX_VALUE_CHARS`.
+Whatever the layout (JSON Lines, values one after the other, or one JSON array of them), the
+text is read in chunks and each value decoded as soon as it is complete: time is linear in the
+file's size and memory bounded by the largest value, never the whole file. Every problem
+(invalid JSON or UTF-8, a damaged gzip, a value over :data:`MAX_VALUE_CHARS`…) is a
+:class:`~langchain_loop_guard._trace.TraceFormatError` naming the file and the line.
 """
 
 from __future__ import annotations

@@ -10,17 +10,10 @@ One line per detector event, for example::
 
 (each object on one line). ``t`` is the run's elapsed time in seconds as the detector counts
 it; ``d`` the call signature, outcome digest or error key, or assistant key; ``id`` a digest of
-the tool-call id. Tool names, digests, outcome kinds and timings: never arguments, output,
-errors or message text (SPEC §8). Every digest is keyed with a random secret the recorder
-draws and never writes: equal digests stay equal within the trace (all a replay needs), and
-nobody can test a guess of the content (a PIN, an amount) against them. Two recorders (two
-processes) write unrelated digests for the same content. Tool names are cut at 200
-characters and their control characters replaced. Recording fails open: a file that cannot
-be written is logged once and the agent goes on.
-
-:func:`read_trace` turns such a file back into
-:class:`~langchain_loop_guard._detector.DetectorEvent` values for ``LoopDetector.replay``.
-Bad input raises :class:`TraceFormatError` naming the line: nothing is skipped silently.
+the tool-call id. Never arguments, output, errors or message text (SPEC §8); every digest is
+keyed with a secret the recorder draws and never writes (the README's "What is stored").
+:func:`decode_event` reads a line back; bad input raises :class:`TraceFormatError` naming the
+line: nothing is skipped silently.
 """
 
 from __future__ import annotations
