@@ -38,7 +38,6 @@ __all__ = [
     "TraceFormat",
     "json_text",
     "replay",
-    "replay_items",
     "replay_many",
     "terminal_safe",
 ]
@@ -335,17 +334,6 @@ class _Run:
             threshold=verdict.threshold,
             reason=text,
         )
-
-
-def replay_items(
-    items: Iterable[TraceItem],
-    config: LoopGuardConfig,
-    *,
-    path: str = "-",
-    format: TraceFormat = "loop-guard",
-) -> ReplayReport:
-    """Replay ``items`` under ``config`` (its mode taken as ``"on"``)."""
-    return _replay_all(items, (config,), path=path, format=format)[0]
 
 
 def _enforcing(config: LoopGuardConfig) -> LoopGuardConfig:
