@@ -23,7 +23,7 @@ from langchain_loop_guard._replay import (
     TraceFormat,
     replay_many,
 )
-from langchain_loop_guard._report import report_html, stop_text
+from langchain_loop_guard._report import report_html, stop_place, stop_text
 
 __all__ = ["Calibration", "calibrate"]
 
@@ -49,7 +49,7 @@ class Calibration:
         return [
             (old.run, old.stop, new.stop)
             for old, new in zip(before.runs, after.runs, strict=True)
-            if _where(old.stop) != _where(new.stop)
+            if stop_place(old.stop) != stop_place(new.stop)
         ]
 
     def setting(self, index: int) -> str:
@@ -95,29 +95,25 @@ class Calibration:
 
     def lines(self) -> Iterator[str]:
         """The text report: a line per value, then the runs each change of value moves."""
-        first = self.reports[0]
-        tr = translator(first.locale)
-        title = tr.gettext("loop-guard replay of {path} ({format}): {runs} runs, {events} events")
-        yield terminal_safe(
-            title.format(
-                path=first.path, format=first.format, runs=len(first.runs), events=first.events
-            )
-        )
+        for line in self._lines():
+            yield terminal_safe(line)
+
+    def _lines(self) -> Iterator[str]:
+        tr = translator(self.reports[0].locale)
+        yield self.reports[0]._title(tr)
         for index, report in enumerate(self.reports):
             signals = ", ".join(f"{name} {count}" for name, count in report.by_signal.items())
             line = tr.gettext("{setting}: {stopped} of {runs} runs would stop").format(
                 setting=self.setting(index), stopped=report.would_stop, runs=len(report.runs)
             )
-            yield terminal_safe(line + (f" ({signals})" if signals else ""))
+            yield line + (f" ({signals})" if signals else "")
         for index in range(1, len(self.reports)):
             moved = self.changes(index)
-            yield terminal_safe(
-                tr.gettext("from {before} to {after}: {count} runs change").format(
-                    before=self.setting(index - 1), after=self.setting(index), count=len(moved)
-                )
+            yield tr.gettext("from {before} to {after}: {count} runs change").format(
+                before=self.setting(index - 1), after=self.setting(index), count=len(moved)
             )
             for run, old, new in moved:
-                yield terminal_safe(f"  {run}: {stop_text(tr, old)} -> {stop_text(tr, new)}")
+                yield f"  {run}: {stop_text(tr, old)} -> {stop_text(tr, new)}"
 
     def __str__(self) -> str:
         return "\n".join(self.lines())
@@ -133,10 +129,6 @@ class Calibration:
 
     def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
         printer.text(str(self))
-
-
-def _where(stop: ReplayVerdict | None) -> tuple[int, str] | None:
-    return None if stop is None else (stop.event, stop.signal.value)
 
 
 def _json(value: object) -> str:

@@ -15,7 +15,7 @@ import itertools
 import os
 from collections import Counter
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Final, Literal
 
@@ -87,17 +87,9 @@ class ReplayVerdict:
 
     def to_json(self) -> dict[str, Any]:
         """The verdict as JSON data."""
-        return {
-            "event": self.event,
-            "call": self.call,
-            "line": self.line,
-            "action": self.action,
-            "signal": self.signal.value,
-            "tool": self.tool,
-            "count": self.count,
-            "threshold": self.threshold,
-            "reason": self.reason,
-        }
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
+        data["signal"] = self.signal.value
+        return data
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -201,12 +193,15 @@ class ReplayReport:
         for line in self._lines():
             yield terminal_safe(line)
 
+    def _title(self, tr: Any) -> str:
+        """The first line of a text report (a calibration's too)."""
+        title = tr.gettext("loop-guard replay of {path} ({format}): {runs} runs, {events} events")
+        runs, events = len(self.runs), self.events
+        return str(title.format(path=self.path, format=self.format, runs=runs, events=events))
+
     def _lines(self) -> Iterator[str]:
         tr = translator(self.locale)
-        title = tr.gettext("loop-guard replay of {path} ({format}): {runs} runs, {events} events")
-        yield title.format(
-            path=self.path, format=self.format, runs=len(self.runs), events=self.events
-        )
+        yield self._title(tr)
         for run in self.runs:
             yield tr.gettext("run {run}: {events} events, {calls} tool calls").format(
                 run=run.run, events=run.events, calls=run.calls

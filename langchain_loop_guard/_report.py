@@ -33,6 +33,7 @@ __all__ = [
     "Timeline",
     "describe_run",
     "report_html",
+    "stop_place",
     "stop_text",
 ]
 
@@ -158,7 +159,8 @@ def _e(text: object) -> str:
     return html.escape(str(text), quote=True)
 
 
-def _where(stop: ReplayVerdict | None) -> tuple[int, str] | None:
+def stop_place(stop: ReplayVerdict | None) -> tuple[int, str] | None:
+    """Where a run stops (event and signal), to compare two replays of it."""
     return None if stop is None else (stop.event, stop.signal.value)
 
 
@@ -289,7 +291,7 @@ class _Page:
         for step in range(1, len(sweep.reports)):
             before, after = sweep.reports[step - 1].runs, sweep.reports[step].runs
             pairs = enumerate(zip(before, after, strict=True))
-            moved = [i for i, (old, new) in pairs if _where(old.stop) != _where(new.stop)]
+            moved = [i for i, (old, new) in pairs if stop_place(old.stop) != stop_place(new.stop)]
             head = tr.gettext("from {before} to {after}: {count} runs change").format(
                 before=self._setting(step - 1), after=self._setting(step), count=len(moved)
             )
@@ -357,7 +359,7 @@ class _Page:
             return
         groups: dict[tuple[int, str] | None, list[int]] = {}
         for step, report in enumerate(self.reports):
-            groups.setdefault(_where(report.runs[index].stop), []).append(step)
+            groups.setdefault(stop_place(report.runs[index].stop), []).append(step)
         for steps in groups.values():
             stop = self.reports[steps[0]].runs[index].stop
             values = ", ".join(self._setting(i).partition("=")[2] for i in steps)
