@@ -67,33 +67,7 @@ _EXPORTS: dict[str, str] = {
     "with_loop_hint": "langchain_loop_guard._hint",
 }
 
-__all__ = [
-    "Calibration",
-    "CallbackStopFilter",
-    "LoopDetected",
-    "LoopDetector",
-    "LoopGuardCallbackHandler",
-    "LoopGuardConfig",
-    "LoopGuardConfigError",
-    "LoopGuardError",
-    "LoopGuardMiddleware",
-    "LoopGuardNode",
-    "LoopGuardState",
-    "LoopGuardStop",
-    "OnStop",
-    "ReplayReport",
-    "Signal",
-    "TraceFormatError",
-    "Verdict",
-    "arepair_thread",
-    "calibrate",
-    "guard_kind",
-    "load_ipython_extension",
-    "repair_thread",
-    "replay",
-    "unload_ipython_extension",
-    "with_loop_hint",
-]
+__all__ = list(_EXPORTS)  # the names above, in their (sorted) order
 
 
 def __getattr__(name: str) -> Any:
