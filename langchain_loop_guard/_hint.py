@@ -1,11 +1,6 @@
-"""``with_loop_hint``: append the anti-loop hint to a system prompt (SPEC §7).
-
-The hint (:func:`~langchain_loop_guard._messages.hint`) tells the model not to repeat what is
-not making progress and to report a blocker instead. It is appended to the user's system
-prompt, never replacing it; it is added once however often the prompt is rebuilt (its
-:data:`~langchain_loop_guard._messages.HINT_MARKER` shows it is there), and not at all when
-the guard is off or its configuration says ``prompt_hint=False``.
-"""
+"""``with_loop_hint``: append the anti-loop hint (SPEC §7) to a system prompt, a prompt
+template or a model's input; its :data:`~langchain_loop_guard._messages.HINT_MARKER` shows it
+is there already."""
 
 from __future__ import annotations
 
@@ -24,6 +19,7 @@ from langchain_loop_guard._runtime import ConfigInput, GuardRuntime, resolve_con
 __all__ = ["hinted_system", "with_loop_hint"]
 
 _Out = TypeVar("_Out")
+_Prompt = TypeVar("_Prompt", str, SystemMessage, ChatPromptTemplate)  # returned as given
 
 _STEP_NAME = "loop_guard_hint"
 
@@ -158,32 +154,12 @@ def _is_hinted(runnable: Runnable[Any, Any]) -> bool:
 
 @overload
 def with_loop_hint(
-    target: str,
+    target: _Prompt,
     *,
     guard: GuardRuntime | None = None,
     config: ConfigInput = None,
     locale: str | None = None,
-) -> str: ...
-
-
-@overload
-def with_loop_hint(
-    target: SystemMessage,
-    *,
-    guard: GuardRuntime | None = None,
-    config: ConfigInput = None,
-    locale: str | None = None,
-) -> SystemMessage: ...
-
-
-@overload
-def with_loop_hint(
-    target: ChatPromptTemplate,
-    *,
-    guard: GuardRuntime | None = None,
-    config: ConfigInput = None,
-    locale: str | None = None,
-) -> ChatPromptTemplate: ...
+) -> _Prompt: ...
 
 
 @overload
