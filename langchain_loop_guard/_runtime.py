@@ -7,6 +7,7 @@ never breaks the user's agent.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import os
 import threading
@@ -56,7 +57,7 @@ VerdictListener = Callable[[str, Verdict], None]
 # a guard (the IPython magic) can find the newest one. Keys grow with creation order.
 _registry: weakref.WeakValueDictionary[int, GuardRuntime] = weakref.WeakValueDictionary()
 _registry_lock = threading.Lock()
-_registry_count = 0
+_registry_keys = itertools.count()
 
 
 DetectorCall = Literal[
@@ -70,13 +71,6 @@ DetectorCall = Literal[
     "replay",
 ]
 """The :class:`LoopDetector` methods an integration feeds events through."""
-
-
-def _register(guard: GuardRuntime) -> None:
-    global _registry_count  # noqa: PLW0603 - the registry is module state by design
-    with _registry_lock:
-        _registry_count += 1
-        _registry[_registry_count] = guard
 
 
 def live_guards() -> list[GuardRuntime]:
@@ -153,7 +147,8 @@ class GuardRuntime:
         self._recent: deque[StopRecord] = deque(maxlen=_RECENT_STOPS)
         self._failed: set[tuple[type[BaseException], str]] = set()
         self._listeners: tuple[VerdictListener, ...] = ()
-        _register(self)
+        with _registry_lock:
+            _registry[next(_registry_keys)] = self
 
     # --- configuration and runtime commands ---------------------------------------------------
 
