@@ -1,15 +1,9 @@
 """The ``loop-guard`` console command (also ``python -m langchain_loop_guard``).
 
 Subcommands are :class:`Command` values in :data:`COMMANDS`; adding one is adding an entry.
-
-Exit status: ``0`` success; ``1`` the command ran but failed (the demo did not go as designed,
-which is a bug worth reporting); ``2`` a usage error or an invalid configuration (each problem
-on its own line on stderr; nothing is applied); ``130`` interrupted with Ctrl-C.
-
-A CLI process has no live agent runs, so there is no ``status`` subcommand: the guard objects'
-``status()`` method and the notebook's ``%loop_guard status`` show those. ``loop-guard config``
-shows the part of ``status`` that a CLI can know: the effective configuration and the source of
-each value.
+Exit statuses: :data:`_EXIT_STATUS`. A CLI process has no live agent runs, so there is no
+``status`` subcommand: ``loop-guard config`` shows the part of ``status`` it can know, the
+effective configuration and the source of each value.
 """
 
 from __future__ import annotations

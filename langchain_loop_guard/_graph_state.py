@@ -1,12 +1,9 @@
 """What a graph guard keeps in LangGraph state, and how it reads it back.
 
-The middleware and the node guard keep each thread's detector state in the graph state, under
-one key (:data:`STATE_KEY`, ``"loop_guard"``): tool names, digests, counters and tool-call
-ids, never arguments, outputs or text (:class:`GuardData`). Whatever checkpointer the graph
-runs therefore saves it, so detection survives ``interrupt()``/resume and process restarts.
-Exactly one node writes the key per step, so it needs no reducer. A run's stop shows under
-:data:`STOP_KEY`. A saved state that cannot be read is discarded with one warning
-(:func:`load_state`): detection starts afresh, and the next pass writes a good state back.
+A thread's detector state lives under one key (:data:`STATE_KEY`): names, digests, counters and
+call ids, never content (:class:`GuardData`). Whatever checkpointer the graph runs saves it, so
+detection survives ``interrupt()``/resume and restarts; one node writes it per step, so it
+needs no reducer.
 """
 
 from __future__ import annotations

@@ -78,11 +78,9 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
         guard = LoopGuardCallbackHandler()
         agent.invoke({"messages": [...]}, {"callbacks": [guard]})
 
-    Each top-level run (each ``invoke``, ``stream``, ``ainvoke``…) gets its own detector;
-    nested chains and subgraphs count toward their top-level run, and concurrent runs through
-    one handler stay apart. With ``scope="thread"`` the state belongs to the LangGraph
-    ``thread_id`` instead and survives across invocations, interrupts and resumes of one
-    conversation.
+    Each top-level run (``invoke``, ``stream``…) gets its own detector, which its nested
+    chains and subgraphs feed; concurrent runs stay apart. With ``scope="thread"`` the state
+    belongs to the LangGraph ``thread_id`` and lasts across invocations, interrupts and resumes.
 
     When the agent loops (mode ``"on"``), the callback raises
     :class:`~langchain_loop_guard.LoopDetected`: from ``on_tool_start`` before the tool runs,
@@ -97,10 +95,8 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
     answer's calls runs, and the handlers after this one, LangSmith's tracer among them,
     still record the answer, so ``loop-guard replay`` of the trace stops where the run did.
 
-    The handler goes with the run, never on a model or a tool: attached with
-    ``model.with_config(callbacks=[handler])``, a model's or a tool's ``callbacks``, it sees
-    each call as a run of its own and can detect nothing; it then logs one WARNING saying so.
-
+    The handler goes with the run, never on a model or a tool (``with_config(callbacks=...)``,
+    ``.callbacks``), where each call is a run of its own: it then logs one WARNING saying so.
     A callback can stop a run but not skip one call and go on, so ``nudges`` do not apply
     here; use :class:`~langchain_loop_guard.LoopGuardMiddleware` for that.
 
@@ -110,13 +106,10 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
         clock: returns seconds, like :func:`time.monotonic` (the default).
         record_to: append every run's events to this file, digests only, for
             ``loop-guard replay`` (off by default; failing open).
-        max_runs: the registry's capacity, runs (or threads) tracked at once (1024 by
-            default). Beyond it, the least recently active run that is idle (no event for
-            5 minutes: a run that never reported its end) or between invocations (a thread)
-            is forgotten to make room. A run in flight is never forgotten: when every run is
-            in flight, the registry grows, up to four times ``max_runs``; only beyond that is
-            a new run left unguarded, with a WARNING log and a count in :meth:`status`
-            (``shed_runs``), and none of its events is tracked.
+        max_runs: runs (or threads) tracked at once (1024 by default). Beyond it, an idle
+            run (no event for 5 minutes) or a thread between invocations is forgotten to make
+            room, never a run in flight: the registry grows up to four times ``max_runs``, and
+            beyond that a new run goes unguarded (a WARNING, ``status().shed_runs``).
 
     Attributes:
         max_open_runs: nested runs in flight tracked at once, over all top-level runs.

@@ -1,22 +1,9 @@
-"""``%loop_guard``: the guard's runtime commands as an IPython line magic.
+"""``%loop_guard``: the guard's runtime commands as an IPython line magic (see :data:`_USAGE`
+and the README's "Commands"), loaded with ``%load_ext langchain_loop_guard``.
 
-Load it with ``%load_ext langchain_loop_guard``, then::
-
-    %loop_guard status          # mode, effective configuration and sources, runs, stops
-    %loop_guard inspect [RUN]   # recent tool calls of a run (names and digests only)
-    %loop_guard on|off|observe  # switch the mode of the guard's runs
-    %loop_guard reset [RUN]     # clear a run's counters and tripped flag
-    %loop_guard report          # the guard's record_to= trace replayed: where each run would
-                                # stop, drawn (the ReplayReport of ``guard.report()``)
-    %loop_guard use [VAR | N]   # drive the guard in variable VAR, or number N of the list
-                                # that ``use`` alone prints (every live guard, numbered)
-
-Which guard: the one picked with ``use``, else the newest guard object still alive (every guard
-registers itself, weakly, when it is created); then each command first says which one it
-drives (``#N``, its variable name and type), and ``use`` picks another, one in no variable
-(a middleware created inside ``create_agent(...)``) included. Status and inspections render
-as HTML tables in Jupyter and as text elsewhere. Mistakes print one line (IPython's
-``UsageError``), never a traceback.
+It drives the guard picked with ``use``, else the newest guard object still alive (every guard
+registers itself, weakly), which each command then names first. Mistakes print one line
+(IPython's ``UsageError``), never a traceback.
 """
 
 from __future__ import annotations

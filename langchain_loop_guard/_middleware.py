@@ -57,26 +57,19 @@ class LoopGuardMiddleware(GraphGuard, AgentMiddleware[LoopGuardAgentState, Any, 
 
         agent = create_agent(model, tools, middleware=[LoopGuardMiddleware(nudges=1)])
 
-    ``after_model`` feeds the detector each model answer and every tool call in it,
-    hallucinated tool names and malformed arguments included, before any tool runs. A call it
-    refuses is answered there with an error ``ToolMessage``, so the tool step never runs it
-    (how LangChain's ``ToolCallLimitMiddleware`` refuses calls; deciding in one node also
-    gives parallel calls a well-defined order). ``wrap_model_call`` feeds the tool results and
-    the turn's start, so a repeated error, or a model call of a stopped run, stops before the
-    model is paid for; it also appends the anti-loop hint to the system message (once; also
-    without a system prompt) unless the mode is ``"off"`` or ``prompt_hint=False``. Like
-    ``ToolCallLimitMiddleware``, the guard adds one ``after_model`` hook and no node of its
-    own. It does not decide in ``wrap_tool_call``: each call of an answer is its own parallel
-    task there, so decisions could be neither ordered nor written to the state once, and
-    LangGraph re-runs a tool task after an ``interrupt()``.
+    Each model answer, with every call in it (unknown tools and malformed arguments too), is
+    decided in ``after_model`` before any tool runs; a refused call is answered there with an
+    error ``ToolMessage``, as LangChain's ``ToolCallLimitMiddleware`` refuses calls, and one
+    node orders parallel calls. ``wrap_model_call`` decides the tool results before the model
+    is paid for, and adds the anti-loop hint. Nothing is decided in ``wrap_tool_call``: each
+    call is its own parallel task there, so decisions could be neither ordered nor saved once,
+    and LangGraph re-runs a tool task after an ``interrupt()``.
 
     The detector's state is kept in the agent state under the private key ``"loop_guard"``
     (digests and counters only), so any checkpointer saves it. A run starts with a human
     message and goes on across interrupts and resumes; ``scope="thread"`` keeps the history
     for the whole thread. Every stop leaves the thread valid for its next message
-    (:data:`~langchain_loop_guard.OnStop`), and ``before_agent`` answers any call an earlier
-    run left open. Reports reach the log, the verdict listeners, the traced LangSmith run and
-    the ``"loop_guard"`` custom event (``docs/observability.md``).
+    (:data:`~langchain_loop_guard.OnStop`). Reports: ``docs/observability.md``.
 
     Args:
         config: a :class:`~langchain_loop_guard.LoopGuardConfig`, a mapping of values (over
@@ -184,10 +177,10 @@ class LoopGuardMiddleware(GraphGuard, AgentMiddleware[LoopGuardAgentState, Any, 
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
     ) -> ModelResponse[Any] | ExtendedModelResponse[Any]:
-        """Feed the tool results and the turn's start, then call the model with the hint.
-
-        A stop raises (or interrupts) before the model is called; with ``on_stop="end"`` the
-        run's final message takes the model's place.
+        """Feed the tool results and the turn's start, then call the model with the anti-loop
+        hint appended to its system message (once; unless the mode is ``"off"`` or
+        ``prompt_hint=False``). A stop raises (or interrupts) before the model is called; with
+        ``on_stop="end"`` the run's final message takes the model's place.
         """
         update = self._pass_before_model(request)
         if update is not None and update.jump == "end":

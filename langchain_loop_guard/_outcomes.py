@@ -1,21 +1,11 @@
 """What the integrations feed the detector from LangChain objects (SPEC §11).
 
-The callback handler, the middleware and the node guard see a tool's result in different
-shapes: a plain value, a ``ToolMessage`` (its ``status`` says whether it failed), a LangGraph
-``Command`` whose update carries the ``ToolMessage``, or a list of those. :func:`tool_outcome`
-turns any of them into the one thing the detector digests, so that every integration keys the
-same result the same way:
-
-* a message is its content; ids (``tool_call_id``, the message id) are never part of it, so a
-  tool that returns ``Command(update={"messages": [ToolMessage(...)]})`` repeats its outcome
-  when the content repeats;
-* a result is an error when a ``ToolMessage`` in it has ``status="error"``; the error text a
-  ``ToolNode`` writes for invalid arguments is fed without the arguments it quotes, so a model
-  that sends new invalid values every time repeats one error.
-
-:func:`previous_answer` finds the last model answer in a model's input, the cheap way: it looks
-back at most :data:`CONTEXT_SCAN` messages; :func:`holds_answer` tells whether that is a given
-answer, which is how a guard decides that a model saw the run's previous answer (SPEC §11 N2).
+:func:`tool_outcome` turns a tool's result, whatever shape a host gives it (a value, a
+``ToolMessage``, a ``Command`` carrying one, a list of those), into the one thing the detector
+digests, so that every integration keys the same result the same way: a message by its content,
+never its ids; an error when a ``ToolMessage`` says ``status="error"``, the text a ``ToolNode``
+writes for invalid arguments without the arguments it quotes (new invalid values every time
+repeat one error). :func:`holds_answer` tells whether a model saw the run's previous answer.
 """
 
 from __future__ import annotations
