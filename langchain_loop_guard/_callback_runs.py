@@ -82,12 +82,10 @@ class CallbackRun(Run):
         named: Sequence[_Named],
         model_run: UUID,
     ) -> Verdict:
-        """Feed a model's answer, with its reply's word sketch in a thread (a text-completion
-        model's answers always may repeat).
+        """Feed a model's answer. It repeats the previous one only if the model's input held
+        that one (SPEC §11 N2): a grader answering ``yes`` to each new document is no loop.
 
-        The answer repeats the run's previous one only if the model's input held that one
-        (SPEC §11 N2): a grader that answers ``yes`` to each new document is no loop. An
-        answer with several calls, one of which would stop the run, is stopped here: each
+        An answer with several calls, one of which would stop the run, is stopped here: each
         call is its own parallel task, and refusing only the stopping call's tool would not
         keep its siblings from running (the graph guards decide such an answer the same way).
         """
@@ -130,10 +128,8 @@ class CallbackRun(Run):
         """A chat model was called with ``sent``, and a turn begins.
 
         A human message the thread's model has not seen yet releases a stopped thread (with
-        ``scope="run"`` every invocation starts afresh anyway, and a human message a node
-        writes inside one, a critic's or a summary, is no new run). Tool calls the model
-        named that never reached a tool (an unknown tool name, say) are counted first, with
-        the error message the agent answered them with.
+        ``scope="run"`` a human message a node writes inside an invocation, a critic's, is no
+        new run). Calls the model named that never reached a tool are counted first.
         """
         if self.per_thread:
             self.human_message(_latest_human(sent))
@@ -179,12 +175,9 @@ class CallbackRun(Run):
             bounded_put(self.paused, started[1], True, _MAX_ANNOUNCED)
 
     def unexecuted_calls(self, messages: Sequence[BaseMessage]) -> list[Verdict]:
-        """Count the calls the model named that no tool started but the agent answered.
-
-        The answers are the tool messages after the model's last message in its next input
-        (an unknown tool's error message, say). Calls nobody answered (a structured-output
-        call, say) are not counted.
-        """
+        """Count the calls the model named that no tool started but the agent answered (an
+        unknown tool's error message after the model's last message in its next input, say);
+        calls nobody answered (a structured-output call) are not counted."""
         verdicts: list[Verdict] = []
         if not self.announced:
             return verdicts
@@ -345,12 +338,7 @@ class RunTree:
         return root, run
 
     def _warn_attached_below(self, event: str) -> None:
-        """Say once that the handler sits on a model or a tool, where it guards nothing.
-
-        A handler in ``model.with_config(callbacks=...)``, a model's or a tool's ``callbacks``
-        sees each model call or tool call as a run of its own (under a parent run it never
-        saw start, or inside a graph node it never saw), so no loop can ever add up.
-        """
+        """Say once that the handler sits on a model or a tool, where it guards nothing."""
         if self._warned_attached_below:
             return
         self._warned_attached_below = True
@@ -384,14 +372,10 @@ class RunTree:
     def hold(
         self, run: CallbackRun, model_run: UUID, parent_run_id: UUID | None, verdict: Verdict
     ) -> bool:
-        """Hold a stop decided at the answer of ``model_run``, for the later steps of its
-        invocation; whether it is held.
-
-        Only when the model ran inside a chain the handler saw start and that is still open:
-        the handler then sees the steps that follow. A model run that is its own top-level
-        run, or whose parent the handler never saw, may have no later event: its stop is
-        raised at once.
-        """
+        """Hold a stop decided at the answer of ``model_run`` for the later steps of its
+        invocation; whether it is held: only inside a chain still open that the handler saw
+        start. A model run of its own, or under a parent never seen, may have no later event:
+        its stop is raised at once."""
         root = self.open.get(model_run)
         if root is None or root.ended or parent_run_id not in self.open:
             return False
@@ -466,11 +450,9 @@ class RunTree:
         *,
         stop: bool = True,
     ) -> None:
-        """Report the verdicts of the callback ``where`` of ``run_id`` (log, status,
-        listeners, trace, streams), then stop the run on a stopping one (unless ``stop`` is
-        false: a held stop is raised later, see :meth:`hold`).
-
-        Called without the guard's lock: reporting runs other code (listeners, handlers).
+        """Report the verdicts of the callback ``where`` of ``run_id``, then raise a stopping
+        one (unless ``stop`` is false: a held stop is raised later, see :meth:`hold`). Called
+        without the guard's lock: reporting runs other code (listeners, handlers).
         """
         reported = [verdict for verdict in verdicts if verdict.action != "allow"]
         if not reported:
@@ -511,11 +493,8 @@ class RunTree:
 
 
 def _latest_human(messages: Sequence[BaseMessage]) -> object:
-    """The last human message of ``messages``: its id, or its position and a digest of its
-    text; or ``None``.
-
-    The guard's own messages (named ``"loop_guard"``) are not a human's.
-    """
+    """The last human message of ``messages`` (not the guard's own): its id, or its position
+    and a digest of its text; or ``None``."""
     for index in range(len(messages) - 1, -1, -1):
         message = messages[index]
         if isinstance(message, HumanMessage) and message.name != MESSAGE_NAME:
@@ -526,12 +505,9 @@ def _latest_human(messages: Sequence[BaseMessage]) -> object:
 
 
 def _holds(messages: Sequence[BaseMessage], said: tuple[str | None, str] | None) -> bool:
-    """Whether the last model answer in ``messages`` is the run's previous one (``said``).
-
-    By message id when the previous answer had one (LangChain gives every model answer an
-    id, and the graph state keeps it), so a few-shot example with the same text is not it;
-    by key otherwise.
-    """
+    """Whether the last model answer in ``messages`` is the run's previous one (``said``): by
+    message id when it had one (so a few-shot example with the same text is not it), by key
+    otherwise."""
     if said is None:
         return False
     answer = previous_answer(messages)

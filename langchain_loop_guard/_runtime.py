@@ -245,11 +245,8 @@ class GuardRuntime:
         return LoopDetector(config, clock=clock, listener=listener)
 
     def inspection(self, run_id: str, detector: LoopDetector) -> RunInspection:
-        """The ``inspect`` view of ``detector``'s run.
-
-        Its digests are keyed with this process's secret (see ``_public``): equal calls
-        show equal digests, and a shown digest cannot be tested against guesses.
-        """
+        """The ``inspect`` view of ``detector``'s run, its digests keyed with this process's
+        secret (``_public``): equal calls show equal digests, which no guess can be tested on."""
         snap = detector.snapshot()
         return RunInspection(
             run_id=run_id,
@@ -273,11 +270,8 @@ class GuardRuntime:
         *args: Any,
         **kwargs: Any,
     ) -> Verdict:
-        """Give ``detector`` one event, fail open, and report what it decided.
-
-        The guard's own failure (a bug, a hostile value) never reaches the agent: it is logged
-        once per kind of event and the event is allowed.
-        """
+        """Give ``detector`` one event, fail open (the guard's own failure is logged once and
+        the event allowed), and report what it decided."""
         verdict = self.decide(detector, event, *args, **kwargs)
         if verdict.action != "allow":
             self.report(run_id, verdict)
@@ -290,13 +284,9 @@ class GuardRuntime:
         *args: Any,
         **kwargs: Any,
     ) -> Verdict:
-        """Give ``detector`` one event and fail open, without reporting the verdict.
-
-        ``"replay"`` feeds a :class:`~langchain_loop_guard._detector.DetectorEvent` digested
-        beforehand (outside any lock).
-
-        For adapters that decide under their own lock and :meth:`report` after releasing it
-        (verdict listeners run outside any lock); :meth:`feed` does both.
+        """:meth:`feed` without the report: for adapters that decide under their own lock and
+        :meth:`report` after releasing it (listeners run outside any lock). ``"replay"`` feeds
+        a :class:`~langchain_loop_guard._detector.DetectorEvent` digested beforehand.
         """
         try:
             verdict: Verdict = getattr(detector, event)(*args, **kwargs)
@@ -348,7 +338,6 @@ class GuardRuntime:
         site: Site | None = None,
         nudge: bool = False,
     ) -> None:
-        """:meth:`report` of a verdict: log it, count it, tell the listeners, publish it."""
         signal = verdict.signal
         if signal is None:
             return
@@ -398,7 +387,7 @@ class GuardRuntime:
     """The integration's name in published data: ``"handler"``, ``"middleware"``, ``"node"``."""
 
     def _site(self, position: str | None = None) -> Site:
-        """Where the verdict being reported happened, read from the runnable being executed."""
+        """Where the verdict being reported happened, read from the running runnable."""
         run_id: str | None = None
         thread_id: str | None = None
         with contextlib.suppress(Exception):  # no runnable, or an unexpected config
@@ -425,12 +414,9 @@ class GuardRuntime:
         return remove
 
     def internal_error(self, where: str, exc: BaseException) -> None:
-        """Log the guard's own failure: once per origin with its location, then quietly.
-
-        A failure's origin is its type and the line that raised it, so one bug reached from
-        several hooks warns once. The exception's message is not logged (it could quote a
-        tool's arguments); its type and location are.
-        """
+        """Log the guard's own failure: a WARNING once per origin (its type and the line that
+        raised it, so a bug reached from several hooks warns once), then at DEBUG. Never its
+        message, which could quote a tool's arguments."""
         frames = traceback.extract_tb(exc.__traceback__)
         origin = f"{frames[-1].filename}:{frames[-1].lineno}" if frames else "?"
         with self._lock:
@@ -456,8 +442,8 @@ class GuardRuntime:
 
 
 class _FailingOpen:
-    """:meth:`GuardRuntime.failing_open`'s context manager: a plain class, not a generator,
-    as the graph guards enter one a few times per step."""
+    """:meth:`GuardRuntime.failing_open`'s context manager (a plain class, not a generator:
+    the graph guards enter one a few times per step)."""
 
     __slots__ = ("_guard", "_where")
 
@@ -492,8 +478,7 @@ def _is_graph_control_flow(exc: BaseException) -> bool:
 def _log_verdict(
     verdict: Verdict, action: Action, run: str, thread: str | None, nudge: bool
 ) -> None:
-    """The verdict's log line: a stop at ``WARNING``, a stopped run's blocks and aborts at
-    ``DEBUG``, the rest at ``INFO``; names, signals, counts and a keyed digest only."""
+    """The verdict's log line (the levels :meth:`GuardRuntime.report` names)."""
     if verdict.tripped:
         level = logging.DEBUG
     elif verdict.stops and not nudge:
