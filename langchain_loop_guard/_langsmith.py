@@ -32,6 +32,7 @@ replaying it would stop runs that never looped.
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import json
 import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -171,9 +172,7 @@ def _flatten(path: str, line: int, value: object) -> Iterator[Mapping[str, Any]]
 
 
 def _run(path: str, line: int, obj: Mapping[str, Any], order: int) -> _Run:
-    def fail(problem: str) -> TraceFormatError:
-        return TraceFormatError(path, line, problem)
-
+    fail = functools.partial(TraceFormatError, path, line)  # fail(problem) names the line
     if _ids_only(obj):
         raise fail(_IDS_ONLY)
     run_id = obj.get("id", obj.get("run_id"))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from typing import Annotated, Any, NotRequired, cast
 
@@ -20,6 +19,7 @@ from langchain_core.messages import AIMessage, AnyMessage, SystemMessage
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
+from langchain_loop_guard._engine import bounded_put
 from langchain_loop_guard._graph_guard import GraphGuard
 from langchain_loop_guard._graph_pass import quiet_turn
 from langchain_loop_guard._graph_state import STATE_KEY, GuardData, Update
@@ -105,7 +105,7 @@ class LoopGuardMiddleware(GraphGuard, AgentMiddleware[LoopGuardAgentState, Any, 
         super().__init__(config, nudges=nudges, on_stop=on_stop, clock=clock, record_to=record_to)
         # Whether the model's request held the run's previous answer, by the id of the answer
         # it gave: ``after_model`` reads it (SPEC §11 N2). Ids and flags only, bounded.
-        self._seen_previous: OrderedDict[str, bool] = OrderedDict()
+        self._seen_previous: dict[str, bool] = {}
         self._hint_message: SystemMessage | None = None
 
     @property
@@ -247,10 +247,7 @@ class LoopGuardMiddleware(GraphGuard, AgentMiddleware[LoopGuardAgentState, Any, 
             answers = [m.id for m in response.result if isinstance(m, AIMessage) and m.id]
             with self._lock:
                 for answer_id in answers:
-                    self._seen_previous[answer_id] = held
-                    self._seen_previous.move_to_end(answer_id)
-                while len(self._seen_previous) > _MAX_NOTED:
-                    self._seen_previous.popitem(last=False)
+                    bounded_put(self._seen_previous, answer_id, held, _MAX_NOTED)
 
     def _in_context(
         self, messages: Sequence[AnyMessage], index: int, processed: str | None

@@ -19,6 +19,7 @@ line: nothing is skipped silently.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import math
 import os
@@ -318,9 +319,7 @@ def read_trace(path: str | os.PathLike[str], lines: Iterable[str]) -> Iterator[T
 def decode_event(path: str | os.PathLike[str], number: int, line: Mapping[str, Any]) -> TraceItem:
     """One trace line's event; :class:`TraceFormatError` names what is wrong with it."""
 
-    def fail(problem: str) -> TraceFormatError:
-        return TraceFormatError(path, number, problem)
-
+    fail = functools.partial(TraceFormatError, path, number)  # fail(problem) names the line
     version = line.get("v")
     if version != TRACE_VERSION or type(version) is not int:
         shown = json.dumps(version) if "v" in line else "missing"

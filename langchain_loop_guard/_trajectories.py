@@ -18,6 +18,7 @@ so event ``n`` of a report is ``events[n - 1]`` (user markers included).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Final
 
@@ -58,9 +59,7 @@ def read_trajectories(
 
 
 def _run(path: str, line: int, value: object, scope: str) -> Iterator[TraceItem]:
-    def fail(problem: str) -> TraceFormatError:
-        return TraceFormatError(path, line, problem)
-
+    fail = functools.partial(TraceFormatError, path, line)  # fail(problem) names the line
     if not isinstance(value, Mapping):
         raise fail(f"expected a run with its events, found {json_type(value)}")
     run, events = value.get("id"), value.get("events")
