@@ -40,10 +40,7 @@ class LoopGuardConfigError(LoopGuardError, ValueError):
     """The configuration is invalid: the caller's fault, never the agent's.
 
     Attributes:
-        source: where the (first) bad value came from (``"code"``, a file, a variable).
-        key: the offending key or environment variable name, when there is one.
-        value: the offending value, when there is one.
-        allowed: what would have been accepted.
+        source, key, value, allowed: those of the (first) problem, as :class:`ConfigProblem`.
         problems: every problem found, one line each.
         details: the same problems as :class:`ConfigProblem` records (empty when the error
             was raised from a bare message).

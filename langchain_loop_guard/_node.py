@@ -54,15 +54,8 @@ class LoopGuardNode(GraphGuard):
     prompt: add the anti-loop hint there with :func:`~langchain_loop_guard.with_loop_hint`.
 
     Args:
-        config: a :class:`~langchain_loop_guard.LoopGuardConfig`, a mapping of values (over
-            files and environment), or ``None`` to load files and environment.
-        nudges: hard detections that only refuse the call and tell the model, before one stops
-            the run; ``None`` takes ``config.nudges``.
-        on_stop: ``"raise"`` (default), ``"end"`` or ``"interrupt"``: see
-            :data:`~langchain_loop_guard.OnStop`.
-        clock: returns seconds (:func:`time.time` by default).
-        record_to: append every run's events to this file, digests only, for
-            ``loop-guard replay`` (off by default; failing open).
+        config, nudges, on_stop, clock, record_to: as for
+            :class:`~langchain_loop_guard.LoopGuardMiddleware`.
         model: the name of the model node (where :meth:`route` goes back to).
         tools: the name of the ``ToolNode`` (any node that accepts a list of tool calls).
         messages_key: the state key of the message list.

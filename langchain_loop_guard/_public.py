@@ -1,18 +1,11 @@
 """What may leave the process: digests keyed with a secret, tool names made safe to show.
 
-The detector's digests are short, unkeyed hashes of (normalized) content. Inside the process
-that is all they need to be. Where they leave it (a ``record_to=`` trace, a log record, the
-``inspect`` view, an exception, a custom trace event) an unkeyed digest of a small value (a
-four-digit PIN, a yes/no answer, an amount) could be reversed by hashing every candidate. So
-every digest that leaves the process goes through :func:`public_digest` first: a BLAKE2b keyed
-with a random secret that this process draws at import and never writes anywhere. Equal
-digests stay equal (within one process), which is all that reading a trace or an inspection
-needs; nobody without the secret can test a guess.
-
-Tool names are what a model wrote; :func:`safe_tool_name` bounds their length and replaces
-control characters, so that a made-up name cannot forge a log line or bloat what is stored.
-Text printed from a trace goes through :func:`terminal_safe` or :func:`json_text`, which
-escape control and invisible formatting characters.
+Inside the process the detector's unkeyed digests are all that is needed. Where they leave it
+(a ``record_to=`` trace, a log record, ``inspect``, an exception, a custom event) a digest of a
+small value (a PIN, a yes/no answer) could be reversed by hashing every candidate, so each goes
+through :func:`public_digest`: keyed with a secret this process draws and never writes. Tool
+names (:func:`safe_tool_name`) and text printed from a trace (:func:`terminal_safe`,
+:func:`json_text`) are bounded and escaped, so that a made-up name cannot forge a log line.
 """
 
 from __future__ import annotations

@@ -233,8 +233,7 @@ class RunInspection:
             )
         return sections
 
-    # Set on each class, not in a shared base: IPython takes the first of ``_repr_pretty_`` or
-    # ``__repr__`` along the MRO, and the class's own dataclass ``__repr__`` would win.
+    # as for GuardStatus
     __str__ = _as_text
     _repr_html_ = _as_html
     _repr_pretty_ = _pretty
