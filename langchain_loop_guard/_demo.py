@@ -75,6 +75,7 @@ __all__ = [
 
 _RECURSION_LIMIT = 500  # a backstop only: every script ends long before
 _SHORT = 8  # digest characters shown, as ``inspect`` shows them
+_LOOP_ACTIONS = ("observe", "block", "abort")  # a loop reported, not a soft warning
 
 
 # --- what the timeline records -----------------------------------------------------------------
@@ -159,11 +160,7 @@ class DemoResult:
     def first_signal(self) -> Signal | None:
         """The first loop signal the guard reported (stop or observe), soft warnings aside."""
         for event in self.events:
-            if isinstance(event, GuardVerdict) and event.verdict.action in (
-                "observe",
-                "block",
-                "abort",
-            ):
+            if isinstance(event, GuardVerdict) and event.verdict.action in _LOOP_ACTIONS:
                 return event.verdict.signal
         return None
 
