@@ -50,12 +50,9 @@ _MAX_THREADS = 256  # threads remembered for ``inspect``/``status`` and reset re
 class GraphGuard(GuardRuntime):
     """A guard whose detector state lives in LangGraph state (middleware and node guard).
 
-    Subclasses call :meth:`_guard_pass` before and after the model and turn the
-    :class:`Update` into their host's state update and routing. A pass restores the thread's
-    run from the graph state (:mod:`~langchain_loop_guard._graph_state`), reads what is new
-    into events (:class:`~langchain_loop_guard._graph_pass.GraphPass`), and acts on a stop as
-    ``on_stop`` says. A *run* starts when a human message arrives. A resume
-    (``Command(resume=...)``, or ``invoke(None)`` after a breakpoint) is not a new run: the
+    Subclasses call :meth:`_guard_pass` before and after the model and turn its :class:`Update`
+    into their host's state update and routing. A *run* starts when a human message arrives; a
+    resume (``Command(resume=...)``, ``invoke(None)`` after a breakpoint) is not a new run: the
     interrupted node re-executes from the same saved state and must reach the same decision,
     which is what makes ``on_stop="interrupt"`` answerable.
     """
@@ -136,10 +133,8 @@ class GraphGuard(GuardRuntime):
         return self.inspection(name, detector)
 
     def reset(self, thread_id: str | None = None) -> bool:
-        """Clear a thread's counters, history and tripped flag at its next step.
-
-        The state lives in the graph, so the reset is applied by the guard when the thread next
-        passes through it (in this process).
+        """Clear a thread's counters, history and tripped flag when it next passes through the
+        guard (in this process: the state lives in the graph).
 
         Args:
             thread_id: the LangGraph ``thread_id``; the thread this guard served most recently
@@ -256,13 +251,10 @@ class GraphGuard(GuardRuntime):
         return marker if messages[index].id == marker.get("ai") else None
 
     def _pending_halt(self, messages: Sequence[AnyMessage], stored: object) -> LoopDetected | None:
-        """The stop an earlier pass answered the calls of and left to this step to raise.
-
-        Only right after that pass: its model answer is still the last one and the guard's
-        answers to it are the last messages (or come just before the guard's stop message, see
-        :attr:`_halt_ends_run`). The same exception object is raised when this
-        process made it; otherwise (another process, a resume after a restart) it is rebuilt
-        from the marker, without :attr:`LoopDetected.verdict`.
+        """The stop an earlier pass answered the calls of and left to this step to raise: only
+        while its answer is the last model answer and the guard's answers to it are the last
+        messages (before the stop message, see :attr:`_halt_ends_run`). Raised as the same object
+        when this process made it, else rebuilt from the marker, without its ``verdict``.
         """
         marker = self._halt_marker(messages, stored)
         if marker is None:
@@ -283,10 +275,8 @@ class GraphGuard(GuardRuntime):
         fresh: bool,
         events: list[DetectorEvent],
     ) -> GraphPass | None:
-        """Restore the run, feed what is new, and decide; ``None`` if nothing is new.
-
-        With a recorder, the detector's events are appended to ``events``.
-        """
+        """Restore the run, feed what is new (recording the detector's events in ``events``), and
+        decide; ``None`` if nothing is new."""
         work = self._restore(None if fresh else stored, thread, events, fresh=fresh)
         if not work.read(messages, position):
             return None
@@ -342,11 +332,10 @@ class GraphGuard(GuardRuntime):
     def _take_live(self, exported: object, config: LoopGuardConfig) -> LoopDetector | None:
         """The detector that exported ``exported`` in an earlier pass, if it can go on.
 
-        Restoring a detector from the graph state is half of a pass's work, and in a running
-        graph the next pass reads the very object the last one wrote. The detector is taken
-        (a second reader of the same object restores its own copy), and only when it was
-        built under ``config`` and nothing is recorded (a recorder's listener belongs to one
-        pass). A state from a checkpoint, another process or an older pass is restored.
+        Restoring a detector is half of a pass's work, and in a running graph the next pass reads
+        the very object the last one wrote. The detector is taken (a second reader restores its
+        own copy), and only when built under ``config`` and recording nothing (a recorder's
+        listener belongs to one pass).
         """
         with self._lock:
             entry = self._live.pop(id(exported), None)

@@ -290,11 +290,8 @@ def last_ai(messages: Sequence[AnyMessage], end: int) -> int:
 
 
 def _tail(messages: Sequence[AnyMessage], cursor: str | None, end: int) -> Sequence[AnyMessage]:
-    """The messages after the last processed model answer, up to ``end`` (exclusive).
-
-    Without that answer in the history (a first pass, a trimmed history), the messages after
-    the last model answer before ``end``.
-    """
+    """The messages after the last processed model answer (else, in a first pass or a trimmed
+    history, after the last model answer) up to ``end``, exclusive."""
     start = -1
     if cursor is not None:
         for index in range(end - 1, -1, -1):
@@ -323,13 +320,10 @@ def _calls_of(message: AIMessage) -> list[_CallInfo]:
 def quiet_turn(
     messages: Sequence[AnyMessage], stored: object, config: LoopGuardConfig, now: float
 ) -> bool:
-    """Whether the pass before a model call can be left to the pass after it.
-
-    That pass would only feed successful tool results and count the turn: nothing in it
-    can stop the run or warn before the model is called (no error result, no trip, no
-    turn-count or elapsed-time warning due). The pass after the model call then feeds the
-    same events in the same order, so the detector decides the same. Anything unusual,
-    or unreadable, answers ``False``: the full pass decides.
+    """Whether the pass before a model call can be left to the pass after it: it would only feed
+    successful results and count the turn, with no error, trip or soft warning due, and the pass
+    after the model feeds the same events in the same order. Anything unusual, or unreadable,
+    answers ``False``: the full pass decides.
     """
     if not isinstance(stored, Mapping):
         return stored is None  # a thread's first turn: nothing to feed yet

@@ -76,9 +76,8 @@ class LoopGuardState(TypedDict, total=False):
         class State(MessagesState, LoopGuardState):
             pass
 
-    Plain (last value) channels: the guard node is their only writer. ``loop_guard`` holds
-    the guard's own state; ``loop_guard_stop`` shows how a run was stopped
-    (:class:`LoopGuardStop`), or ``None``.
+    Plain channels (the guard node is their only writer): ``loop_guard``, the guard's own
+    state, and ``loop_guard_stop``, how a run was stopped (:class:`LoopGuardStop`) or ``None``.
     """
 
     loop_guard: NotRequired[GuardData]
@@ -117,13 +116,9 @@ class Update:
 
 
 def load_state(stored: object, thread: str | None = None) -> GuardData:
-    """The guard state as stored, or a fresh one.
-
-    A state that cannot be read (another version, a field of the wrong type: a checkpoint
-    edited by hand, written by a bug, or corrupted) is discarded with one warning, and
-    detection starts afresh: the next pass writes a good state back, so the guard is never
-    off for good.
-    """
+    """The guard state as stored, or a fresh one: a state that cannot be read (another version,
+    a field of the wrong type) is discarded with one warning and detection starts afresh; the
+    next pass writes a good state back."""
     if stored is None:
         return fresh_state()
     problem = _malformed(stored)

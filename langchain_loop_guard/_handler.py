@@ -50,10 +50,8 @@ _Callback = TypeVar("_Callback", bound=Callable[..., None])
 
 
 def _guarded(method: _Callback) -> _Callback:
-    """Run a callback only when the guard is on, failing open around it.
-
-    The same rule as :meth:`GuardRuntime.failing_open`, inlined: callbacks are hot.
-    """
+    """Run a callback only when the guard is on, failing open around it (the rule of
+    :meth:`GuardRuntime.failing_open`, inlined: callbacks are hot)."""
     where = method.__name__
 
     @functools.wraps(method)

@@ -36,12 +36,9 @@ _MAX_NOTED = 256  # model answers whose context flag waits for ``after_model``
 
 
 class LoopGuardAgentState(AgentState[Any]):
-    """The agent state with the guard's private, checkpointed key.
-
-    ``PrivateStateAttr`` keeps the key out of the agent's input and output schemas; it is
-    still saved by the checkpointer, which is what carries detection across interrupts,
-    resumes and process restarts. It has no reducer: only the guard writes it, once per step.
-    """
+    """The agent state with the guard's private key: ``PrivateStateAttr`` keeps it out of the
+    agent's input and output schemas, and the checkpointer still saves it. No reducer: only the
+    guard writes it, once per step."""
 
     loop_guard: NotRequired[Annotated[GuardData, PrivateStateAttr]]
     loop_guard_stop: NotRequired[LoopGuardStop | None]
@@ -118,13 +115,9 @@ class LoopGuardMiddleware(GraphGuard, AgentMiddleware[LoopGuardAgentState, Any, 
     def before_agent(
         self, state: LoopGuardAgentState, runtime: Runtime[Any]
     ) -> dict[str, Any] | None:
-        """Repair a thread an earlier run left with unanswered tool calls.
-
-        A stop by any guard (the callback handler's, an interrupt answered with a new message
-        instead of a resume), a crash or another middleware's error can leave a model answer
-        whose calls no ``ToolMessage`` answers; providers reject such a history. Each such
-        call is answered with a "not executed" error ``ToolMessage`` before the model runs.
-        """
+        """Answer "not executed" the tool calls an earlier run left open (a stop by any guard, an
+        interrupt answered with a new message, a crash, another middleware's error), which
+        providers would reject, before the model runs."""
         if self.mode == "off":
             return None
         update: list[Any] | None = None
@@ -139,11 +132,8 @@ class LoopGuardMiddleware(GraphGuard, AgentMiddleware[LoopGuardAgentState, Any, 
         return self.before_agent(state, runtime)
 
     def after_agent(self, state: LoopGuardAgentState, runtime: Runtime[Any]) -> None:
-        """Raise the stop of ``on_stop="raise"``, now that its answers are saved.
-
-        ``after_model`` answered the refused answer's calls and ended the run; raising there
-        would have discarded those answers with the rest of the step.
-        """
+        """Raise the stop of ``on_stop="raise"`` now that its answers are saved (``after_model``
+        answered them and ended the run; raising there would have discarded them with the step)."""
         halt = self._pending_halt(state["messages"], state.get(STATE_KEY))
         if halt is not None:
             raise halt
@@ -156,11 +146,8 @@ class LoopGuardMiddleware(GraphGuard, AgentMiddleware[LoopGuardAgentState, Any, 
     def after_model(
         self, state: LoopGuardAgentState, runtime: Runtime[Any]
     ) -> dict[str, Any] | None:
-        """Feed the model's answer and its tool calls; refuse, nudge or stop.
-
-        ``"model"`` is a jump target only for a nudge about a repeated final answer: the model
-        gets one more turn to read it.
-        """
+        """Feed the model's answer and its tool calls; refuse, nudge or stop (``"model"`` is a jump
+        target only for a nudge about a repeated final answer, for the model to read it)."""
         return _as_state_update(
             self._guard_pass(state["messages"], state.get(STATE_KEY), "after_model")
         )
@@ -232,11 +219,8 @@ class LoopGuardMiddleware(GraphGuard, AgentMiddleware[LoopGuardAgentState, Any, 
         return self._guard_pass(messages, stored, "before_model")
 
     def _note_context(self, request: ModelRequest[Any], response: ModelResponse[Any]) -> None:
-        """Remember whether the request held the run's previous answer, for the answer given.
-
-        The request is what the model read: another middleware may have trimmed or rewritten
-        the state's history in it.
-        """
+        """Remember whether the request (what the model read, which another middleware may have
+        trimmed) held the run's previous answer, for the answer given."""
         if self.mode == "off" or not request.state:
             return
         with self.failing_open("LoopGuardMiddleware.wrap_model_call"):

@@ -39,15 +39,8 @@ class Outcome(NamedTuple):
 
 
 def tool_outcome(result: object) -> Outcome:
-    """The outcome of a tool's ``result``, whatever shape the host gave it.
-
-    Args:
-        result: what the tool returned (``on_tool_end``'s output), or the ``ToolMessage`` that
-            answered its call in the graph state.
-
-    Returns:
-        The content to digest, as ``error`` when the result is a failure.
-    """
+    """The outcome of a tool's ``result`` (``on_tool_end``'s output, or the ``ToolMessage`` that
+    answered its call in the graph state): the content to digest, as ``error`` for a failure."""
     if type(result) is str:  # the common case first: isinstance of a pydantic class is slow
         return Outcome(result)
     if isinstance(result, ToolMessage):
@@ -80,11 +73,8 @@ def previous_answer(messages: Sequence[object], end: int | None = None) -> AIMes
 
 
 def holds_answer(messages: Sequence[object], end: int, answer_id: str | None) -> bool:
-    """Whether the last model answer in ``messages[:end]`` is the one with id ``answer_id``.
-
-    A graph keeps every message's id, so the model whose input this was saw that answer. When
-    there is no id to compare (``answer_id`` or the message's is ``None``), any answer counts.
-    """
+    """Whether the last model answer in ``messages[:end]`` is the one with id ``answer_id``
+    (the model whose input this was saw it); without ids to compare, any answer counts."""
     previous = previous_answer(messages, end)
     if previous is None:
         return False
@@ -92,11 +82,8 @@ def holds_answer(messages: Sequence[object], end: int, answer_id: str | None) ->
 
 
 def _message_outcome(messages: Sequence[object], result: object) -> Outcome:
-    """The contents of the tool messages among ``messages`` (all messages when none is one).
-
-    Without any message (a ``Command`` that only routes, say), where ``result`` goes and what
-    else it updates.
-    """
+    """The contents of the tool messages among ``messages`` (all of them when none is one);
+    without any message (a ``Command`` that only routes), where ``result`` goes and updates."""
     tool_messages = [m for m in messages if _kind(m) == "tool"] or list(messages)
     if not tool_messages:
         return Outcome(_command_view(result))

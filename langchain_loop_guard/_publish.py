@@ -77,11 +77,8 @@ class Site:
 
 
 def context_ids() -> tuple[str | None, str | None]:
-    """The top-level run id and the thread id of the runnable being executed, when known.
-
-    The run id is the one the caller gave (``config={"run_id": ...}``, which LangGraph keeps
-    in its runtime) or, when the run is traced, the trace's id (the top-level run's id).
-    """
+    """The top-level run id and the thread id of the runnable being executed, when known: the
+    run id the caller gave (which LangGraph keeps in its runtime), else the trace's id."""
     config = _current_config()
     if config is None:
         return None, None
@@ -160,12 +157,8 @@ def _current_config() -> Mapping[str, Any] | None:
 
 
 def _traced_runs(config: Mapping[str, Any]) -> tuple[Any, Any] | None:
-    """The LangSmith run of the step being executed and its trace's top-level run.
-
-    LangChain's tracer (``LangChainTracer``) is among the handlers of the current callback
-    manager whenever the run is traced; its ``run_map`` holds every run in flight, the one of
-    the current step (the callback manager's parent) included. ``None`` when not traced.
-    """
+    """The LangSmith run of the step being executed and its trace's top-level run, from the
+    ``run_map`` of the tracer among the callback manager's handlers; ``None`` when not traced."""
     callbacks = config.get("callbacks")
     parent = getattr(callbacks, "parent_run_id", None)
     handlers = getattr(callbacks, "handlers", None)

@@ -53,10 +53,8 @@ def _answer_groups(
 
 
 def dangling_calls(messages: Sequence[BaseMessage]) -> list[tuple[int, str, str]]:
-    """The tool calls no ``ToolMessage`` answers before the next other message.
-
-    Returns ``(index of the model answer, call id, tool name)`` for each such call.
-    """
+    """``(index of the model answer, call id, tool name)`` of each tool call no ``ToolMessage``
+    answers before the next other message."""
     return [
         (owner, call_id, name)
         for owner, _, open_calls in _answer_groups(messages)
@@ -67,12 +65,8 @@ def dangling_calls(messages: Sequence[BaseMessage]) -> list[tuple[int, str, str]
 def repaired_history(
     messages: Sequence[BaseMessage], locale: str | None = None
 ) -> list[BaseMessage] | None:
-    """``messages`` with every dangling tool call answered, or ``None`` when none is.
-
-    Each unanswered call gets a "not executed" error ``ToolMessage`` (marked
-    ``additional_kwargs={"loop_guard": "not_executed"}``) right after its model answer's other
-    answers, before any later message.
-    """
+    """``messages`` with each dangling call answered "not executed" (:func:`repair_thread`'s
+    answer) right after its model answer's other answers; ``None`` when none dangles."""
     repaired: list[BaseMessage] = []
     done = 0
     text: str | None = None
@@ -93,11 +87,10 @@ def repaired_history(
 def repair_update(
     messages: Sequence[BaseMessage], locale: str | None = None
 ) -> list[BaseMessage] | None:
-    """A ``messages`` update (for the ``add_messages`` reducer) that repairs ``messages``.
-
-    Answers that belong at the end are appended; otherwise the whole history is rewritten
-    (``RemoveMessage(REMOVE_ALL_MESSAGES)`` first), since the reducer cannot insert.
-    ``None`` when nothing dangles.
+    """A ``messages`` update that repairs ``messages``, ``None`` when nothing dangles: the
+    answers appended when they belong at the end, else the whole history rewritten
+    (``RemoveMessage(REMOVE_ALL_MESSAGES)`` first), since the ``add_messages`` reducer cannot
+    insert.
     """
     repaired = repaired_history(messages, locale)
     if repaired is None:

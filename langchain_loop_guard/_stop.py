@@ -81,12 +81,9 @@ class LoopDetected(LoopGuardError, GraphBubbleUp):
 
     @classmethod
     def from_verdict(cls, verdict: Verdict, *, run_id: str | None = None) -> LoopDetected:
-        """The interrupt for a stopping ``verdict``.
-
-        Exceptions travel (into logs, error trackers, other processes), so the verdict's
-        ``key`` is keyed with this process's secret: the same loop has the same key within the
-        process, and the key reveals nothing of the content it digests.
-        """
+        """The interrupt for a stopping ``verdict``, its ``key`` keyed with this process's secret:
+        exceptions travel (into logs, error trackers, other processes), and the key must reveal
+        nothing of the content it digests."""
         if verdict.signal is None:
             msg = "LoopDetected needs a verdict with a signal"
             raise ValueError(msg)
@@ -194,10 +191,9 @@ RESUME_SCHEMA: Any = LoopGuardResume  # a type form, which ``interrupt``'s overl
 class LoopGuardStop(TypedDict):
     """How a run was stopped, under ``"loop_guard_stop"`` (:data:`STOP_KEY`) in the result.
 
-    Plain JSON data (names, counts and the user-facing message), saved by any checkpointer.
-    It is set when the guard stops a run and writes its stop to the state (``on_stop="end"``,
-    an interrupt answered ``"end"``, and ``"raise"`` once the stopped answer's calls are
-    answered), and set back to ``None`` when a new human message starts the next run.
+    Plain JSON data, saved by any checkpointer: set when the guard writes its stop to the state
+    (``on_stop="end"``, an interrupt answered ``"end"``, ``"raise"`` once the stopped answer's
+    calls are answered), and back to ``None`` when a new human message starts the next run.
     """
 
     signal: str
