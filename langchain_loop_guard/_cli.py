@@ -124,11 +124,8 @@ _LOCALE_VARIABLE = "LOOP_GUARD_LOCALE"
 
 
 def _demo_locale(requested: str | None) -> str | None:
-    """``--locale``, else ``LOOP_GUARD_LOCALE`` negotiated to a catalog, else ``"en"``.
-
-    A locale without messages falls back to English with one line on stderr saying so;
-    ``None`` (after a line on stderr) when the variable holds no locale at all.
-    """
+    """``--locale``, else ``LOOP_GUARD_LOCALE`` negotiated to a catalog (English, with a line on
+    stderr, when it has none), else ``"en"``; ``None`` (after a line) when it is no locale."""
     if requested is not None:
         return requested
     text = os.environ.get(_LOCALE_VARIABLE, "").strip()
@@ -184,11 +181,8 @@ def _run_demo(args: argparse.Namespace) -> int:
 
 @contextlib.contextmanager
 def _logging(*, verbose: bool) -> Iterator[None]:
-    """Show log lines on stderr when ``verbose``; otherwise keep them off the terminal.
-
-    The timeline already shows every verdict; without a handler, Python would print the
-    warnings of the guard (and of LangChain's callback manager) to stderr as well.
-    """
+    """Show log lines on stderr when ``verbose``; otherwise keep them off the terminal (the
+    timeline shows every verdict, which Python would also print as warnings)."""
     root = logging.getLogger()
     package = logging.getLogger("langchain_loop_guard")
     handler: logging.Handler

@@ -209,12 +209,9 @@ class _Timeline:
 
 
 class _Recorder(BaseCallbackHandler):
-    """Records model turns, tool runs and unanswered calls; keeps digests, never content.
-
-    It goes before the guard in the callbacks list: when the guard raises in an event, the
-    handlers after it are not called, and the recorder has already seen the event. It never
-    raises (``raise_error`` stays ``False``).
-    """
+    """Records model turns, tool runs and unanswered calls, digests only. Listed before the
+    guard, it has seen an event the guard raises in (the handlers after it are not called);
+    it never raises itself."""
 
     run_inline = True
 
@@ -311,12 +308,9 @@ def _needs_review(message: BaseMessage) -> bool:
 
 
 class _Reviewer(AgentMiddleware[AgentState[Any], Any, Any]):
-    """Sends a text answer that cites no source back to the model, to try again.
-
-    An output check that retries the model is a common pattern; it loops when the model gives
-    the same answer each time. (It adds no message: a human message would start a new run for
-    the guards that keep their state in the graph, as a new user question does.)
-    """
+    """Sends a text answer that cites no source back to the model: a common output check, which
+    loops when the model gives the same answer each time. It adds no message (a human message
+    would start a new run for the graph guards)."""
 
     def __init__(self, timeline: _Timeline) -> None:
         super().__init__()
@@ -431,12 +425,9 @@ def run_demo(
     integration: Integration = "callbacks",
     _marker: str = "",
 ) -> DemoResult:
-    """Run the ``loop`` scenario once and return what happened.
-
-    The guard uses the built-in defaults (not your configuration files), with ``mode`` and
-    ``locale``, so the demo behaves the same everywhere. ``_marker`` is appended to every
-    argument, output and answer of the script (the test suite checks that it never shows).
-    """
+    """Run the ``loop`` scenario once, under the built-in defaults with ``mode`` and ``locale``
+    (so it behaves the same everywhere), and return what happened. ``_marker`` is appended to
+    every argument, output and answer of the script (the tests check it never shows)."""
     if loop not in SCENARIOS:
         msg = f"unknown loop {loop!r}; expected one of {', '.join(LOOP_KINDS)}"
         raise ValueError(msg)

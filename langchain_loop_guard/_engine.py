@@ -75,11 +75,8 @@ def bounded_put(bounded: dict[_K, _V], key: _K, value: _V, limit: int) -> None:
 
 @dataclass(slots=True, eq=False)
 class Held:
-    """A stop decided at one step and raised at a later one.
-
-    ``at`` names where it is due: the invocation (the handler) or the model answer (the
-    graph guards) whose later steps it refuses.
-    """
+    """A stop decided at one step and raised at a later one: ``at`` names the invocation (the
+    handler) or the model answer (the graph guards) whose later steps it refuses."""
 
     at: object
     verdict: Verdict
@@ -253,10 +250,7 @@ class RunEngine(Generic[R]):
             self.runs[run.key] = run
 
     def end(self, run: R, invocation: object) -> bool:
-        """An invocation of ``run`` ended; whether the run ended with it (a thread does not).
-
-        An ended run leaves its inspection, and a stopped one its record, for a while.
-        """
+        """An invocation of ``run`` ended; whether the run ended with it (a thread does not)."""
         run.invocations.pop(invocation, None)
         if run.per_thread or run.invocations or self.runs.get(run.key) is not run:
             return False

@@ -67,10 +67,8 @@ class LoopGuardConfigError(LoopGuardError, ValueError):
 
     @classmethod
     def from_problems(cls, problems: Sequence[ConfigProblem]) -> Self:
-        """One error that reports every problem in ``problems`` (at least one).
-
-        The first problem's source, key, value and allowed become the error's attributes.
-        """
+        """One error that reports every problem in ``problems`` (at least one), with the first one's
+        source, key, value and allowed as its attributes."""
         first = problems[0]
         lines = tuple(problem.message for problem in problems)
         if len(lines) == 1:

@@ -352,13 +352,10 @@ def _root(run: _Run, by_id: Mapping[str, _Run]) -> str:
 
 
 def _events(key: str, runs: list[_Run]) -> Iterator[TraceItem]:
-    """The detector events of one trace, ordered by time (a run's start before its end).
-
-    In a trace the guard stopped, a tool run that never finished is the call whose result the
-    guard stopped on (it acts before the tracer, which so never saw the end), and the calls
-    the last model turn named that no tool run took were blocked, or never ran and were
-    counted as failed at the model turn the guard refused. Their outcome is not in the export
-    and is taken to be the one the same tool gave last.
+    """The detector events of one trace, ordered by time (a run's start before its end). In a
+    trace the guard stopped (it acts before the tracer), a tool run that never finished is the
+    call whose result it stopped on, and calls the last turn named that no tool run took were
+    blocked or counted as failed: their outcome, not in the export, is the tool's last one.
     """
     stopped = any(run.stopped for run in runs)
     steps: list[tuple[_dt.datetime, int, str, _Run]] = []
@@ -507,10 +504,8 @@ def _answers(inputs: Mapping[str, Any]) -> dict[str, tuple[bool, Outcome]]:
 
 
 def _answer(outputs: Mapping[str, Any]) -> tuple[str, list[tuple[str, str, str]]]:
-    """The text and the tool calls ``(id, name, signature)`` of a model run's answer.
-
-    Handles ``generations[0][0].message``, ``generations[0][0].text`` and ``output``.
-    """
+    """The text and the tool calls ``(id, name, signature)`` of a model run's answer (from
+    ``generations[0][0].message``, ``generations[0][0].text`` or ``output``)."""
     message: Mapping[str, Any] | None = None
     text: object = ""
     generations = outputs.get("generations")

@@ -178,11 +178,8 @@ class LoopGuardMagics(Magics):
         return chosen if chosen is not None else next(reversed(live_guards()), None)
 
     def _guard(self) -> GuardRuntime:
-        """The guard to drive; a usage error when there is none.
-
-        A guard not chosen with ``use`` (the newest) is named first, so that the output is
-        never about a guard the reader did not mean.
-        """
+        """The guard to drive (named first when not chosen with ``use``, so that the output is never
+        about a guard the reader did not mean); a usage error when there is none."""
         chosen = self._chosen() if self._chosen is not None else None
         guard = self._current()
         if guard is not None and chosen is None:

@@ -46,10 +46,8 @@ def _localedir() -> str:
 
 
 def load_catalog(locale: str) -> _gettext.GNUTranslations:
-    """Load the compiled catalog of ``locale``; raise ``FileNotFoundError`` when it is missing.
-
-    This is the strict loader the test suite uses: a missing catalog is an error, not English.
-    """
+    """The compiled catalog of ``locale``; ``FileNotFoundError`` when it is missing (the strict
+    loader the tests use: a missing catalog is an error, not English)."""
     translation = _gettext.translation(DOMAIN, localedir=_localedir(), languages=[locale])
     if not isinstance(translation, _gettext.GNUTranslations):  # pragma: no cover - stdlib contract
         msg = f"no compiled catalog for {locale!r}"
@@ -97,11 +95,8 @@ def negotiate_locale(identifier: str) -> str | None:
 
 
 def current_locale(locale: str | None = None) -> str:
-    """The locale to use: the argument, else the context's, else ``"en"``.
-
-    An identifier such as ``"ko_KR.UTF-8"`` is negotiated (:func:`negotiate_locale`); one that
-    no catalog serves gives ``"en"``.
-    """
+    """The locale to use: the argument, else the context's, else ``"en"``; an identifier such
+    as ``"ko_KR.UTF-8"`` is negotiated (:func:`negotiate_locale`), to ``"en"`` without a catalog."""
     chosen = locale or _current.get() or "en"
     if chosen in LOCALES:
         return chosen
@@ -133,11 +128,8 @@ HINT_MARKER = "[loop-guard]"
 
 
 def hint(locale: str | None = None) -> str:
-    """The anti-loop hint appended to the system prompt (SPEC §7), model-facing.
-
-    One text object per locale: it goes with every model call, and a caller may tell an
-    unchanged hint by identity.
-    """
+    """The model-facing anti-loop hint (SPEC §7): one object per locale, so a caller may tell an
+    unchanged hint by identity."""
     return _hint(translator(locale))
 
 

@@ -65,12 +65,8 @@ class ReplayVerdict:
         event: the event's 1-based position in its run.
         call: tool calls of the run up to this event (this one included).
         line: the trace file's line the event comes from.
-        action: what the guard did (``"block"``, ``"abort"``, ``"warn"``; a live run in observe
-            mode reported ``"observe"``).
-        signal: the signal that fired.
-        tool: the tool the verdict is about, if any.
-        count: how often the pattern was seen.
-        threshold: the limit it reached.
+        action, signal, tool, count, threshold: the verdict's, as :class:`LoopDetected` has
+            them (``action`` ``"observe"`` for a live run in observe mode).
         reason: the localized reason (tool names and counts, never content); empty for a live
             verdict read from a trace.
     """
@@ -120,10 +116,8 @@ class RunReplay:
 
     @property
     def same_as_live(self) -> bool | None:
-        """Whether the replay stops at the live run's first stop, for the same signal.
-
-        ``None`` when the trace holds no live verdicts.
-        """
+        """Whether the replay stops at the live run's first stop, for the same signal (``None`` when
+        the trace holds no live verdicts)."""
         if not self.recorded:
             return None
         if self.stop is None or self.live is None:
@@ -343,12 +337,10 @@ def _replay_all(
     format: TraceFormat,
     ends: bytearray | None = None,
 ) -> list[ReplayReport]:
-    """Replay ``items`` under each of ``configs`` at once: one pass over the trace.
-
-    A run's detectors go as soon as its last event is replayed: at the next run of a LangSmith
-    export or a trajectories file (runs come one after the other), or where ``ends`` marks
-    the item that ends its run in a loop-guard trace (runs interleave). Memory holds the
-    findings and the runs open at once, not a detector per run of the file.
+    """Replay ``items`` under each of ``configs`` in one pass. A run's detectors go at its last
+    event: at the next run of a LangSmith export or a trajectories file (runs come one after
+    the other), or where ``ends`` marks it in a loop-guard trace (runs interleave), so memory
+    holds the runs open at once, not a detector per run of the file.
     """
     settings = [
         (_enforcing(config), config.locale, config.frequency_window_size) for config in configs
@@ -387,11 +379,8 @@ def _replay_all(
 def _close(
     key: str, open_runs: dict[str, list[_Run]], done: list[list[Any]], pools: list[list[_Run]]
 ) -> None:
-    """Record what the replay of run ``key`` found, and free its detectors.
-
-    The marks of its timeline are kept only if it stops (under any of the configurations) or
-    its live run stopped: the report draws those and counts the others.
-    """
+    """Record what the replay of run ``key`` found and free its detectors; its timeline is kept
+    only if it stops (under any configuration) or its live run stopped: the runs drawn."""
     runs = open_runs.pop(key)
     timeline = runs[0].timeline
     if all(run.stop is None and run.live is None for run in runs):
@@ -501,11 +490,8 @@ def _values(
 
 
 def _run_ends(values: Iterable[tuple[str, int, Any]]) -> bytearray:
-    """For each value of a loop-guard trace, whether it is the last event of its run.
-
-    Runs are told apart by the hash of their id: two ids with one hash only keep the first
-    run's detector open longer (the file is read twice, each run then freed at its end).
-    """
+    """For each value of a loop-guard trace, whether it is the last event of its run. Runs are
+    told apart by the hash of their id: two ids with one hash only keep a detector open longer."""
     last: dict[int, int] = {}
     count = 0
     for count, (_, _, value) in enumerate(values, start=1):

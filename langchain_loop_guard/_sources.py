@@ -38,13 +38,8 @@ _PARQUET_BATCH: Final = 1024
 
 
 def trace_files(path: str | os.PathLike[str]) -> list[Path]:
-    """The files to read: ``path`` itself, or the regular files of a directory, sorted by name.
-
-    Hidden files (a leading ``.``) of a directory are skipped.
-
-    Raises:
-        TraceFormatError: a directory without files.
-        OSError: ``path`` does not exist.
+    """The files to read: ``path`` itself, or the regular files of a directory not hidden, sorted
+    by name; :class:`TraceFormatError` for a directory without files, ``OSError`` for no ``path``.
     """
     root = Path(path)
     if not root.is_dir():
@@ -89,12 +84,9 @@ def json_values(
 def parquet_rows(
     path: Path, *, progress: Callable[[int], None] | None = None
 ) -> Iterator[tuple[int, Any]]:
-    """``(row, object)`` for each row of a Parquet file (a LangSmith bulk export), in batches.
-
-    Raises:
-        TraceFormatError: pyarrow is not installed (saying how to install it), or the file is
-            not valid Parquet.
-    """
+    """``(row, object)`` for each row of a Parquet file (a LangSmith bulk export), in batches;
+    :class:`TraceFormatError` when pyarrow is missing (saying how to install it) or the file is
+    not valid Parquet."""
     try:
         pq: Any = importlib.import_module("pyarrow.parquet")  # an optional extra
     except ImportError:

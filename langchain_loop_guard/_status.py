@@ -113,11 +113,8 @@ def _pretty(view: _View, printer: Any, cycle: bool) -> None:
 
 @dataclass(frozen=True, slots=True)
 class GuardStatus:
-    """The guard's state for the ``status`` command; prints as text, renders as HTML.
-
-    ``str(status)`` (and IPython's plain-text display) is an aligned text table; Jupyter shows
-    ``_repr_html_``. Labels are in ``locale``; values are names, numbers and sources only.
-    """
+    """The guard's state for the ``status`` command: an aligned text table as ``str`` (and in
+    IPython), HTML in Jupyter; labels in ``locale``, values names, numbers and sources only."""
 
     mode: Mode
     config: tuple[tuple[str, Any, str], ...]
@@ -185,10 +182,8 @@ class GuardStatus:
 
 @dataclass(frozen=True, slots=True)
 class RunInspection:
-    """The recent tool calls of one run for the ``inspect`` command: names and digests only.
-
-    Prints as aligned text, renders as HTML in Jupyter; labels are in ``locale``.
-    """
+    """The recent tool calls of one run for the ``inspect`` command, names and digests only;
+    printed and drawn as :class:`GuardStatus` is."""
 
     run_id: str
     turns: int

@@ -138,11 +138,8 @@ def _public_info(info: str, secret: bytes | None) -> str:
 
 
 def encode_event(run: str, event: DetectorEvent, *, secret: bytes | None = None) -> dict[str, Any]:
-    """The JSON object of one trace line: tool names, digests, outcome kinds and timings.
-
-    Digests are keyed with ``secret`` (the process's own when ``None``), never written as
-    the detector computed them.
-    """
+    """The JSON object of one trace line, its digests keyed with ``secret`` (the process's own
+    when ``None``), never written as the detector computed them."""
     line: dict[str, Any] = {"v": TRACE_VERSION, "run": run, "t": event.elapsed, "e": event.kind}
     if event.kind in ("tool_call", "tool_result"):
         line["tool"] = safe_tool_name(event.tool)
@@ -180,14 +177,10 @@ def encode_event(run: str, event: DetectorEvent, *, secret: bytes | None = None)
 class TraceRecorder:
     """Appends detector events to a JSON Lines file; thread-safe, line-flushed, failing open.
 
-    The file is opened (for appending) at the first event; one it creates is readable and
-    writable by its owner only (mode 0600), as the digests of small values can be guessed by
-    a dictionary (README). When it cannot be opened or written, ``on_error`` is called with
-    the exception once and recording stops: a trace is never worth breaking an agent for.
-
-    Args:
-        path: the file to append to.
-        on_error: told about the first failure (a guard passes its ``internal_error``).
+    The file is opened for appending at the first event; one it creates is private (mode
+    0600: the digests of small values can be guessed). The first failure to open or write it
+    is told to ``on_error`` (a guard passes its ``internal_error``) and recording stops: a
+    trace is never worth breaking an agent for.
     """
 
     def __init__(
@@ -300,16 +293,8 @@ def json_type(value: object) -> str:
 
 
 def read_trace(path: str | os.PathLike[str], lines: Iterable[str]) -> Iterator[TraceItem]:
-    """The events of a loop-guard trace, in file order.
-
-    Args:
-        path: the file's name, for error messages.
-        lines: its lines (an open text file will do).
-
-    Raises:
-        TraceFormatError: a line that is not a valid event of this version (blank lines are
-            allowed).
-    """
+    """The events of a loop-guard trace read from ``lines`` (an open text file will do; blank
+    lines allowed), in file order; ``path`` names the file in a :class:`TraceFormatError`."""
     for number, text in enumerate(lines, start=1):
         if not text.strip():
             continue

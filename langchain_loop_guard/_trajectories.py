@@ -48,12 +48,8 @@ def looks_like_trajectory(obj: Mapping[str, Any]) -> bool:
 def read_trajectories(
     values: Iterable[tuple[str, int, Any]], *, scope: str = "run"
 ) -> Iterator[TraceItem]:
-    """The events of each run, run after run.
-
-    Raises:
-        TraceFormatError: a line that is not a run, or an event that is not one of the kinds
-            above, naming the file and line.
-    """
+    """The events of each run, run after run; :class:`TraceFormatError`, naming the file and
+    line, for a line that is not a run or an event of none of the kinds above."""
     for path, line, value in values:
         yield from _run(path, line, value, scope)
 
