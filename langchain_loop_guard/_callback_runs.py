@@ -125,12 +125,10 @@ class CallbackRun(Run):
         self.paused.clear()
 
     def model_called(self, model_run: UUID, sent: Sequence[BaseMessage]) -> list[Verdict]:
-        """A chat model was called with ``sent``, and a turn begins.
-
-        A human message the thread's model has not seen yet releases a stopped thread (with
-        ``scope="run"`` a human message a node writes inside an invocation, a critic's, is no
-        new run). Calls the model named that never reached a tool are counted first.
-        """
+        """A chat model was called with ``sent``, and a turn begins: calls the model named that
+        never reached a tool are counted first, and a human message the thread's model has not seen
+        yet releases a stopped thread (not with ``scope="run"``, where a human message a node writes
+        inside an invocation, a critic's, is no new run)."""
         if self.per_thread:
             self.human_message(_latest_human(sent))
         bounded_put(self.in_context, model_run, _holds(sent, self.said), _MAX_TOOLS)
@@ -239,12 +237,9 @@ class RunTree:
         metadata: Mapping[str, Any] | None,
         event: str = "chain",
     ) -> CallbackRun | None:
-        """A step starts: place it in the tree, and refuse it after a stopped answer.
-
-        Every step that starts after the stopped answer of its invocation is refused (the
-        held stop raised again, not reported again), each parallel sibling's included, so
-        none of the answer's calls runs. A refused step will not report an end.
-        """
+        """A step starts: place it in the tree, and refuse it (raise the held stop again, without
+        reporting it) after a stopped answer of its invocation, each parallel sibling's included,
+        so none of the answer's calls runs. A refused step will not report an end."""
         run = self.start(run_id, parent_run_id, metadata, event)
         if run is not None:
             self.refuse(run, run_id)
@@ -267,13 +262,11 @@ class RunTree:
         metadata: Mapping[str, Any] | None,
         event: str = "chain",
     ) -> CallbackRun | None:
-        """Place a starting run in the tree; the record of its top-level run.
-
-        ``None`` for a late event of a run that ended (a worker thread still finishing):
-        there is nothing left to track, unless the run was stopped, whose record is kept a
-        while so that such an event is stopped too. ``None`` too for the runs of a top-level
-        run that was not tracked (shed, or forgotten): a late event never starts a detector
-        of its own under a nested id.
+        """Place a starting run in the tree; the record of its top-level run. ``None`` for a late
+        event of a run that ended (a worker thread still finishing), unless the run was stopped,
+        whose record is kept a while so that such an event is stopped too; ``None`` too under a
+        top-level run not tracked (shed, forgotten): a late event never starts a detector of its
+        own.
         """
         root = None
         if parent_run_id is not None:
@@ -315,10 +308,8 @@ class RunTree:
     def _new_root(
         self, root_id: UUID, metadata: Mapping[str, Any] | None
     ) -> tuple[Root, CallbackRun] | None:
-        """Register a top-level run, keyed by its id or (``scope="thread"``) its thread.
-
-        ``None`` when the registry is full of runs in flight: the run is not tracked.
-        """
+        """Register a top-level run, keyed by its id or (``scope="thread"``) its thread; ``None``
+        when the registry is full of runs in flight (the run is not tracked)."""
         thread_id = (metadata or {}).get("thread_id")
         per_thread = self.engine.guard.config.scope == "thread" and thread_id not in (None, "")
         run = self.engine.begin(

@@ -1,15 +1,9 @@
 """The ``loop-guard demo``: a real, offline agent run that falls into a loop and is stopped.
 
-Each scenario is a LangChain agent (``create_agent``, or a hand-built LangGraph ``StateGraph``)
-driven by :class:`~langchain_loop_guard.testing.ScriptedChatModel` and scripted tools, so it
-runs anywhere without a network or an API key. The script is designed so that one signal fires
-first under the default configuration; ``productive`` is a long edit-and-test run that must
-finish untouched.
-
-The timeline is honest: it is recorded while the run happens, by a callback handler of this
-module (model turns, tool runs, calls that never ran) and by the guard's own verdicts (through
-:meth:`~langchain_loop_guard._runtime.GuardRuntime.add_verdict_listener`). Like everything the
-guard shows, it names tools and digests, never arguments, outputs or message text.
+Each scenario (:mod:`~langchain_loop_guard._demo_scenarios`) runs a LangChain agent on a
+scripted model and tools, with no network or API key. Its timeline is recorded while the run
+happens, by a callback handler of this module and by the guard's own verdict listener, and
+names tools and digests, never arguments, outputs or message text.
 
 Every script is finite (the scripted model raises when it runs out) and the graph runs under a
 recursion limit, so a demo cannot run forever even if the guard failed to stop it.

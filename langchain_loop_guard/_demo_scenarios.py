@@ -1,10 +1,7 @@
-"""The demo's scripted agents: one scenario per loop kind, each a finite script.
-
-Each scenario is a script for :class:`~langchain_loop_guard.testing.ScriptedChatModel` and the
-scripted tools it calls, designed so that one signal fires first under the default
-configuration (``productive``: none, a long edit-and-test run that must finish untouched).
-``m``, a marker, is appended to every argument, output and answer (the test suite checks that
-it never shows in what the demo prints).
+"""The demo's scripted agents: one scenario per loop kind, each a finite script designed so
+that one signal fires first under the default configuration (``productive``: none, a long
+edit-and-test run that must finish untouched). ``m`` is the demo's marker (``run_demo``),
+appended to every argument, output and answer.
 """
 
 from __future__ import annotations

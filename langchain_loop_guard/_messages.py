@@ -1,12 +1,9 @@
 """Localized text: every message a user or a model reads comes from the gettext catalogs.
 
-The catalogs' sources are ``locales/<lang>/LC_MESSAGES/langchain_loop_guard.po`` at the top of
-the repository; the build compiles them into ``langchain_loop_guard/locales``. The active locale
-is passed per call, or taken from a :class:`~contextvars.ContextVar` (never per thread), then
-``"en"``.
-
-Messages are looked up with ``translator(locale).gettext("...")`` so that ``pybabel extract``
-finds them; placeholders use ``str.format`` names.
+Their sources are ``locales/<lang>/LC_MESSAGES/langchain_loop_guard.po`` at the top of the
+repository, compiled by the build into ``langchain_loop_guard/locales``. The locale is passed
+per call, else taken from a :class:`~contextvars.ContextVar` (never per thread), else ``"en"``.
+Look messages up with ``translator(locale).gettext("...")``, which ``pybabel extract`` finds.
 """
 
 from __future__ import annotations

@@ -94,11 +94,8 @@ def bad_argument(
 
 
 def resolve_config(config: ConfigInput) -> LoopGuardConfig:
-    """A config object from what a guard constructor received.
-
-    ``None`` loads the files and environment; a mapping is taken as values passed in code,
-    over files and environment; a :class:`LoopGuardConfig` is used as it is.
-    """
+    """A config object from what a guard constructor received: ``None`` loads the files and
+    environment, a mapping is values passed in code (over those), a config is used as it is."""
     if config is None:
         return LoopGuardConfig.load()
     if isinstance(config, LoopGuardConfig):
@@ -119,12 +116,9 @@ def resolve_config(config: ConfigInput) -> LoopGuardConfig:
 
 
 class GuardRuntime:
-    """The shared runtime of a guard object (its arguments are the guards'). Subclasses
-    provide the runs they track.
-
-    Thread-safe: one guard serves many concurrent runs, and LangChain calls tool callbacks on
-    worker threads.
-    """
+    """The shared runtime of a guard object (its arguments are the guards'); subclasses provide the
+    runs they track. Thread-safe: one guard serves many concurrent runs, and LangChain calls tool
+    callbacks on worker threads."""
 
     def __init__(
         self,
@@ -311,11 +305,10 @@ class GuardRuntime:
     ) -> ReplayReport | None:
         """Without arguments: the guard's ``record_to=`` trace replayed under its configuration
         (mode ``"on"``), a :class:`~langchain_loop_guard.ReplayReport` that Jupyter draws
-        (``%loop_guard report``). With a run and a verdict (what adapters call): log the
-        verdict (names, signals, counts; a stop at ``WARNING``, warnings, observe-mode reports
-        and nudges at ``INFO``, a stopped run's blocks at ``DEBUG``), count it for ``status``,
-        tell the verdict listeners (not of a ``nudge``, which refused one call and let the run
-        go on) and publish it (see :mod:`~langchain_loop_guard._observe`).
+        (``%loop_guard report``). With a run and a verdict (what adapters call): log the verdict
+        (a stop at ``WARNING``, warnings, observe-mode reports and nudges at ``INFO``, a stopped
+        run's blocks at ``DEBUG``), count it for ``status``, tell the verdict listeners (not of a
+        ``nudge``, which let the run go on) and publish it (:mod:`~langchain_loop_guard._publish`).
 
         Raises:
             LoopGuardConfigError: no arguments, and the guard records no trace.
@@ -395,14 +388,11 @@ class GuardRuntime:
         return Site(self._integration, position, run_id, thread_id)
 
     def add_verdict_listener(self, listener: VerdictListener) -> Callable[[], None]:
-        """Call ``listener(run_id, verdict)`` for every verdict this guard reports.
-
-        Reported verdicts are the ones that are not ``"allow"``: warnings, observed loops,
-        stops, and the blocks and aborts of a run already stopped (``verdict.tripped``); a
-        graph guard's nudges are not stops and are not given to listeners. The listener runs
-        on the thread of the event, outside the guard's lock; its exceptions are logged once
-        and swallowed. Returns a function that removes the listener. Recipes (metrics
-        counters): ``docs/observability.md``.
+        """Call ``listener(run_id, verdict)`` for every verdict this guard reports (not ``"allow"``:
+        warnings, observed loops, stops, a stopped run's blocks and aborts with ``verdict.tripped``;
+        a graph guard's nudges are no stops and are not given). It runs on the event's thread,
+        outside the guard's lock; its exceptions are logged once and swallowed. Returns a function
+        that removes it. Recipes (metrics counters): ``docs/observability.md``.
         """
         with self._lock:
             self._listeners = (*self._listeners, listener)
@@ -433,11 +423,9 @@ class GuardRuntime:
             logger.debug("loop-guard internal error in %s (%s)", where, type(exc).__name__)
 
     def failing_open(self, where: str) -> contextlib.AbstractContextManager[None]:
-        """Run an adapter's own code so that its failure never breaks the agent.
-
-        Deliberate stops (:class:`~langchain_loop_guard.LoopGuardError` subclasses and
-        LangGraph's bubbling interrupts) pass through; anything else is logged and swallowed.
-        """
+        """Run an adapter's own code so that its failure never breaks the agent: deliberate stops
+        (:class:`~langchain_loop_guard.LoopGuardError`, LangGraph's bubbling interrupts) pass
+        through, anything else is logged and swallowed."""
         return _FailingOpen(self, where)
 
 

@@ -1,9 +1,5 @@
-"""What ``status`` and ``inspect`` show: the values they return, as text tables and HTML.
-
-Every guard's :meth:`~langchain_loop_guard._runtime.GuardRuntime.status` returns a
-:class:`GuardStatus`, and ``inspect`` a :class:`RunInspection`; both print as aligned text
-(the ``loop-guard`` command, the IPython magic) and render as HTML in Jupyter. Labels are
-translated; the values are names, numbers, sources and digests, never content (SPEC §8).
+"""What ``status`` and ``inspect`` return (:class:`GuardStatus`, :class:`RunInspection`), as
+aligned text and as HTML; labels translated, values names, numbers, sources and digests only.
 """
 
 from __future__ import annotations
