@@ -186,29 +186,25 @@ def with_loop_hint(
     * a ``ChatPromptTemplate``: returns a template whose formatted system message ends with
       the hint (one is put first when the messages have none);
     * a chat model, or any ``Runnable`` taking messages: returns ``hint_step | target``,
-      where the step appends the hint to the first ``SystemMessage`` of the input (or puts
-      one first) without mutating it. The result has the model's ``bind_tools`` and ``bind``
-      (bound behind the hint step), so ``create_agent(with_loop_hint(model), tools)`` works;
-      ``with_loop_hint(model.bind_tools(tools))`` works too. Inputs that are not messages (a
-      ``dict``, say) pass unchanged.
+      where the step appends the hint to the input's first ``SystemMessage`` (or puts one
+      first) without mutating it; inputs that are not messages pass unchanged. It binds like
+      the model (``bind_tools``, ``bind``), so ``create_agent(with_loop_hint(model), tools)``
+      works, and so does ``with_loop_hint(model.bind_tools(tools))``.
 
-    The user's system prompt is kept as it is and the hint added once, however often this is
-    applied or the prompt rebuilt. When the mode is ``"off"`` or the configuration says
-    ``prompt_hint=False``, nothing is added: with a ``guard`` (a
-    :class:`~langchain_loop_guard.LoopGuardCallbackHandler`, say), templates and runnables
-    follow its live configuration at each call, while a string is decided now.
+    The user's prompt is kept and the hint added once, however often this is applied or the
+    prompt rebuilt; nothing is added in mode ``"off"`` or with ``prompt_hint=False``: with a
+    ``guard``, templates and runnables follow its live configuration at each call, while a
+    string is decided now.
 
     Args:
         target: the system prompt, template or runnable.
         guard: a guard object whose mode and locale to follow.
-        config: the configuration to read the mode and locale from when there is no guard
-            (as for guard constructors: a config, a mapping of values, or ``None`` to load
-            files and environment).
+        config: the configuration to read the mode and locale from without a guard (a config,
+            a mapping of values, or ``None`` to load files and environment).
         locale: the hint's language, over the guard's or the config's.
 
     Raises:
-        TypeError: for another kind of target, or when both ``guard`` and ``config`` are
-            given.
+        TypeError: for another kind of target, or when both ``guard`` and ``config`` are given.
     """
     source = _HintSource(guard, config, locale)
     text = source.text()

@@ -1,11 +1,10 @@
 """Read LangSmith runs as detector events, digesting content as each run is read.
 
 Every export shape the README lists is read, each recognised by its content: ``list_runs()``
-dumps (``id``, ``parent_run_id``, ``run_type`` ``"llm"``…), SmithDB v2 runs from
-``runs.query()`` (``run_type`` ``"LLM"``, ``parent_run_ids``, ``thread_id`` at the top level),
-the ``langsmith`` CLI's JSON Lines (``run_id`` instead of ``id``), run trees (``child_runs``),
-raw API pages (``{"runs": [...]}``) and Parquet rows. ``runs.query()`` without ``selects``
-returns only run ids: such an export is refused, saying which fields to select.
+dumps, SmithDB v2 runs from ``runs.query()`` (``run_type`` ``"LLM"``, ``parent_run_ids``),
+the ``langsmith`` CLI's JSON Lines (``run_id``), run trees (``child_runs``), API pages
+(``{"runs": [...]}``) and Parquet rows; ``runs.query()`` without ``selects`` (ids only) is
+refused, saying which fields to select.
 
 Each trace (``trace_id``, else the root reached through the parents) is one run of the guard;
 with ``scope="thread"`` the traces of one thread (metadata ``thread_id``, ``session_id`` or
@@ -14,10 +13,8 @@ at their start and an assistant message at their end; tool runs a tool call at t
 and its result at their end, so parallel calls interleave as they did live. Tool calls the
 model named that no tool run answered count as a call with an error result before the next
 model turn, as the callback handler counts them live. A trace the guard stopped (a run failed
-with ``LoopDetected``) ends with the calls its last model turn named that never finished: the
-blocked call is where the live guard stopped, and the replay stops there too; the answer of a
-model run that never finished in such a trace counts when its outputs name its calls. A tool
-run that never finished (an interrupted trace) has no result.
+with ``LoopDetected``) replays to the same stop (:func:`_events`); a tool run that never
+finished in an interrupted trace has no result.
 
 When the guard stops a model's answer itself (its calls would stop the run), it raises in
 ``on_llm_end`` before the LangSmith tracer sees the answer: the SDK then records that model run

@@ -45,11 +45,8 @@ def public_digest(value: str, secret: bytes | None = None) -> str: ...
 @overload
 def public_digest(value: None, secret: bytes | None = None) -> None: ...
 def public_digest(value: str | None, secret: bytes | None = None) -> str | None:
-    """``value`` (a digest) keyed with ``secret`` (the process's own when ``None``).
-
-    The result has the length of ``value`` (at least 8 and at most 32 hex digits), so a
-    shortened digest stays as short as it was.
-    """
+    """``value`` (a digest) keyed with ``secret`` (the process's own when ``None``), as long as
+    ``value`` was (8 to 32 hex digits)."""
     if value is None:
         return None
     size = min(max(len(value) // 2, 4), 16)
@@ -63,12 +60,9 @@ def public_digest(value: str | None, secret: bytes | None = None) -> str | None:
 
 
 def safe_tool_name(name: object) -> str:
-    """``name`` as a tool name that is safe to keep, log and show.
-
-    At most :data:`MAX_TOOL_NAME` characters (a longer one is cut and ends in ``…``), and every
-    character that is not printable (newlines, escapes, bidirectional controls) replaced by
-    ``?``. A name that is not a string is shown by its type.
-    """
+    """``name`` as a tool name safe to keep, log and show: at most :data:`MAX_TOOL_NAME` characters
+    (a longer one ends in ``…``), each character that is not printable (newlines, escapes,
+    bidirectional controls) replaced by ``?``; a name that is not a string by its type."""
     if not isinstance(name, str):
         name = f"<{type(name).__name__}>"
     if len(name) <= MAX_TOOL_NAME and name.isprintable():
@@ -84,11 +78,8 @@ _UNSAFE_IN_JSON: Final = re.compile("[\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-
 
 
 def terminal_safe(text: str) -> str:
-    """``text`` with control and invisible formatting characters escaped (``\\x1b``…).
-
-    A trace may hold anything in a tool name or a run id, terminal escape sequences included;
-    a report shows them escaped, never raw.
-    """
+    """``text`` with control and invisible formatting characters escaped (``\\x1b``…): a trace may
+    hold terminal escape sequences in a tool name or a run id."""
     return _UNSAFE.sub(_escape, text)
 
 

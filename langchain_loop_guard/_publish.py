@@ -61,14 +61,9 @@ _TAG_OF_ACTION = {
 
 @dataclass(frozen=True, slots=True)
 class Site:
-    """Where a verdict happened.
-
-    Attributes:
-        integration: ``"handler"``, ``"middleware"`` or ``"node"``.
-        position: the hook or callback that decided (``"after_model"``, ``"on_tool_start"``…).
-        run_id: the top-level run's id, when known.
-        thread_id: the LangGraph thread's id, when there is one.
-    """
+    """Where a verdict happened: the integration (``"handler"``, ``"middleware"``, ``"node"``), the
+    hook or callback that decided (``"after_model"``, ``"on_tool_start"``…), the top-level run's id
+    and the LangGraph thread's, when known."""
 
     integration: str
     position: str | None = None

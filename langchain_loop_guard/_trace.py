@@ -99,15 +99,9 @@ class TraceFormatError(LoopGuardError, ValueError):
 
 @dataclass(frozen=True, slots=True)
 class TraceItem:
-    """One event of a trace, ready to replay.
-
-    Attributes:
-        run: the run (or thread) the event belongs to.
-        line: the 1-based line of the trace file it comes from.
-        event: the event, digests only; its ``elapsed`` drives the replay's clock. Its
-            ``verdict`` is what the live guard decided (``ALLOW`` when the trace cannot tell).
-        recorded: whether ``event.verdict`` is the live guard's decision.
-    """
+    """One event of a trace, ready to replay: its run (or thread), the 1-based line it comes from,
+    and the event, digests only, whose ``elapsed`` drives the replay's clock and whose ``verdict``
+    is what the live guard decided when ``recorded`` (else ``ALLOW``)."""
 
     run: str
     line: int
