@@ -52,17 +52,10 @@ exit status:
 
 @dataclass(frozen=True, slots=True)
 class Command:
-    """A ``loop-guard`` subcommand.
-
-    Attributes:
-        name: the word typed after ``loop-guard``.
-        summary: one line for ``loop-guard --help``.
-        description: the subcommand's own ``--help`` text.
-        add_arguments: declares the subcommand's options on its parser.
-        run: does the work and returns the exit status.
-        epilog: text after the options in ``--help``, or a function that builds it (called
-            only when the parser is built).
-    """
+    """A ``loop-guard`` subcommand: the word typed after ``loop-guard``, its line in ``--help``, its
+    own ``--help`` text, a function that declares its options on its parser, one that runs it and
+    returns the exit status, and the text after the options (or a function building it when the
+    parser is built)."""
 
     name: str
     summary: str

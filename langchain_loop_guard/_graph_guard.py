@@ -108,15 +108,13 @@ class GraphGuard(GuardRuntime):
     # --- runtime commands -----------------------------------------------------------------------
 
     def inspect(self, target: str | Mapping[str, Any] | None = None) -> RunInspection | None:
-        """The recent tool calls of a thread (tool names, digests, outcome kinds, no content).
+        """The recent tool calls of a thread (tool names, digests, outcome kinds, no content), or
+        ``None`` when the thread is unknown or holds no guard state.
 
         Args:
-            target: a ``thread_id`` this guard served (in this process); a graph state, such
-                as ``graph.get_state(config).values``, from any process; or ``None`` for the
-                thread this guard served most recently.
-
-        Returns:
-            The inspection, or ``None`` when the thread is unknown or holds no guard state.
+            target: a ``thread_id`` this guard served (in this process); a graph state, such as
+                ``graph.get_state(config).values``, from any process; or ``None`` for the thread
+                this guard served most recently.
         """
         if isinstance(target, Mapping):
             data = target.get(self._state_key)
@@ -133,16 +131,9 @@ class GraphGuard(GuardRuntime):
         return self.inspection(name, detector)
 
     def reset(self, thread_id: str | None = None) -> bool:
-        """Clear a thread's counters, history and tripped flag when it next passes through the
-        guard (in this process: the state lives in the graph).
-
-        Args:
-            thread_id: the LangGraph ``thread_id``; the thread this guard served most recently
-                when ``None``.
-
-        Returns:
-            Whether the thread is one this guard has served.
-        """
+        """Clear a thread's counters, history and tripped flag when it next passes through the guard
+        (in this process: the state lives in the graph); whether the guard has served the thread.
+        ``thread_id`` is the LangGraph one; the thread served most recently when ``None``."""
         with self._lock:
             name = thread_id if thread_id is not None else next(reversed(self._threads), None)
             if name is None:

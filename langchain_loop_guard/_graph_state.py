@@ -90,12 +90,11 @@ class Update:
 
     Attributes:
         data: the guard's new state (under :data:`STATE_KEY`).
-        messages: messages to append (tool messages answering refused calls, a nudge, the
-            final message of an ended run).
-        jump: ``"model"`` to give the model another turn after a nudge (when it would
-            otherwise end), ``"end"`` when the guard ended the run, else ``None``.
+        messages: messages to append (answers to refused calls, a nudge, a stop message).
+        jump: ``"model"`` to give the model another turn after a nudge, ``"end"`` when the guard
+            ended the run, else ``None``.
         halt: the stop to raise at the next step, once these messages are saved
-            (``on_stop="raise"`` with calls to answer); see :meth:`GraphGuard._pending_halt`.
+            (:meth:`GraphGuard._pending_halt`).
         stop: the run's stop, to show under :data:`STOP_KEY`.
         clear_stop: a new run started after a stop: :data:`STOP_KEY` goes back to ``None``.
     """

@@ -144,29 +144,21 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
     # --- runtime commands ---------------------------------------------------------------------
 
     def inspect(self, run_id: str | UUID | None = None) -> RunInspection | None:
-        """The recent tool calls of a run (tool names, digests, outcome kinds, no content).
+        """The recent tool calls of a run (tool names, digests, outcome kinds, no content), or
+        ``None`` when the run is unknown.
 
         Args:
-            run_id: the run (as :attr:`LoopDetected.run_id` names it: the top-level run id,
-                or the thread id with ``scope="thread"``); the most recently active run when
-                ``None``. A run that ended recently can still be inspected.
-
-        Returns:
-            The inspection, or ``None`` when the run is unknown.
+            run_id: the run as :attr:`LoopDetected.run_id` names it (the top-level run id, or the
+                thread id with ``scope="thread"``), ended recently or not; the most recently active
+                run when ``None``.
         """
         with self._lock:
             key = self._tree.key_of(run_id)
             return None if key is None else self._engine.inspect(key)
 
     def reset(self, run_id: str | UUID | None = None) -> bool:
-        """Clear a run's counters, history and tripped flag, so that it may go on.
-
-        Args:
-            run_id: as for :meth:`inspect`; the most recently active run when ``None``.
-
-        Returns:
-            Whether a run in progress (or a thread's state) was reset.
-        """
+        """Clear a run's counters, history and tripped flag, so that it may go on; whether a run in
+        progress (or a thread's state) was reset. ``run_id`` as for :meth:`inspect`."""
         with self._lock:
             key = self._tree.key_of(run_id)
             run = self._engine.runs.get(key) if key is not None else None

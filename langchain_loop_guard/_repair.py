@@ -144,12 +144,12 @@ def repair_thread(
     as_node: str = "tools",
     locale: str | None = None,
 ) -> int:
-    """Answer every tool call of ``config``'s thread that no ``ToolMessage`` answers.
+    """Answer every tool call of ``config``'s thread that no ``ToolMessage`` answers, and
+    return how many (``0``: the thread was valid, and is left as it is).
 
-    Each such call gets a "not executed: the loop guard stopped the run" error
-    ``ToolMessage`` (marked ``additional_kwargs={"loop_guard": "not_executed"}``) right
-    after its model answer, so the thread's next message reaches the model as a history
-    providers accept. Safe to call on any thread: a valid one is left as it is.
+    Each gets a "not executed: the loop guard stopped the run" error ``ToolMessage`` (marked
+    ``additional_kwargs={"loop_guard": "not_executed"}``) right after its model answer, so the
+    thread's next message reaches the model as a history providers accept.
 
     Args:
         graph: the compiled graph (``create_agent``'s agent, a ``StateGraph``) with its
@@ -157,12 +157,9 @@ def repair_thread(
         config: the run configuration naming the thread (``configurable.thread_id``).
         messages_key: the state key of the message list.
         as_node: the node the answers are written as (the graph goes on from there, so
-            ``invoke(None)`` continues with the model); LangGraph infers one when the graph
-            has no node of that name.
+            ``invoke(None)`` continues with the model); LangGraph infers one when the graph has
+            no node of that name.
         locale: the language of the answers (the context's, else English, by default).
-
-    Returns:
-        How many calls were answered (``0`` when the thread was valid).
     """
     update, answered = _update(graph.get_state(config).values, messages_key, locale)
     if answered:

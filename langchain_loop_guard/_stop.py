@@ -100,18 +100,16 @@ class LoopDetected(LoopGuardError, GraphBubbleUp):
         )
 
     def repair(self, graph: Any, config: Any, **options: Any) -> int:
-        """Answer the tool calls this stop left unanswered in ``config``'s thread.
-
-        The callback handler stops a run from inside a step, which LangGraph does not save, so
-        the thread keeps the model answer whose calls were refused; providers reject the next
-        message on it until each call is answered. One line after the stop does it::
+        """Answer the tool calls this stop left unanswered in ``config``'s thread; how many it
+        answered. The callback handler stops a run inside a step, which LangGraph does not save, so
+        the thread keeps the refused answer, and providers reject its next message until each
+        call is answered. One line after the stop does it::
 
             except LoopDetected as stop:
                 stop.repair(agent, config)
 
-        Same as :func:`~langchain_loop_guard.repair_thread` (``options`` go to it); the
-        middleware and the node guard answer their own stops' calls, so it answers nothing
-        there. Returns how many calls were answered.
+        As :func:`~langchain_loop_guard.repair_thread` (``options`` go to it); the graph guards
+        answer their own stops' calls, so it answers nothing there.
         """
         return repair_thread(graph, config, **options)
 
