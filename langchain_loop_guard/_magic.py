@@ -11,7 +11,7 @@ from __future__ import annotations
 import shlex
 import weakref
 from collections.abc import Callable
-from typing import Any, NoReturn, get_args
+from typing import Any, get_args
 
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
@@ -72,12 +72,7 @@ class LoopGuardMagics(Magics):
         _display(self._guard().status())
 
     def _inspect(self, args: list[str]) -> None:
-        run_id = self._run_argument("inspect", args)
-        guard = self._guard()
-        inspect = getattr(guard, "inspect", None)
-        if not callable(inspect):
-            self._unsupported(guard, "inspect")
-        inspection = inspect(run_id)
+        guard, run_id, inspection = self._run_command("inspect", args)
         if inspection is None:
             tr = translator(guard.config.locale)
             if run_id is None:
@@ -88,13 +83,9 @@ class LoopGuardMagics(Magics):
         _display(inspection)
 
     def _reset(self, args: list[str]) -> None:
-        run_id = self._run_argument("reset", args)
-        guard = self._guard()
-        reset = getattr(guard, "reset", None)
-        if not callable(reset):
-            self._unsupported(guard, "reset")
+        guard, _, cleared = self._run_command("reset", args)
         tr = translator(guard.config.locale)
-        if reset(run_id):
+        if cleared:
             print(tr.gettext("The run's counters and stop were cleared."))
         else:
             print(tr.gettext("No run in progress to reset (a run's state ends with the run)."))
@@ -249,21 +240,24 @@ class LoopGuardMagics(Magics):
                 )
             )
 
-    def _run_argument(self, command: str, args: list[str]) -> str | None:
+    def _run_command(self, command: str, args: list[str]) -> tuple[GuardRuntime, str | None, Any]:
+        """The guard, the RUN argument, and what the guard's ``command`` returns for it."""
         if len(args) > 1:
             tr = translator(self._locale())
             raise UsageError(
                 tr.gettext("Usage: {magic} {command} [RUN]").format(magic=_MAGIC, command=command)
             )
-        return args[0] if args else None
-
-    def _unsupported(self, guard: GuardRuntime, command: str) -> NoReturn:
-        tr = translator(guard.config.locale)
-        raise UsageError(
-            tr.gettext("{guard} does not support {command}.").format(
-                guard=type(guard).__name__, command=command
+        run_id = args[0] if args else None
+        guard = self._guard()
+        method = getattr(guard, command, None)
+        if not callable(method):
+            tr = translator(guard.config.locale)
+            raise UsageError(
+                tr.gettext("{guard} does not support {command}.").format(
+                    guard=type(guard).__name__, command=command
+                )
             )
-        )
+        return guard, run_id, method(run_id)
 
 
 def _display(value: object) -> None:
