@@ -1,10 +1,9 @@
 """The run life cycle every guard drives: written once, with no host in it (no LangChain).
 
-A *run* is what one detector watches: a top-level invocation, or with ``scope="thread"`` a
-whole LangGraph thread. Its record is a :class:`Run`. The callback handler keeps its runs in a
-:class:`RunEngine`, a bounded registry; the middleware and the node guard keep theirs in the
-graph state and make the record afresh for each pass. The adapters only translate their
-host's events into these steps, and act on what the steps return (raise, answer, nudge):
+A *run* (:class:`Run`) is what one detector watches: a top-level invocation, or with
+``scope="thread"`` a LangGraph thread. The handler keeps its runs in a :class:`RunEngine`; the
+graph guards keep theirs in the graph state and make the record afresh for each pass. The
+adapters translate their host's events into these steps and act on what they return:
 
 ====  ==============================  ========================  ===============================
 #     step                            here                      driven by

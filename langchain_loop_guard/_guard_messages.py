@@ -29,13 +29,13 @@ MESSAGE_NAME = "loop_guard"
 """The ``name`` of the messages the guard adds on its own: nudges and the stop message."""
 
 GUARD_KEY = "loop_guard"
-"""The ``additional_kwargs`` key that marks every message the guard writes, with its kind:
-``"nudge"`` (a refused call's answer, or a separate nudge), ``"not_executed"`` (a call
-answered because the run stopped) or ``"stop"`` (the final message of an ended run). A chat
-UI tells the guard's messages from the user's and the model's with :func:`guard_kind`."""
+"""The ``additional_kwargs`` key that marks every message the guard writes with its
+:data:`GuardKind`; a chat UI tells them from others with :func:`guard_kind`."""
 
 GuardKind = Literal["nudge", "not_executed", "stop"]
-"""What a message the guard wrote is (the value under :data:`GUARD_KEY`)."""
+"""What a message the guard wrote is (under :data:`GUARD_KEY`): ``"nudge"`` (a refused call's
+answer, or a separate nudge), ``"not_executed"`` (a call answered because the run stopped) or
+``"stop"`` (the final message of an ended run)."""
 
 
 def guard_kind(message: BaseMessage) -> GuardKind | None:

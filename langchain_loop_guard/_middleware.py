@@ -69,8 +69,7 @@ class LoopGuardMiddleware(GraphGuard, AgentMiddleware[LoopGuardAgentState, Any, 
     (:data:`~langchain_loop_guard.OnStop`). Reports: ``docs/observability.md``.
 
     Args:
-        config: a :class:`~langchain_loop_guard.LoopGuardConfig`, a mapping of values (over
-            files and environment), or ``None`` to load files and environment.
+        config: as for :class:`~langchain_loop_guard.LoopGuardCallbackHandler`.
         nudges: hard detections that only refuse the call and tell the model (in the
             configured locale) what it repeated, before one stops the run; ``None`` takes
             ``config.nudges``. The same repeat right after a nudge is detected again at once.
@@ -78,9 +77,8 @@ class LoopGuardMiddleware(GraphGuard, AgentMiddleware[LoopGuardAgentState, Any, 
             :data:`~langchain_loop_guard.OnStop`.
         clock: returns seconds (:func:`time.time` by default for time between steps, the
             detector's :func:`time.monotonic` within one).
-        record_to: append every run's events to this file, digests only, for
-            ``loop-guard replay`` (off by default; failing open). A thread's events are
-            recorded under its ``thread_id``.
+        record_to: as for :class:`~langchain_loop_guard.LoopGuardCallbackHandler`; a
+            thread's events are recorded under its ``thread_id``.
 
     Raises:
         LoopGuardConfigError: a bad ``config``, ``nudges``, ``on_stop`` or ``clock``, naming

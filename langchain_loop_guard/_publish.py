@@ -1,15 +1,10 @@
 """Where a guard's verdicts show besides its log: the traced run and the run's stream.
 
-:meth:`GuardRuntime.report <langchain_loop_guard._runtime.GuardRuntime.report>` calls
-:func:`publish` for every verdict (a stop, an observe-mode "would stop", a warning, a nudge),
-which marks the traced LangSmith run of the step and its trace's top-level run (metadata, tags
-and an event: LangChain's tracer sends them when the run ends, so the guard sends nothing
-itself), dispatches a ``"loop_guard"`` custom event and writes to the graph's custom stream,
-each only when it applies and failing open; ``docs/observability.md`` shows what each holds.
-The data is names, counts and digests only (SPEC §8), as in the log.
-
-:class:`CallbackStopFilter` keeps LangChain's callback manager from logging each of the
-callback handler's deliberate stops a second time, as if it were an error.
+:func:`publish` marks the traced LangSmith run of the step and its trace's top-level run
+(metadata, tags and an event, which LangChain's tracer sends when the run ends), dispatches a
+``"loop_guard"`` custom event and writes to the graph's custom stream, each only when it
+applies (``docs/observability.md``). :class:`CallbackStopFilter` keeps LangChain from logging
+each of the callback handler's deliberate stops a second time, as an error.
 """
 
 from __future__ import annotations
