@@ -89,15 +89,18 @@ def _with_hint(messages: Sequence[BaseMessage], hint_text: str) -> list[BaseMess
     return [SystemMessage(content=hint_text), *messages]
 
 
-class _HintedChatPromptTemplate(ChatPromptTemplate):
-    """A ``ChatPromptTemplate`` whose formatted messages carry the loop hint."""
-
-    loop_hint: _HintSource = Field(exclude=True, repr=False)
+class _Live:
+    """Not serializable by LangChain: the hint follows a live guard object."""
 
     @classmethod
     def is_lc_serializable(cls) -> bool:
-        """Not serializable: the hint follows a live guard object."""
         return False
+
+
+class _HintedChatPromptTemplate(_Live, ChatPromptTemplate):
+    """A ``ChatPromptTemplate`` whose formatted messages carry the loop hint."""
+
+    loop_hint: _HintSource = Field(exclude=True, repr=False)
 
     def format_messages(self, **kwargs: Any) -> list[BaseMessage]:
         """Format the template, then add the hint to its system message."""
@@ -120,14 +123,9 @@ def _hinted_template(prompt: ChatPromptTemplate, source: _HintSource) -> ChatPro
     return _HintedChatPromptTemplate(**values, loop_hint=source)
 
 
-class _HintedModel(RunnableSequence[Any, Any]):
+class _HintedModel(_Live, RunnableSequence[Any, Any]):
     """``hint_step | model`` that binds like the model: ``create_agent`` calls ``bind_tools``
     and ``bind`` on the model it is given, and gets the hinted model back, bound."""
-
-    @classmethod
-    def is_lc_serializable(cls) -> bool:
-        """Not serializable: the hint follows a live guard object."""
-        return False
 
     def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> Runnable[Any, Any]:
         """The wrapped model's ``bind_tools(tools, **kwargs)``, still behind the hint step.

@@ -45,13 +45,7 @@ goes on)."""
 ACTION_RANK: Mapping[str, int] = {"warn": 0, "observe": 1, "nudge": 2, "block": 3, "abort": 3}
 """A run's metadata keeps its most serious verdict: a later warning does not hide a stop."""
 
-_TAG_OF_ACTION = {
-    "warn": "warn",
-    "observe": "observe",
-    "nudge": "nudge",
-    "block": "stop",
-    "abort": "stop",
-}
+_TAG_OF_ACTION = {"block": "stop", "abort": "stop"}  # any other action is its own tag
 
 
 @dataclass(frozen=True, slots=True)

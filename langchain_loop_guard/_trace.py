@@ -61,18 +61,15 @@ _ACTIONS: Final = frozenset(get_args(Action))
 _SIGNALS: Final = frozenset(Signal)
 _OUTCOMES: Final = ("ok", "error")
 _COMMON: Final = frozenset({"v", "run", "t", "e", "verdict"})
+_BARE: Final = ("turn_start", "tick", "reset", "release", "user_message")  # no fields of their own
 _FIELDS: Final[Mapping[str, frozenset[str]]] = {
-    "turn_start": frozenset(),
-    "tick": frozenset(),
-    "reset": frozenset(),
-    "release": frozenset(),
-    "user_message": frozenset(),
+    **{kind: frozenset() for kind in _BARE},
     "tool_call": frozenset({"tool", "d", "id"}),
     "tool_result": frozenset({"tool", "d", "id", "outcome", "n", "i"}),
     "assistant_message": frozenset({"d", "calls", "ctx", "n"}),
 }
 _REQUIRED: Final[Mapping[str, frozenset[str]]] = {
-    **{kind: frozenset() for kind in ("turn_start", "tick", "reset", "release", "user_message")},
+    **{kind: frozenset() for kind in _BARE},
     "tool_call": frozenset({"tool", "d"}),
     "tool_result": frozenset({"tool", "d", "outcome"}),
     "assistant_message": frozenset({"d", "calls"}),
