@@ -190,7 +190,7 @@ class RunEngine(Generic[R]):
         self.capacity = capacity
         """The registry's capacity, read at each new run (the handler's ``max_runs``)."""
         self._make = make
-        self.forgotten: Callable[[R], None] = _nothing
+        self.forgotten: Callable[[R], None] = lambda run: None
         """Told of every run the registry forgets to make room (the run tree forgets it too)."""
         self.now: Callable[[], float] = time.monotonic
         """The registry's clock (an injected clock is the detectors' own, for elapsed time)."""
@@ -302,7 +302,3 @@ class RunEngine(Generic[R]):
                 self.forgotten(run)
                 return True
         return False
-
-
-def _nothing(run: Run) -> None:
-    """No one to tell."""

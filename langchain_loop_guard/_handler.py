@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, cast
 from uuid import UUID
 
@@ -281,7 +281,10 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
         if tracked:  # digested outside the lock: other runs' callbacks need not wait
             text, tool_calls, answer_id = _answer(response)
             key = assistant_key(text)
-            sketch = _reply_sketch(text, key, tool_calls, self.config.scope)
+            # a reply's word sketch: only for a reply (no calls) in a thread, where replies can
+            # go round (SPEC §12 R9)
+            thread = self.config.scope == "thread"
+            sketch = reply_sketch(text) if key is not None and not tool_calls and thread else None
             named = [
                 (name, call_signature(name, args), call_id, arg_tokens(args, name))
                 for name, args, call_id in tool_calls
@@ -409,9 +412,3 @@ def _answer(response: LLMResult) -> tuple[str, list[tuple[str, Any, str | None]]
         return generation.text, [], None
     calls = [(safe_tool_name(tc["name"]), tc["args"], tc.get("id")) for tc in message.tool_calls]
     return message.text, calls, message.id
-
-
-def _reply_sketch(text: str, key: str | None, calls: Sequence[object], scope: str) -> str | None:
-    """A reply's word sketch, needed only for a reply (no calls) in a thread, where replies
-    can go round (SPEC §12 R9)."""
-    return reply_sketch(text) if key is not None and not calls and scope == "thread" else None

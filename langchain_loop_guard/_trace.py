@@ -222,7 +222,7 @@ class TraceRecorder:
                     fd = os.open(self._path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
                     self._file = open(fd, "a", encoding="utf-8")  # noqa: SIM115 - kept open
                     # closed when the recorder goes (with its guard), if not before
-                    self._finalizer = weakref.finalize(self, _close_file, self._file)
+                    self._finalizer = weakref.finalize(self, self._file.close)
                 self._file.write(text)
                 self._file.flush()
             except (OSError, ValueError) as exc:  # ValueError: a closed file
@@ -245,10 +245,6 @@ class TraceRecorder:
             finalizer, self._finalizer = self._finalizer, None
             with contextlib.suppress(OSError):
                 finalizer()
-
-
-def _close_file(file: IO[str]) -> None:
-    file.close()
 
 
 # --- reading ---------------------------------------------------------------------------------
