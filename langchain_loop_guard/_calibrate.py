@@ -30,13 +30,8 @@ __all__ = ["Calibration", "calibrate"]
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Calibration:
-    """One trace replayed under several values of one setting (see :func:`calibrate`).
-
-    Attributes:
-        key: the setting (a :class:`LoopGuardConfig` field name).
-        values: its values, in the order given.
-        reports: the replay under each value.
-    """
+    """One trace replayed under several values of one setting (:func:`calibrate`): the setting's
+    ``key``, its ``values`` in the order given, and the replay under each (``reports``)."""
 
     key: str
     values: tuple[object, ...]

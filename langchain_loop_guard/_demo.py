@@ -119,14 +119,9 @@ Event = ModelTurn | ToolRun | NotRun | GuardVerdict | SentBack
 
 @dataclass(frozen=True, slots=True)
 class DemoResult:
-    """What happened in one demo run.
-
-    Attributes:
-        loop, mode, integration, locale: the demo's options.
-        events: the timeline, in the order things happened.
-        raised: the :class:`~langchain_loop_guard.LoopDetected` the run ended with, if any.
-        error: the type name of any other exception the run ended with (a bug), if any.
-    """
+    """What happened in one demo run: its options, its timeline (``events``, in order), and the
+    :class:`~langchain_loop_guard.LoopDetected` it ended with (``raised``) or the type name of any
+    other exception (``error``: a bug)."""
 
     loop: LoopKind
     mode: Mode

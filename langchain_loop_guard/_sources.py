@@ -56,17 +56,9 @@ def trace_files(path: str | os.PathLike[str]) -> list[Path]:
 def json_values(
     path: Path, *, items: bool = True, progress: Callable[[int], None] | None = None
 ) -> Iterator[tuple[int, Any]]:
-    """``(line, value)`` for each JSON value of the file, in order.
-
-    Args:
-        path: the file (plain or gzip).
-        items: when the file is one JSON array, yield its items rather than the array.
-        progress: told the bytes of the file read so far, after each chunk.
-
-    Raises:
-        TraceFormatError: the file is not a sequence of JSON values (naming the line).
-        OSError: the file cannot be read.
-    """
+    """``(line, value)`` for each JSON value of ``path`` (plain or gzip), in order: the items of a
+    top-level array when ``items``; ``progress`` is told the bytes read after each chunk.
+    :class:`TraceFormatError` (naming the line) when it is not a sequence of JSON values."""
     with path.open("rb") as raw:
         binary: IO[bytes] | gzip.GzipFile = raw
         magic = raw.read(4)

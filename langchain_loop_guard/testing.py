@@ -264,15 +264,12 @@ def scripted_tool(
     description: str | None = None,
     then: Literal["repeat", "cycle", "error"] = "repeat",
 ) -> ScriptedTool:
-    """A tool named ``name`` that answers each call with the next of ``results``.
-
-    A result that is an exception instance is raised (a failing tool): a
-    :class:`~langchain_core.tools.ToolException` becomes an error tool message the model reads,
-    as with any tool that sets ``handle_tool_error``; other exceptions propagate to the
-    ``ToolNode``, which by default re-raises them. A callable result is
-    called with the call's arguments and its return value used (or raised). With no results the
-    tool answers ``"ok"``. After the last result, ``then`` decides: ``"repeat"`` the last one,
-    ``"cycle"`` start over, or ``"error"``. The tool accepts any arguments.
+    """A tool named ``name`` that answers each call with the next of ``results`` (``"ok"`` without
+    any), then as ``then`` says: ``"repeat"`` the last one, ``"cycle"``, or ``"error"``. A callable
+    result is called with the call's arguments, and what it returns is used. An exception is raised:
+    a :class:`~langchain_core.tools.ToolException` becomes an error tool message the model reads (as
+    with any tool that sets ``handle_tool_error``), others propagate to the ``ToolNode``, which by
+    default re-raises them. The tool accepts any arguments.
     """
     holder: list[ScriptedTool] = []
 
