@@ -142,10 +142,6 @@ def fresh_state() -> GuardData:
     return GuardData(v=STATE_VERSION, pending=[], ai=None, turn=False, nudged=0)
 
 
-def _is_number(value: object) -> bool:
-    return type(value) in (int, float) and math.isfinite(cast(float, value))
-
-
 def _malformed(stored: object) -> str | None:
     """What is wrong with a stored guard state (field names only, never values), or ``None``."""
     if not isinstance(stored, Mapping):
@@ -174,7 +170,7 @@ _CHECKS: tuple[tuple[str, Callable[[object], bool]], ...] = (
     ("ai", lambda value: value is None or isinstance(value, str)),
     ("turn", lambda value: type(value) is bool),
     ("nudged", lambda value: type(value) is int and value >= 0),
-    ("at", _is_number),
+    ("at", lambda value: type(value) in (int, float) and math.isfinite(cast(float, value))),
 )
 """What :func:`_malformed` checks of each field of a stored guard state, in order (made
 once: the state is read at every step)."""
