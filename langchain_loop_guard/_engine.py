@@ -130,12 +130,10 @@ class Run:
         return self.decide("user_message")
 
     def settle(self, verdict: Verdict, nudges: int) -> Verdict | None:
-        """Spend a nudge on a stopping ``verdict`` (the trip lifted, the history kept), or keep
-        it as the run's stop: ``None`` for a nudge, else the stop as reported.
-
-        A stop on the loop nudged last counts the attempts the nudge refused; a call refused
-        because the run stopped earlier gives the real reason.
-        """
+        """Spend a nudge on a stopping ``verdict`` (the trip lifted, the history kept; ``None``), or
+        keep it as the run's stop, returned as reported: a stop on the loop nudged last counts the
+        attempts the nudge refused, and a call refused because the run stopped gives the real
+        reason."""
         if not verdict.tripped and self.nudged < nudges:
             self.detector.release()
             self.nudged += 1

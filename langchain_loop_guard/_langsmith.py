@@ -121,16 +121,11 @@ class _Run:
 def read_langsmith(
     values: Iterable[tuple[str, int, Any]], *, scope: str = "run"
 ) -> Iterator[TraceItem]:
-    """The events of every trace of a LangSmith export, trace after trace.
-
-    Args:
-        values: ``(file, line, value)`` of each JSON value read (a run, a run tree or a page).
-        scope: ``"thread"`` replays the traces of one thread as one run.
-
-    Raises:
-        TraceFormatError: a value that is no run, a run without the fields a replay needs
-            (``id``, ``run_type``, ``name``, ``start_time``) or with a field of the wrong type,
-            or an export without inputs and outputs; naming the file and line.
+    """The events of every trace of a LangSmith export, trace after trace, from ``(file, line,
+    value)`` of each JSON value read (a run, a run tree or a page); ``scope="thread"`` replays the
+    traces of one thread as one run. :class:`TraceFormatError`, naming the file and line, for a
+    value that is no run, a run without the fields a replay needs (``id``, ``run_type``, ``name``,
+    ``start_time``) or with one of the wrong type, or an export without inputs and outputs.
     """
     runs: dict[str, _Run] = {}
     for path, line, value in values:

@@ -94,15 +94,12 @@ class RunReplay:
 
     Attributes:
         run: the run's id (the top-level run, the thread, or the LangSmith trace).
-        events: events replayed.
-        calls: tool calls among them.
+        events, calls: events replayed, and the tool calls among them.
         stop: where the guard (mode ``"on"``) would first stop the run, or ``None``.
         warnings: soft signals (turn count, elapsed time) that would warn before that.
-        live: for a loop-guard trace, the live run's first stop (or observed loop); ``None``
-            when it had none or when the trace cannot tell.
+        live: the live run's first stop (or observed loop), when the trace records one.
         recorded: whether the trace holds the live verdicts (a loop-guard trace does).
-        timeline: the marks the HTML report draws (tool names and errors along the run), kept
-            for the runs that stop or whose live run stopped.
+        timeline: the marks the HTML report draws, kept for the runs it draws.
     """
 
     run: str

@@ -157,12 +157,8 @@ class GuardRuntime:
         return self._config.mode
 
     def set_mode(self, mode: Mode | str) -> None:
-        """Switch every run of this guard to ``mode`` (``"on"``, ``"observe"`` or ``"off"``,
-        in any case, as in the configuration: ``"ON"`` is ``"on"``).
-
-        Raises:
-            LoopGuardConfigError: ``mode`` is none of these.
-        """
+        """Switch every run of this guard to ``mode``, ``"on"``, ``"observe"`` or ``"off"`` in any
+        case (as in the configuration); :class:`LoopGuardConfigError` for any other."""
         allowed = get_args(Mode)
         word = mode.lower() if isinstance(mode, str) else mode
         if word not in allowed:
@@ -220,16 +216,10 @@ class GuardRuntime:
         config: LoopGuardConfig | None = None,
         listener: EventListener | None = None,
     ) -> LoopDetector:
-        """A detector for a new run, under the configuration in force.
-
-        Args:
-            run_id: the run the detector serves. With ``record_to=``, its events are recorded
-                under this id (a detector without one, for a view, records nothing).
-            config: the configuration to use, read once by the caller (the one in force when
-                ``None``).
-            listener: receives the detector's events instead of the recorder (an adapter that
-                records only the events it commits passes its own).
-        """
+        """A detector for a new run, under ``config`` (read once by the caller; the one in force
+        when ``None``). With ``record_to=``, the events of a detector given a ``run_id`` are
+        recorded under it (one without, for a view, records nothing), unless a ``listener`` takes
+        them (an adapter that records only the events it commits passes its own)."""
         clock = self._clock or time.monotonic
         config = config if config is not None else self._config
         if listener is None and run_id is not None and self._recorder is not None:

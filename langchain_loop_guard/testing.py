@@ -301,12 +301,10 @@ class InvalidHistoryError(AssertionError):
 
 
 def history_problems(messages: Sequence[BaseMessage]) -> list[str]:
-    """Why OpenAI or Anthropic would reject ``messages`` as a chat history (empty if valid).
-
-    Their rule: every tool call of a model answer (``AIMessage.tool_calls``, invalid ones
-    too) is answered by a ``ToolMessage`` with its id before any other message, and every
-    ``ToolMessage`` answers a call of the model answer right before it. A thread a stop left
-    with an unanswered call fails every later request with HTTP 400.
+    """Why OpenAI or Anthropic would reject ``messages`` as a chat history (empty if valid): every
+    tool call of a model answer (invalid ones too) must be answered by a ``ToolMessage`` with its id
+    before any other message, and every ``ToolMessage`` must answer a call of the model answer right
+    before it. A thread a stop left with an open call fails every later request.
     """
     problems: list[str] = []
     open_ids: list[str] = []
