@@ -58,9 +58,13 @@ def text_table(rows: Sequence[Sequence[str]], indent: str = "  ") -> list[str]:
     ]
 
 
-def _render_text(sections: list[_Section]) -> str:
+class _View(Protocol):
+    def _sections(self) -> list[_Section]: ...
+
+
+def _as_text(view: _View) -> str:
     lines: list[str] = []
-    for section in sections:
+    for section in view._sections():
         lines.append(section.title)
         lines += text_table([section.header, *section.rows] if section.header else section.rows)
     return "\n".join(lines)
@@ -69,9 +73,9 @@ def _render_text(sections: list[_Section]) -> str:
 _CELL = "text-align:left;padding:2px 16px 2px 0;vertical-align:top"
 
 
-def _render_html(sections: list[_Section]) -> str:
+def _as_html(view: _View) -> str:
     parts = ['<div class="loop-guard">']
-    for section in sections:
+    for section in view._sections():
         parts.append(
             '<table style="border-collapse:collapse;margin-bottom:1em">'
             f'<caption style="text-align:left;font-weight:bold;padding-bottom:4px">'
@@ -89,18 +93,6 @@ def _render_html(sections: list[_Section]) -> str:
         parts.append("</tbody></table>")
     parts.append("</div>")
     return "".join(parts)
-
-
-class _View(Protocol):
-    def _sections(self) -> list[_Section]: ...
-
-
-def _as_text(view: _View) -> str:
-    return _render_text(view._sections())
-
-
-def _as_html(view: _View) -> str:
-    return _render_html(view._sections())
 
 
 def _pretty(view: _View, printer: Any, cycle: bool) -> None:
