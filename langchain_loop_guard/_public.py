@@ -87,11 +87,7 @@ def json_text(data: object) -> str:
     """``data`` as indented JSON text with every control character escaped (``json`` leaves
     U+007F-U+009F and invisible formatting characters as they are)."""
     text = json.dumps(data, indent=2, ensure_ascii=False)
-    return _UNSAFE_IN_JSON.sub(_json_escape, text)
-
-
-def _json_escape(match: re.Match[str]) -> str:
-    return f"\\u{ord(match.group()):04x}"
+    return _UNSAFE_IN_JSON.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
 
 
 def _escape(match: re.Match[str]) -> str:

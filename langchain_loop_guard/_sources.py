@@ -197,7 +197,8 @@ class _Scanner:
             except RecursionError:
                 raise self.fail("JSON nested too deeply to read") from None
             except ValueError as exc:  # a number with more digits than int() converts
-                raise self.fail(f"a JSON number too long to read ({_first_words(exc)})") from None
+                words = str(exc).split(";")[0].split(":")[0][:80]
+                raise self.fail(f"a JSON number too long to read ({words})") from None
             if end >= len(text) - _SLACK and not isinstance(value, dict | list) and self._more():
                 continue  # a number or literal may go on in the next chunk
             self._advance(end)
@@ -236,7 +237,3 @@ class _Scanner:
                     raise self.fail("expected an item after ',' in the array")
         if self._peek():
             raise self.fail("text after the JSON array")
-
-
-def _first_words(exc: BaseException) -> str:
-    return str(exc).split(";")[0].split(":")[0][:80]

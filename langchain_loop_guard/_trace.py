@@ -109,11 +109,6 @@ class TraceItem:
 # --- writing ---------------------------------------------------------------------------------
 
 
-def _call_id(call_id: str | None, secret: bytes | None) -> str | None:
-    # Call ids are opaque but could be anything a host chose: only their digest is written.
-    return None if call_id is None else public_digest(digest("call", call_id), secret)
-
-
 def _public_sketch(near: str, secret: bytes | None) -> str:
     """A near sketch with each of its line hashes keyed: shared lines stay shared."""
     chunks = (near[i : i + 8] for i in range(0, len(near), 8))
@@ -136,7 +131,8 @@ def encode_event(run: str, event: DetectorEvent, *, secret: bytes | None = None)
         line["tool"] = safe_tool_name(event.tool)
         line["d"] = public_digest(event.digest, secret)
         if event.call_id is not None:
-            line["id"] = _call_id(event.call_id, secret)
+            # opaque, but anything a host chose: only the id's digest is written
+            line["id"] = public_digest(digest("call", event.call_id), secret)
         if event.kind == "tool_result":
             line["outcome"] = "error" if event.error else "ok"
             if event.near is not None:
