@@ -338,11 +338,8 @@ def _run_replay(args: argparse.Namespace) -> int:
         if where is not None:
             with open(where, "w", encoding="utf-8") as page:
                 page.write(result.to_html())
-    except LoopGuardConfigError as exc:
+    except (LoopGuardConfigError, TraceFormatError) as exc:
         return _usage(exc, terminal_safe)
-    except TraceFormatError as exc:
-        print(f"{_PROG}: {terminal_safe(str(exc))}", file=sys.stderr)
-        return EXIT_USAGE
     except OSError as exc:
         problem = f"{exc.filename or args.trace}: {exc.strerror or exc}"
         print(f"{_PROG}: {terminal_safe(problem)}", file=sys.stderr)
@@ -359,7 +356,7 @@ def _run_replay(args: argparse.Namespace) -> int:
 
 
 def _usage(exc: ValueError, safe: Callable[[str], str]) -> int:
-    """Print a configuration problem (one line each) and return the usage status."""
+    """Print a usage, configuration or trace problem (one line each); the usage status."""
     problems = exc.problems if isinstance(exc, LoopGuardConfigError) else (str(exc),)
     for problem in problems:
         print(f"{_PROG}: {safe(problem)}", file=sys.stderr)
