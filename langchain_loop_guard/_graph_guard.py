@@ -321,12 +321,10 @@ class GraphGuard(GuardRuntime):
         return GraphPass(self, data=data, run=run, config=config, nudges=nudges, now=now)
 
     def _take_live(self, exported: object, config: LoopGuardConfig) -> LoopDetector | None:
-        """The detector that exported ``exported`` in an earlier pass, if it can go on.
-
-        Restoring a detector is half of a pass's work, and in a running graph the next pass reads
-        the very object the last one wrote. The detector is taken (a second reader restores its
-        own copy), and only when built under ``config`` and recording nothing (a recorder's
-        listener belongs to one pass).
+        """The detector that exported ``exported`` in an earlier pass, taken if it can go on (built
+        under ``config``, recording nothing: a listener belongs to one pass): restoring a detector
+        is half of a pass's work, and the next pass of a running graph reads the very object the
+        last one wrote. A second reader of that object restores its own copy.
         """
         with self._lock:
             entry = self._live.pop(id(exported), None)

@@ -340,13 +340,8 @@ def history_problems(messages: Sequence[BaseMessage]) -> list[str]:
 
 def assert_valid_history(messages: Sequence[BaseMessage]) -> None:
     """Raise :class:`InvalidHistoryError` (an ``AssertionError``) unless a chat provider would
-    accept ``messages`` (see :func:`history_problems`).
-
-    Check what your model receives after a stop, for example the last call a
-    :class:`ScriptedChatModel` saw::
-
-        assert_valid_history(model.seen[-1])
-    """
+    accept ``messages`` (:func:`history_problems`); for example, after a stop, what the
+    :class:`ScriptedChatModel` was called with last: ``assert_valid_history(model.seen[-1])``."""
     problems = history_problems(messages)
     if problems:
         raise InvalidHistoryError(problems)
