@@ -264,24 +264,21 @@ class _Recorder(BaseCallbackHandler):
                 self._ran.add(call_id)
 
     def on_tool_end(self, output: Any, *, run_id: UUID, **kwargs: Any) -> None:
-        with self._lock:
-            started = self._running.pop(run_id, None)
-        if started is None:
-            return
-        name, digest, _ = started
         failed = isinstance(output, ToolMessage) and output.status == "error"
         content = output.content if isinstance(output, ToolMessage) else output
-        if failed:
-            self._timeline.add(ToolRun(name, digest, "error", _short(error_key(name, content))))
-        else:
-            self._timeline.add(ToolRun(name, digest, "ok", _short(outcome_digest(content))))
+        self._ended(run_id, content, failed=failed)
 
     def on_tool_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        self._ended(run_id, error, failed=True, shown=not isinstance(error, LoopDetected))
+
+    def _ended(self, run_id: UUID, result: object, *, failed: bool, shown: bool = True) -> None:
+        """A tool run ended: its result's digest on the timeline (not a stop's)."""
         with self._lock:
             started = self._running.pop(run_id, None)
-        if started is not None and not isinstance(error, LoopDetected):
+        if started is not None and shown:
             name, digest, _ = started
-            self._timeline.add(ToolRun(name, digest, "error", _short(error_key(name, error))))
+            key = error_key(name, result) if failed else outcome_digest(result)
+            self._timeline.add(ToolRun(name, digest, "error" if failed else "ok", _short(key)))
 
 
 # --- the agents ---------------------------------------------------------------------------------
