@@ -82,13 +82,11 @@ class CallbackRun(Run):
         named: Sequence[_Named],
         model_run: UUID,
     ) -> Verdict:
-        """Feed a model's answer. It repeats the previous one only if the model's input held
-        that one (SPEC §11 N2): a grader answering ``yes`` to each new document is no loop.
-
-        An answer with several calls, one of which would stop the run, is stopped here: each
-        call is its own parallel task, and refusing only the stopping call's tool would not
-        keep its siblings from running (the graph guards decide such an answer the same way).
-        """
+        """Feed a model's answer: it repeats the previous one only if the model's input held that
+        one (SPEC §11 N2; a grader answering ``yes`` to each new document is no loop). An answer
+        with several calls, one of which would stop the run, is stopped whole: each call is its own
+        parallel task, and refusing only the stopping call's tool would not keep its siblings from
+        running (the graph guards decide such an answer the same way)."""
         event = DetectorEvent(
             kind="assistant_message",
             digest=key,
@@ -266,8 +264,7 @@ class RunTree:
         event of a run that ended (a worker thread still finishing), unless the run was stopped,
         whose record is kept a while so that such an event is stopped too; ``None`` too under a
         top-level run not tracked (shed, forgotten): a late event never starts a detector of its
-        own.
-        """
+        own."""
         root = None
         if parent_run_id is not None:
             if parent_run_id in self.shed:
@@ -443,8 +440,7 @@ class RunTree:
     ) -> None:
         """Report the verdicts of the callback ``where`` of ``run_id``, then raise a stopping
         one (unless ``stop`` is false: a held stop is raised later, see :meth:`hold`). Called
-        without the guard's lock: reporting runs other code (listeners, handlers).
-        """
+        without the guard's lock: reporting runs other code (listeners, handlers)."""
         reported = [verdict for verdict in verdicts if verdict.action != "allow"]
         if not reported:
             return

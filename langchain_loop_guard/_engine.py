@@ -175,8 +175,7 @@ R = TypeVar("R", bound=Run)
 class RunEngine(Generic[R]):
     """The runs one guard keeps in memory, bounded as the handler's ``max_runs`` says: begun,
     found, ended, forgotten. Ended runs leave their inspection, and a stopped run its record
-    for a while, for its late events.
-    """
+    for a while, for its late events."""
 
     def __init__(
         self,

@@ -245,8 +245,7 @@ class GraphGuard(GuardRuntime):
         """The stop an earlier pass answered the calls of and left to this step to raise: only
         while its answer is the last model answer and the guard's answers to it are the last
         messages (before the stop message, see :attr:`_halt_ends_run`). Raised as the same object
-        when this process made it, else rebuilt from the marker, without its ``verdict``.
-        """
+        when this process made it, else rebuilt from the marker, without its ``verdict``."""
         marker = self._halt_marker(messages, stored)
         if marker is None:
             return None
@@ -324,8 +323,7 @@ class GraphGuard(GuardRuntime):
         """The detector that exported ``exported`` in an earlier pass, taken if it can go on (built
         under ``config``, recording nothing: a listener belongs to one pass): restoring a detector
         is half of a pass's work, and the next pass of a running graph reads the very object the
-        last one wrote. A second reader of that object restores its own copy.
-        """
+        last one wrote. A second reader of that object restores its own copy."""
         with self._lock:
             entry = self._live.pop(id(exported), None)
         if entry is None or entry[0] is not exported or entry[1].config is not config:

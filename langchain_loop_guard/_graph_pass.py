@@ -323,8 +323,7 @@ def quiet_turn(
     """Whether the pass before a model call can be left to the pass after it: it would only feed
     successful results and count the turn, with no error, trip or soft warning due, and the pass
     after the model feeds the same events in the same order. Anything unusual, or unreadable,
-    answers ``False``: the full pass decides.
-    """
+    answers ``False``: the full pass decides."""
     if not isinstance(stored, Mapping):
         return stored is None  # a thread's first turn: nothing to feed yet
     exported = stored.get("detector")

@@ -125,8 +125,7 @@ def read_langsmith(
     value)`` of each JSON value read (a run, a run tree or a page); ``scope="thread"`` replays the
     traces of one thread as one run. :class:`TraceFormatError`, naming the file and line, for a
     value that is no run, a run without the fields a replay needs (``id``, ``run_type``, ``name``,
-    ``start_time``) or with one of the wrong type, or an export without inputs and outputs.
-    """
+    ``start_time``) or with one of the wrong type, or an export without inputs and outputs."""
     runs: dict[str, _Run] = {}
     for path, line, value in values:
         for obj in _flatten(path, line, value):
@@ -347,8 +346,7 @@ def _events(key: str, runs: list[_Run]) -> Iterator[TraceItem]:
     """The detector events of one trace, ordered by time (a run's start before its end). In a
     trace the guard stopped (it acts before the tracer), a tool run that never finished is the
     call whose result it stopped on, and calls the last turn named that no tool run took were
-    blocked or counted as failed: their outcome, not in the export, is the tool's last one.
-    """
+    blocked or counted as failed: their outcome, not in the export, is the tool's last one."""
     stopped = any(run.stopped for run in runs)
     steps: list[tuple[_dt.datetime, int, str, _Run]] = []
     for run in runs:

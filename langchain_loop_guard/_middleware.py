@@ -165,8 +165,7 @@ class LoopGuardMiddleware(GraphGuard, AgentMiddleware[LoopGuardAgentState, Any, 
         """Feed the tool results and the turn's start, then call the model with the anti-loop
         hint appended to its system message (once; unless the mode is ``"off"`` or
         ``prompt_hint=False``). A stop raises (or interrupts) before the model is called; with
-        ``on_stop="end"`` the run's final message takes the model's place.
-        """
+        ``on_stop="end"`` the run's final message takes the model's place."""
         update = self._pass_before_model(request)
         if update is not None and update.jump == "end":
             return _with_state(ModelResponse(result=list(update.messages)), update)

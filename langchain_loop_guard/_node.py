@@ -139,8 +139,7 @@ class LoopGuardNode(GraphGuard):
     def route(self, state: Any) -> str | list[Send]:
         """The next step after the guard node: ``END`` after a final answer (the guard's stop
         message is one); the tools node when the last answer has calls no message answered yet (a
-        ``Send`` of only those when the guard answered some); else the model node.
-        """
+        ``Send`` of only those when the guard answered some); else the model node."""
         messages = _messages(state, self._messages_key)
         if not messages:
             return END

@@ -90,8 +90,7 @@ def repair_update(
     """A ``messages`` update that repairs ``messages``, ``None`` when nothing dangles: the
     answers appended when they belong at the end, else the whole history rewritten
     (``RemoveMessage(REMOVE_ALL_MESSAGES)`` first), since the ``add_messages`` reducer cannot
-    insert.
-    """
+    insert."""
     repaired = repaired_history(messages, locale)
     if repaired is None:
         return None

@@ -337,8 +337,7 @@ def _replay_all(
     """Replay ``items`` under each of ``configs`` in one pass. A run's detectors go at its last
     event: at the next run of a LangSmith export or a trajectories file (runs come one after
     the other), or where ``ends`` marks it in a loop-guard trace (runs interleave), so memory
-    holds the runs open at once, not a detector per run of the file.
-    """
+    holds the runs open at once, not a detector per run of the file."""
     settings = [
         (_enforcing(config), config.locale, config.frequency_window_size) for config in configs
     ]

@@ -270,8 +270,7 @@ class GuardRuntime:
     ) -> Verdict:
         """:meth:`feed` without the report: for adapters that decide under their own lock and
         :meth:`report` after releasing it (listeners run outside any lock). ``"replay"`` feeds
-        a :class:`~langchain_loop_guard._detector.DetectorEvent` digested beforehand.
-        """
+        a :class:`~langchain_loop_guard._detector.DetectorEvent` digested beforehand."""
         try:
             verdict: Verdict = getattr(detector, event)(*args, **kwargs)
         except Exception as exc:  # noqa: BLE001 - fail open, SPEC §8
@@ -382,8 +381,7 @@ class GuardRuntime:
         warnings, observed loops, stops, a stopped run's blocks and aborts with ``verdict.tripped``;
         a graph guard's nudges are no stops and are not given). It runs on the event's thread,
         outside the guard's lock; its exceptions are logged once and swallowed. Returns a function
-        that removes it. Recipes (metrics counters): ``docs/observability.md``.
-        """
+        that removes it. Recipes (metrics counters): ``docs/observability.md``."""
         with self._lock:
             self._listeners = (*self._listeners, listener)
 

@@ -99,9 +99,8 @@ class ScriptedChatModel(BaseChatModel):
             :class:`ScriptExhaustedError`, ``"repeat"`` repeats the last step forever (a model
             stuck in a loop), ``"cycle"`` starts the script over.
 
-    Tool calls without an ``id`` get a unique one (``call_1``, ``call_2``, …). ``bind_tools``
-    records the bound tool names in :attr:`bound_tools` and returns the model itself. The
-    messages of every call are kept in :attr:`seen` (for asserting on prompts).
+    Tool calls without an ``id`` get a unique one (``call_1``, ``call_2``, …); ``bind_tools``
+    returns the model itself. See :attr:`seen` and :attr:`bound_tools` to assert on prompts.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -269,8 +268,7 @@ def scripted_tool(
     result is called with the call's arguments, and what it returns is used. An exception is raised:
     a :class:`~langchain_core.tools.ToolException` becomes an error tool message the model reads (as
     with any tool that sets ``handle_tool_error``), others propagate to the ``ToolNode``, which by
-    default re-raises them. The tool accepts any arguments.
-    """
+    default re-raises them. The tool accepts any arguments."""
     holder: list[ScriptedTool] = []
 
     def run(**kwargs: Any) -> Any:
@@ -304,8 +302,7 @@ def history_problems(messages: Sequence[BaseMessage]) -> list[str]:
     """Why OpenAI or Anthropic would reject ``messages`` as a chat history (empty if valid): every
     tool call of a model answer (invalid ones too) must be answered by a ``ToolMessage`` with its id
     before any other message, and every ``ToolMessage`` must answer a call of the model answer right
-    before it. A thread a stop left with an open call fails every later request.
-    """
+    before it. A thread a stop left with an open call fails every later request."""
     problems: list[str] = []
     open_ids: list[str] = []
     asked: set[str] = set()
