@@ -16,11 +16,6 @@ model turn, as the callback handler counts them live. A trace the guard stopped 
 with ``LoopDetected``) replays to the same stop (:func:`_events`); a tool run that never
 finished in an interrupted trace has no result.
 
-When the guard stops a model's answer itself (its calls would stop the run), it raises in
-``on_llm_end`` before the LangSmith tracer sees the answer: the SDK then records that model run
-with no ``end_time``, no ``error`` and empty ``outputs``, and no tool run for its calls. Those
-calls are in no run of the export, so such a trace replays without the stop.
-
 Only tool names, digests and times reach the replay. A run exported twice is merged. An export
 without the inputs and outputs the loop signals need is refused, naming how to export them:
 replaying it would stop runs that never looped.
