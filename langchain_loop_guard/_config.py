@@ -13,21 +13,15 @@ Sources, lowest first (SPEC §5):
 Each value is checked as it is read, so an error can name its source, key, value and what is
 allowed; every problem is reported at once, and a configuration is either complete and valid or
 not built at all. Pydantic owns the per-field schema (types and bounds); this module adds the
-sources, the seed's ``enabled`` alias, the cross-field rule and readable errors on top. Pydantic
+sources (read in :mod:`~langchain_loop_guard._config_sources`), the seed's ``enabled`` alias, the cross-field rule and readable errors on top. Pydantic
 calls an overridden ``__init__`` from ``model_validate`` too, so every way in is checked.
 """
 
 from __future__ import annotations
 
-import difflib
-import json
 import logging
 import os
-import re
-import reprlib
-import stat
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Mapping
 from functools import cache
 from pathlib import Path
 from types import MappingProxyType
@@ -47,6 +41,19 @@ from pydantic import (
     field_serializer,
 )
 
+from langchain_loop_guard._config_sources import (
+    MAX_COUNT,
+    MAX_CYCLE_LENGTH,
+    MAX_TIMEOUT_MS,
+    MAX_TURNS,
+    Entry,
+    Layer,
+    config_problem,
+    environment_layer,
+    file_layers,
+    show,
+    suggestion,
+)
 from langchain_loop_guard._errors import ConfigProblem, LoopGuardConfigError
 from langchain_loop_guard._messages import LOCALES, negotiate_locale
 
@@ -55,22 +62,6 @@ __all__ = ["ConfigRow", "Locale", "LoopGuardConfig", "Mode", "Scope"]
 Mode = Literal["on", "observe", "off"]
 Locale = Literal["en", "ko"]
 Scope = Literal["run", "thread"]
-
-_MAX_COUNT: Final = 1000
-"""Upper bound of every threshold, the window and the nudges: per-run memory stays bounded."""
-
-_MAX_CYCLE_LENGTH: Final = 20
-"""Upper bound of ``max_cycle_length``; longer cycles are the no-progress signal's job."""
-
-_MAX_TURNS: Final = 10**9
-"""Upper bound of ``max_turns``: far beyond any run, and a number every host can print."""
-
-_MAX_TIMEOUT_MS: Final = 10**12
-"""Upper bound of ``turn_timeout_ms`` (about 31 years)."""
-
-_MAX_FILE_BYTES: Final = 1 << 20
-"""The largest configuration file read (a real one is a few hundred bytes)."""
-
 
 _logger = logging.getLogger("langchain_loop_guard")
 
@@ -143,13 +134,13 @@ class _FrozenMapping(Mapping[str, int]):
         return repr(self._data)
 
 
-_Threshold = Annotated[int, Field(strict=True, ge=2, le=_MAX_COUNT)]
+_Threshold = Annotated[int, Field(strict=True, ge=2, le=MAX_COUNT)]
 _Positive = Annotated[int, Field(strict=True, ge=1)]
 _ZeroOrThreshold = Annotated[
-    int, Field(strict=True, ge=0, le=_MAX_COUNT), AfterValidator(_zero_or_at_least_two)
+    int, Field(strict=True, ge=0, le=MAX_COUNT), AfterValidator(_zero_or_at_least_two)
 ]
-_Turns = Annotated[int, Field(strict=True, ge=1, le=_MAX_TURNS)]
-_Timeout = Annotated[int, Field(strict=True, ge=1, le=_MAX_TIMEOUT_MS)]
+_Turns = Annotated[int, Field(strict=True, ge=1, le=MAX_TURNS)]
+_Timeout = Annotated[int, Field(strict=True, ge=1, le=MAX_TIMEOUT_MS)]
 
 
 class ConfigRow(NamedTuple):
@@ -199,7 +190,7 @@ class LoopGuardConfig(BaseModel):
     """Identical assistant messages in a row that stop the run."""
     cycle_repeats: _Threshold = Field(3, alias="cycleRepeats")
     """Full repetitions of a tool cycle (A B A B …) that stop the run."""
-    max_cycle_length: Annotated[int, Field(strict=True, ge=2, le=_MAX_CYCLE_LENGTH)] = Field(
+    max_cycle_length: Annotated[int, Field(strict=True, ge=2, le=MAX_CYCLE_LENGTH)] = Field(
         3, alias="maxCycleLength"
     )
     """Longest cycle looked for."""
@@ -216,25 +207,25 @@ class LoopGuardConfig(BaseModel):
     progress_aware: StrictBool = Field(True, alias="progressAware")
     """Count a repeat only when it returned the same outcome (SPEC §3)."""
     no_progress_calls: Annotated[
-        int, Field(strict=True, ge=0, le=_MAX_COUNT), AfterValidator(_zero_or_at_least_two)
+        int, Field(strict=True, ge=0, le=MAX_COUNT), AfterValidator(_zero_or_at_least_two)
     ] = Field(8, alias="noProgressCalls")
     """Calls in a row that only repeat recent (call, outcome) pairs; 0 turns the signal off."""
     near_repeat_threshold: _ZeroOrThreshold = Field(4, alias="nearRepeatThreshold")
     """Identical calls whose outputs are nearly the same (numbers aside); 0 turns it off."""
     max_sequence_length: Annotated[
-        int, Field(strict=True, ge=0, le=_MAX_CYCLE_LENGTH), AfterValidator(_zero_or_at_least_four)
+        int, Field(strict=True, ge=0, le=MAX_CYCLE_LENGTH), AfterValidator(_zero_or_at_least_four)
     ] = Field(6, alias="maxSequenceLength")
     """Longest block of calls (4 or more) watched for repeats; 0 turns the signal off."""
     no_new_info_calls: _ZeroOrThreshold = Field(10, alias="noNewInfoCalls")
     """Model turns in a row whose tool calls bring nothing new; 0 turns the signal off."""
     failing_turns: _ZeroOrThreshold = Field(6, alias="failingTurns")
     """Model turns in a row in which no tool call succeeded; 0 turns the signal off."""
-    reply_cycle_length: Annotated[int, Field(strict=True, ge=0, le=_MAX_CYCLE_LENGTH)] = Field(
+    reply_cycle_length: Annotated[int, Field(strict=True, ge=0, le=MAX_CYCLE_LENGTH)] = Field(
         4, alias="replyCycleLength"
     )
     """Longest cycle of nearly identical replies watched for (over ``cycle_repeats`` laps,
     with ``scope="thread"``); 0 turns the signal off."""
-    nudges: Annotated[int, Field(strict=True, ge=0, le=_MAX_COUNT)] = 0
+    nudges: Annotated[int, Field(strict=True, ge=0, le=MAX_COUNT)] = 0
     """Hard detections that only block the call and tell the model, before one stops the run."""
     scope: Annotated[Scope, BeforeValidator(_any_case)] = "run"
     """``"run"``: one invocation; ``"thread"``: everything on one LangGraph ``thread_id``."""
@@ -284,8 +275,8 @@ class LoopGuardConfig(BaseModel):
         environ = os.environ if environ is None else environ
         cwd = Path.cwd() if cwd is None else cwd
         layers = [
-            *_file_layers(environ, cwd),
-            _environment_layer(environ),
+            *file_layers(environ, cwd, _mapping_layer),
+            environment_layer(environ),
             _mapping_layer(values, "code"),
         ]
         return cls._build(layers)
@@ -300,9 +291,9 @@ class LoopGuardConfig(BaseModel):
         Raises:
             LoopGuardConfigError: if a value is bad or the result is inconsistent.
         """
-        current = _Layer(
+        current = Layer(
             entries=tuple(
-                _Entry(name, getattr(self, name), source=label, key=name, where=label)
+                Entry(name, getattr(self, name), source=label, key=name, where=label)
                 for name, label in self.sources.items()
             )
         )
@@ -332,7 +323,7 @@ class LoopGuardConfig(BaseModel):
         )
 
     @classmethod
-    def _build(cls, layers: Iterable[_Layer]) -> Self:
+    def _build(cls, layers: Iterable[Layer]) -> Self:
         """Resolve ``layers`` and remember the source of each value."""
         values, chosen = _resolve(layers)
         config = cls(**values)
@@ -360,41 +351,6 @@ class LoopGuardConfig(BaseModel):
 
 # --- reading sources -----------------------------------------------------------------------
 
-_ALLOWED: Final[Mapping[str, str]] = MappingProxyType(
-    {
-        "mode": "one of 'on', 'observe', 'off' (any case)",
-        "locale": (
-            "one of 'en', 'ko', or a locale identifier naming one (ko_KR.UTF-8, ko-KR);"
-            " another known locale falls back to 'en'"
-        ),
-        "prompt_hint": "true or false",
-        "max_turns": f"an integer from 1 to {_MAX_TURNS:,}",
-        "turn_timeout_ms": f"an integer from 1 to {_MAX_TIMEOUT_MS:,} (milliseconds)",
-        "repeat_tool_threshold": f"an integer from 2 to {_MAX_COUNT}",
-        "repeat_error_threshold": f"an integer from 2 to {_MAX_COUNT}",
-        "repeat_assistant_threshold": f"an integer from 2 to {_MAX_COUNT}",
-        "cycle_repeats": f"an integer from 2 to {_MAX_COUNT}",
-        "max_cycle_length": f"an integer from 2 to {_MAX_CYCLE_LENGTH}",
-        "repeat_frequency_threshold": f"an integer from 2 to {_MAX_COUNT}",
-        "frequency_window_size": (
-            f"an integer from 2 to {_MAX_COUNT}, at least repeat_frequency_threshold"
-        ),
-        "ignore_tools": "a list of tool names (strings)",
-        "tool_threshold_overrides": (
-            f"an object mapping tool names to integers from 2 to {_MAX_COUNT}"
-        ),
-        "progress_aware": "true or false",
-        "no_progress_calls": f"0 (off) or an integer from 2 to {_MAX_COUNT}",
-        "near_repeat_threshold": f"0 (off) or an integer from 2 to {_MAX_COUNT}",
-        "max_sequence_length": f"0 (off) or an integer from 4 to {_MAX_CYCLE_LENGTH}",
-        "no_new_info_calls": f"0 (off) or an integer from 2 to {_MAX_COUNT}",
-        "failing_turns": f"0 (off) or an integer from 2 to {_MAX_COUNT}",
-        "reply_cycle_length": f"0 (off) or an integer from 1 to {_MAX_CYCLE_LENGTH}",
-        "nudges": f"an integer from 0 to {_MAX_COUNT}",
-        "scope": "one of 'run', 'thread' (any case)",
-    }
-)
-
 _ENABLED: Final = "enabled"
 _FIELD_FOR_KEY: Final[Mapping[str, str]] = MappingProxyType(
     {
@@ -407,85 +363,11 @@ _KEYS_ALLOWED: Final = (
     f"one of {', '.join(sorted([*LoopGuardConfig.model_fields, _ENABLED]))}"
     " (or the camelCase aliases)"
 )
-_JSON_ALLOWED: Final = "a UTF-8 file holding a JSON object of configuration keys"
-
-_REPR = reprlib.Repr()
-_REPR.maxstring = _REPR.maxother = 80
 
 
-def _show(value: object) -> str:
-    """A value for an error message: its repr, shortened (never raises for a huge int)."""
-    try:
-        return _REPR.repr(value)
-    except ValueError:  # an int with more digits than Python writes
-        return f"<{type(value).__name__} too large to show>"
-
-
-@dataclass(frozen=True, slots=True)
-class _Entry:
-    """One value for one field, as one source gave it (not validated yet)."""
-
-    field: str
-    value: object
-    source: str
-    """The provenance label, e.g. ``"code"`` or ``"environment LOOP_GUARD_MODE"``."""
-    key: str
-    """The key, argument or environment variable as written."""
-    where: str
-    """The place, as an error message names it."""
-    raw: object = None
-    """The value as written, when it differs from ``value`` (an environment string)."""
-    allowed: str | None = None
-    """What is allowed, when the source's syntax differs from a JSON value's."""
-
-    @property
-    def shown(self) -> object:
-        """The value as the source wrote it."""
-        return self.value if self.raw is None else self.raw
-
-    def problem(self, what: str, allowed: str | None = None) -> ConfigProblem:
-        """A problem with this entry: ``what`` is wrong, and what would be ``allowed``."""
-        return _problem(
-            where=self.where,
-            source=self.source,
-            key=self.key,
-            value=self.shown,
-            what=what,
-            allowed=allowed or self.allowed or _ALLOWED[self.field],
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class _Layer:
-    """What one source (or part of one) contributes: values, and problems found reading it."""
-
-    entries: tuple[_Entry, ...] = ()
-    problems: tuple[ConfigProblem, ...] = ()
-
-
-def _problem(
-    *, where: str, source: str, key: str | None, value: object, what: str, allowed: str
-) -> ConfigProblem:
-    return ConfigProblem(
-        source=source,
-        key=key,
-        value=value,
-        allowed=allowed,
-        message=f"{where}: {what}; allowed: {allowed}",
-    )
-
-
-def _suggestion(word: str, candidates: Iterable[str], prefix: str = "") -> str:
-    """`` (did you mean 'X'?)`` for the closest candidate, or nothing."""
-    close = difflib.get_close_matches(
-        word.removeprefix(prefix), [c.removeprefix(prefix) for c in candidates], n=1
-    )
-    return f" (did you mean {prefix + close[0]!r}?)" if close else ""
-
-
-def _mapping_layer(data: Mapping[str, object], source: str) -> _Layer:
+def _mapping_layer(data: Mapping[str, object], source: str) -> Layer:
     """The entries of a JSON object or keyword arguments, keys as in ``LoopGuardConfig``."""
-    entries: dict[str, _Entry] = {}
+    entries: dict[str, Entry] = {}
     problems: list[ConfigProblem] = []
     for key, value in data.items():
         if key == _ENABLED:
@@ -494,7 +376,7 @@ def _mapping_layer(data: Mapping[str, object], source: str) -> _Layer:
         field = _FIELD_FOR_KEY.get(key)
         if isinstance(key, str) and key.startswith("_"):
             problems.append(
-                _problem(
+                config_problem(
                     where=source,
                     source=source,
                     key=key,
@@ -504,10 +386,10 @@ def _mapping_layer(data: Mapping[str, object], source: str) -> _Layer:
                 )
             )
         elif field is None:
-            what = f"unknown key {key!r} = {_show(value)}"
-            what += _suggestion(str(key), [*_FIELD_FOR_KEY, _ENABLED])
+            what = f"unknown key {key!r} = {show(value)}"
+            what += suggestion(str(key), [*_FIELD_FOR_KEY, _ENABLED])
             problems.append(
-                _problem(
+                config_problem(
                     where=source,
                     source=source,
                     key=key,
@@ -517,319 +399,44 @@ def _mapping_layer(data: Mapping[str, object], source: str) -> _Layer:
                 )
             )
         elif field in entries:
-            entry = _Entry(field, value, source=source, key=key, where=where)
-            what = f"got {_show(value)}, but {entries[field].key!r} already sets {field}"
+            entry = Entry(field, value, source=source, key=key, where=where)
+            what = f"got {show(value)}, but {entries[field].key!r} already sets {field}"
             problems.append(entry.problem(what, allowed="each field once, by name or alias"))
         else:
-            entries[field] = _Entry(field, value, source=source, key=key, where=where)
+            entries[field] = Entry(field, value, source=source, key=key, where=where)
     if _ENABLED in data:
         problem = _apply_enabled(data[_ENABLED], entries, source)
         if problem is not None:
             problems.append(problem)
-    return _Layer(tuple(entries.values()), tuple(problems))
+    return Layer(tuple(entries.values()), tuple(problems))
 
 
-def _apply_enabled(
-    enabled: object, entries: dict[str, _Entry], source: str
-) -> ConfigProblem | None:
+def _apply_enabled(enabled: object, entries: dict[str, Entry], source: str) -> ConfigProblem | None:
     """Apply the seed's ``enabled`` key: ``false`` sets ``mode`` to ``"off"``."""
     where = f"{source}, key {_ENABLED!r}"
     if not isinstance(enabled, bool):
-        return _problem(
+        return config_problem(
             where=where,
             source=source,
             key=_ENABLED,
             value=enabled,
-            what=f"got {_show(enabled)}",
+            what=f"got {show(enabled)}",
             allowed="true or false",
         )
     mode = entries.get("mode")
     if enabled or (mode is not None and _any_case(mode.value) == "off"):
         return None
     if mode is None:
-        entries["mode"] = _Entry("mode", "off", source=source, key=_ENABLED, where=where, raw=False)
+        entries["mode"] = Entry("mode", "off", source=source, key=_ENABLED, where=where, raw=False)
         return None
-    return _problem(
+    return config_problem(
         where=where,
         source=source,
         key=_ENABLED,
         value=enabled,
-        what=f"false contradicts mode {_show(mode.value)} in the same place",
+        what=f"false contradicts mode {show(mode.value)} in the same place",
         allowed="enabled false with mode 'off' or no mode; or enabled true",
     )
-
-
-class _DuplicateKeyError(Exception):
-    """A JSON object names the same key twice (the JSON parser would keep the last)."""
-
-    def __init__(self, key: str) -> None:
-        super().__init__(key)
-        self.key = key
-
-
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    result: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in result:
-            raise _DuplicateKeyError(key)
-        result[key] = value
-    return result
-
-
-class _NotAFileError(Exception):
-    """A configuration path that names something other than a regular file of bounded size."""
-
-    def __init__(self, what: str) -> None:
-        super().__init__(what)
-        self.what = what
-
-
-_OPEN_FLAGS: Final = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
-"""Non-blocking, so that opening a FIFO returns at once (and is then refused)."""
-
-
-def _read_config_file(path: Path) -> str:
-    """The text of a regular file of at most :data:`_MAX_FILE_BYTES`.
-
-    The file is opened first and then checked (``fstat`` of the open file, so what is read is
-    what was checked): a FIFO, a device such as ``/dev/zero`` or a directory is refused
-    before a byte is read, and at most one byte more than the limit is ever read.
-
-    Raises:
-        FileNotFoundError: there is no such file.
-        _NotAFileError: it is not a regular file, or too large.
-        OSError, UnicodeDecodeError: it cannot be read.
-    """
-    descriptor = os.open(path, _OPEN_FLAGS)
-    try:
-        mode = os.fstat(descriptor).st_mode
-        if not stat.S_ISREG(mode):
-            raise _NotAFileError("a directory" if stat.S_ISDIR(mode) else "not a regular file")
-        with open(descriptor, "rb", closefd=False) as file:
-            data = file.read(_MAX_FILE_BYTES + 1)
-    finally:
-        os.close(descriptor)
-    if len(data) > _MAX_FILE_BYTES:
-        raise _NotAFileError(f"larger than {_MAX_FILE_BYTES:,} bytes")
-    return data.decode("utf-8-sig")
-
-
-def _file_layer(path: Path, source: str) -> _Layer | None:
-    """The layer of a JSON configuration file, or ``None`` if there is no such file."""
-    key: str | None = None
-    value: object = None
-    allowed = _JSON_ALLOWED
-    try:
-        data = json.loads(_read_config_file(path), object_pairs_hook=_unique_keys)
-    except FileNotFoundError:
-        return None
-    except _NotAFileError as exc:
-        what = f"{exc.what}, not read"
-    except json.JSONDecodeError as exc:
-        what = f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
-    except _DuplicateKeyError as exc:
-        what = f"key {exc.key!r} appears more than once"
-        key = value = exc.key
-        allowed = "each key once"
-    except (OSError, UnicodeDecodeError) as exc:
-        what = f"unreadable ({exc})"
-    except RecursionError:
-        what = "not valid JSON: nested too deeply"
-    except ValueError as exc:  # a number with more digits than Python converts
-        what = f"not valid JSON: {exc}"
-    else:
-        if isinstance(data, dict):
-            return _mapping_layer(data, source)
-        what, value = f"the top level is {_show(data)}, not an object", data
-    problem = _problem(
-        where=source, source=source, key=key, value=value, what=what, allowed=allowed
-    )
-    return _Layer(problems=(problem,))
-
-
-def _global_file(environ: Mapping[str, str]) -> Path | None:
-    """``$XDG_CONFIG_HOME/loop-guard/config.json``, else under ``$HOME/.config``."""
-    xdg = environ.get("XDG_CONFIG_HOME", "")
-    if xdg and Path(xdg).is_absolute():  # the XDG spec: a relative path is to be ignored
-        base = Path(xdg)
-    elif environ.get("HOME"):
-        base = Path(environ["HOME"]) / ".config"
-    else:
-        try:
-            base = Path.home() / ".config"
-        except RuntimeError:  # no home directory at all: there is no global file
-            return None
-    return base / "loop-guard" / "config.json"
-
-
-_CONFIG_VARIABLE: Final = "LOOP_GUARD_CONFIG"
-_PROJECT_FILE: Final = ".loop-guard.json"
-
-
-def _file_layers(environ: Mapping[str, str], cwd: Path) -> list[_Layer]:
-    """The global file's layer and the project file's, those that exist."""
-    layers: list[_Layer | None] = []
-    global_file = _global_file(environ)
-    if global_file is not None:
-        layers.append(_file_layer(global_file, f"global file {global_file}"))
-    named = environ.get(_CONFIG_VARIABLE, "")
-    project_file = cwd / (named or _PROJECT_FILE)
-    layer = _file_layer(project_file, f"project file {project_file}")
-    if layer is None and named:
-        source = f"environment {_CONFIG_VARIABLE}"
-        problem = _problem(
-            where=source,
-            source=source,
-            key=_CONFIG_VARIABLE,
-            value=named,
-            what=f"names {str(project_file)!r}, which does not exist",
-            allowed="the path of an existing JSON file (relative to the working directory)",
-        )
-        layer = _Layer(problems=(problem,))
-    layers.append(layer)
-    return [layer for layer in layers if layer is not None]
-
-
-# --- the environment -----------------------------------------------------------------------
-
-_ENV_PREFIX: Final = "LOOP_GUARD_"
-_ENV_TEST_PREFIX: Final = "LOOP_GUARD_TEST_"
-_INTEGER: Final = re.compile(r"[+-]?[0-9]+")
-_TRUE: Final = frozenset({"true", "1", "yes", "on"})
-_FALSE: Final = frozenset({"false", "0", "no", "off"})
-
-
-def _env_text(text: str) -> str:
-    return text.strip()
-
-
-def _env_integer(text: str) -> int | str:
-    """An integer, or the text itself for validation to reject."""
-    text = text.strip()
-    return int(text) if _INTEGER.fullmatch(text) else text
-
-
-def _env_boolean(text: str) -> bool | str:
-    """A boolean, or the text itself for validation to reject."""
-    word = text.strip().lower()
-    if word in _TRUE:
-        return True
-    if word in _FALSE:
-        return False
-    return text
-
-
-def _env_names(text: str) -> list[str]:
-    """``"sleep, wait"`` → ``["sleep", "wait"]``; empty items are skipped."""
-    return [name for name in (part.strip() for part in text.split(",")) if name]
-
-
-def _env_overrides(text: str) -> dict[str, int | str]:
-    """``"bash=2, read=5"`` → ``{"bash": 2, "read": 5}``; malformed items raise ``ValueError``."""
-    result: dict[str, int | str] = {}
-    for item in _env_names(text):
-        name, equals, number = (part.strip() for part in item.partition("="))
-        if not equals or not name:
-            msg = f"{item!r} is not name=integer"
-            raise ValueError(msg)
-        if name in result:
-            msg = f"{name!r} appears more than once"
-            raise ValueError(msg)
-        result[name] = _env_integer(number)
-    return result
-
-
-_ENV: Final[Mapping[str, tuple[str, Callable[[str], object]]]] = MappingProxyType(
-    {
-        "LOOP_GUARD_MODE": ("mode", _env_text),
-        "LOOP_GUARD_LOCALE": ("locale", _env_text),
-        "LOOP_GUARD_PROMPT_HINT": ("prompt_hint", _env_boolean),
-        "LOOP_GUARD_MAX_TURNS": ("max_turns", _env_integer),
-        "LOOP_GUARD_TURN_TIMEOUT_MS": ("turn_timeout_ms", _env_integer),
-        "LOOP_GUARD_REPEAT_TOOL": ("repeat_tool_threshold", _env_integer),
-        "LOOP_GUARD_REPEAT_ERROR": ("repeat_error_threshold", _env_integer),
-        "LOOP_GUARD_REPEAT_ASSISTANT": ("repeat_assistant_threshold", _env_integer),
-        "LOOP_GUARD_CYCLE_REPEATS": ("cycle_repeats", _env_integer),
-        "LOOP_GUARD_MAX_CYCLE_LENGTH": ("max_cycle_length", _env_integer),
-        "LOOP_GUARD_REPEAT_FREQUENCY": ("repeat_frequency_threshold", _env_integer),
-        "LOOP_GUARD_FREQUENCY_WINDOW": ("frequency_window_size", _env_integer),
-        "LOOP_GUARD_IGNORE_TOOLS": ("ignore_tools", _env_names),
-        "LOOP_GUARD_TOOL_OVERRIDES": ("tool_threshold_overrides", _env_overrides),
-        "LOOP_GUARD_PROGRESS_AWARE": ("progress_aware", _env_boolean),
-        "LOOP_GUARD_NO_PROGRESS_CALLS": ("no_progress_calls", _env_integer),
-        "LOOP_GUARD_NEAR_REPEAT": ("near_repeat_threshold", _env_integer),
-        "LOOP_GUARD_MAX_SEQUENCE_LENGTH": ("max_sequence_length", _env_integer),
-        "LOOP_GUARD_NO_NEW_INFO": ("no_new_info_calls", _env_integer),
-        "LOOP_GUARD_FAILING_TURNS": ("failing_turns", _env_integer),
-        "LOOP_GUARD_REPLY_CYCLE": ("reply_cycle_length", _env_integer),
-        "LOOP_GUARD_NUDGES": ("nudges", _env_integer),
-        "LOOP_GUARD_SCOPE": ("scope", _env_text),
-    }
-)
-_ENV_ALLOWED: Final[Mapping[str, str]] = MappingProxyType(
-    {
-        "ignore_tools": "comma-separated tool names, e.g. sleep,wait",
-        "tool_threshold_overrides": (
-            f"comma-separated name=integer pairs, integers from 2 to {_MAX_COUNT}, "
-            "e.g. bash=2,read=5"
-        ),
-        "progress_aware": "true, false, 1, 0, yes, no, on or off",
-        "prompt_hint": "true, false, 1, 0, yes, no, on or off",
-    }
-)
-_VARIABLES_ALLOWED: Final = (
-    f"one of {', '.join(sorted([*_ENV, _CONFIG_VARIABLE]))},"
-    f" or a name starting with {_ENV_TEST_PREFIX} (reserved for test suites)"
-)
-
-
-def _environment_layer(environ: Mapping[str, str]) -> _Layer:
-    """The entries of the ``LOOP_GUARD_*`` variables; any other such name is a problem."""
-    entries: list[_Entry] = []
-    problems: list[ConfigProblem] = []
-    for name in sorted(environ):
-        if (
-            not name.startswith(_ENV_PREFIX)
-            or name == _CONFIG_VARIABLE
-            or name.startswith(_ENV_TEST_PREFIX)
-        ):
-            continue
-        text = environ[name]
-        source = f"environment {name}"
-        if name not in _ENV:
-            what = f"unknown variable {name}={_show(text)}"
-            what += _suggestion(name, _ENV, prefix=_ENV_PREFIX)
-            problems.append(
-                _problem(
-                    where="environment",
-                    source=source,
-                    key=name,
-                    value=text,
-                    what=what,
-                    allowed=_VARIABLES_ALLOWED,
-                )
-            )
-            continue
-        field, parse = _ENV[name]
-        allowed = _ENV_ALLOWED.get(field)
-        try:
-            value = parse(text)
-        except ValueError as exc:
-            entry = _Entry(field, text, source=source, key=name, where=source, allowed=allowed)
-            problems.append(entry.problem(f"got {_show(text)}: {exc}"))
-        else:
-            entries.append(
-                _Entry(
-                    field,
-                    value,
-                    source=source,
-                    key=name,
-                    where=source,
-                    raw=text,
-                    allowed=allowed,
-                )
-            )
-    return _Layer(tuple(entries), tuple(problems))
 
 
 # --- resolving -----------------------------------------------------------------------------
@@ -851,7 +458,7 @@ def _nested_errors(error: ValidationError) -> str:
     return f" ({'; '.join(parts)})" if parts else ""
 
 
-def _resolve(layers: Iterable[_Layer]) -> tuple[dict[str, Any], dict[str, _Entry]]:
+def _resolve(layers: Iterable[Layer]) -> tuple[dict[str, Any], dict[str, Entry]]:
     """Validate and merge ``layers`` (lowest first) into field values and their entries.
 
     Raises:
@@ -859,7 +466,7 @@ def _resolve(layers: Iterable[_Layer]) -> tuple[dict[str, Any], dict[str, _Entry
     """
     problems: list[ConfigProblem] = []
     values: dict[str, Any] = {}
-    chosen: dict[str, _Entry] = {}
+    chosen: dict[str, Entry] = {}
     rank: dict[str, int] = {}
     invalid: set[str] = set()
     for index, layer in enumerate(layers):
@@ -868,7 +475,7 @@ def _resolve(layers: Iterable[_Layer]) -> tuple[dict[str, Any], dict[str, _Entry
             try:
                 values[entry.field] = _adapter(entry.field).validate_python(entry.value)
             except ValidationError as exc:
-                problems.append(entry.problem(f"got {_show(entry.shown)}{_nested_errors(exc)}"))
+                problems.append(entry.problem(f"got {show(entry.shown)}{_nested_errors(exc)}"))
                 invalid.add(entry.field)
             else:
                 chosen[entry.field] = entry
@@ -887,7 +494,7 @@ _THRESHOLD: Final = "repeat_frequency_threshold"
 
 
 def _window_problem(
-    values: Mapping[str, Any], chosen: Mapping[str, _Entry], rank: Mapping[str, int]
+    values: Mapping[str, Any], chosen: Mapping[str, Entry], rank: Mapping[str, int]
 ) -> ConfigProblem | None:
     """The merged window must hold its threshold.
 
@@ -904,14 +511,14 @@ def _window_problem(
     if threshold_entry is not None and (window_entry is None or rank[_THRESHOLD] > rank[_WINDOW]):
         window_where = "default" if window_entry is None else window_entry.where
         return threshold_entry.problem(
-            f"got {_show(threshold_entry.shown)}, a threshold larger than {_WINDOW} {window}"
+            f"got {show(threshold_entry.shown)}, a threshold larger than {_WINDOW} {window}"
             f" ({window_where})",
             allowed=f"a threshold of at most the window ({window})",
         )
     assert window_entry is not None, "the defaults hold the rule"
     threshold_where = "default" if threshold_entry is None else threshold_entry.where
     return window_entry.problem(
-        f"got {_show(window_entry.shown)}, a window smaller than {_THRESHOLD} {threshold}"
+        f"got {show(window_entry.shown)}, a window smaller than {_THRESHOLD} {threshold}"
         f" ({threshold_where})",
         allowed=f"a window of at least the threshold ({threshold})",
     )
