@@ -103,7 +103,7 @@ _dumps = _compact_json()
 
 def digest(*parts: str | bytes) -> str:
     """A short hex digest of ``parts`` (each part length-prefixed, so no two splits collide)."""
-    hasher = hashlib.blake2b(digest_size=_DIGEST_SIZE)
+    hasher = _PLAIN_HASH.copy()
     for part in parts:
         data = part.encode("utf-8", "surrogatepass") if isinstance(part, str) else part
         hasher.update(len(data).to_bytes(8, "little"))
@@ -114,6 +114,7 @@ def digest(*parts: str | bytes) -> str:
 # One BLAKE2b per domain, personalized by its tag: a personalization is another hash function,
 # so these never collide with each other or with :func:`digest`'s. Each digest copies the
 # domain's fresh hasher (never updated itself), which is cheaper than building one.
+_PLAIN_HASH = hashlib.blake2b(digest_size=_DIGEST_SIZE)
 _OUTCOME_HASH = OUTCOME_HASH
 _ASSISTANT_HASH = hashlib.blake2b(digest_size=_DIGEST_SIZE, person=b"assistant")
 _INFO_HASH = hashlib.blake2b(digest_size=_DIGEST_SIZE, person=b"info")
@@ -419,10 +420,15 @@ _PACK = tuple(struct.Struct(f">{size}I").pack for size in range(_SKETCH + 1))
 
 
 def _sketch(text: str) -> str:
-    """A sample of the distinct lines of ``text`` with digits and whitespace left out."""
-    data = text.encode("utf-8", "surrogatepass")
-    if len(data) > LARGE:
-        data = data[:HEAD] + b"\n" + data[-TAIL:]
+    """A sample of the distinct lines of ``text`` with digits and whitespace left out (of
+    its first and last bytes only when it has more than :data:`LARGE`)."""
+    if len(text) > LARGE:  # as many bytes at least: only its first and last are encoded
+        head = text[:HEAD].encode("utf-8", "surrogatepass")[:HEAD]
+        data = head + b"\n" + text[-TAIL:].encode("utf-8", "surrogatepass")[-TAIL:]
+    else:
+        data = text.encode("utf-8", "surrogatepass")
+        if len(data) > LARGE:
+            data = data[:HEAD] + b"\n" + data[-TAIL:]
     lines = set(data.translate(None, b"0123456789 \t\r\x0b\x0c").split(b"\n"))
     lines.discard(b"")
     if len(lines) <= 1:
@@ -562,10 +568,12 @@ def changes_something(name: str, args: object = None) -> bool:
         del words[0]  # ``sudo`` and variable assignments before the command itself
     if words and words[0].rsplit("/", 1)[-1] in _SHELL_VERBS:
         return True
-    return _WRITES.search(command[:1024]) is not None
+    head = command[:1024]  # the pattern only where it can match: it is tried at every place
+    return ("<" in head or ">" in head or "sed" in head) and _WRITES.search(head) is not None
 
 
 _DELIMITERS = bytes.maketrans(b"\"'`()[]{},;:=", b" " * 13)
+_DELIMITERS_AND_SPACE = b"\"'`()[]{},;:= \t\n\r\x0b\x0c"
 _MAX_WORDS = 4 * _SHORT
 
 
@@ -623,16 +631,18 @@ def _info(text: str, key: str, tokens: frozenset[int] | None) -> str:
 def _said(text: str, key: str, tokens: frozenset[int] | None) -> str:
     if len(text) > _SHORT:
         return "=" + key
+    if not tokens:  # only whether it has a word at all
+        data = text.encode("utf-8", "surrogatepass")
+        return "=" + key if data.translate(None, _DELIMITERS_AND_SPACE) else ""
     words = _words(text)
     if not words:
         return ""
-    if tokens:
-        kept = [word for word in words if zlib.crc32(word) not in tokens]
-        if len(kept) < len(words):
-            if not kept:
-                return ""
-            mark = "!" if _NOTHING.intersection(kept) else "~"
-            return mark + _tagged(_INFO_HASH, b" ".join(kept))
+    kept = [word for word in words if zlib.crc32(word) not in tokens]
+    if len(kept) < len(words):
+        if not kept:
+            return ""
+        mark = "!" if _NOTHING.intersection(kept) else "~"
+        return mark + _tagged(_INFO_HASH, b" ".join(kept))
     return "=" + key
 
 
@@ -643,9 +653,12 @@ def _without(text: str, tokens: frozenset[int] | None) -> str:
     anything was echoed."""
     if not tokens:
         return text
+    data = text.encode("utf-8", "surrogatepass")
+    if tokens.isdisjoint(map(zlib.crc32, data.translate(_DELIMITERS).split())):
+        return text  # no word of it is an argument's
     kept: list[bytes] = []
     echoes = False
-    for line in text.encode("utf-8", "surrogatepass").split(b"\n"):
+    for line in data.split(b"\n"):
         words = [w for w in line.translate(_DELIMITERS).split() if not w.isdigit()]
         if not words:
             continue
@@ -671,14 +684,27 @@ def outcome(
     tokens: frozenset[int] | None = None,
 ) -> Outcome:
     """The digests of a result: ``output``, or ``error`` (an exception or text) of ``tool``."""
+    return Outcome._make(result_digests(output, error, tool, tokens))
+
+
+def result_digests(
+    output: object, error: object, tool: str, tokens: frozenset[int] | None
+) -> tuple[str, str | None, str]:
+    """:func:`outcome`'s key, near sketch and information, from one reading of the text."""
     if error is not None:
         text = _error_text(error)
         key = digest("error", tool, masked(_without(text, tokens), digits=False))
     else:
-        text = _text_of(output)
+        text = output if type(output) is str else _text_of(output)
         key = _tagged(_OUTCOME_HASH, masked(text, digits=True))
-    near = _sketch(text) if text.count("\n") + 1 >= NEAR_LINES else None
-    return Outcome(key, near, _info(text, key, tokens))
+    # at least NEAR_LINES lines: counted in the first part, and further only when needed
+    lines = text.count("\n", 0, LARGE) + 1
+    if lines < NEAR_LINES and len(text) > LARGE:
+        lines = text.count("\n") + 1
+    near = _sketch(text) if lines >= NEAR_LINES else None
+    if len(text) > _SHORT and not tokens:  # the common case: a result that is what it says
+        return key, near, "=" + key
+    return key, near, _info(text, key, tokens)
 
 
 _PUNCTUATION_MARKS = b".!?,;:'\"()[]{}*_#`-"

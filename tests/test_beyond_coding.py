@@ -394,6 +394,22 @@ def test_a_long_result_of_one_line_repeated_has_a_short_sketch() -> None:
     assert not near_equal(same, outcome("-----\n" * 25).near)
 
 
+@pytest.mark.parametrize(
+    ("middle", "width"), [("é", 80), ("x", 120)], ids=["more-bytes-than-characters", "ascii"]
+)
+def test_a_long_result_is_sketched_from_its_first_and_last_bytes(middle: str, width: int) -> None:
+    """Beyond 32 KB of UTF-8, only the lines of its first 4 KB and last 2 KB are sketched:
+    a result that differs only in between has the same sketch (with two bytes a character, a
+    text of fewer characters is that long too)."""
+    head = "".join(f"head line {chr(97 + n % 26)}\n" for n in range(400))
+    tail = "".join(f"tail line {chr(97 + n % 26)}\n" for n in range(200))
+    one = head + f"{middle * width}\n" * 300 + tail
+    other = head + f"{middle * (width - 10)} and more\n" * 350 + tail
+    assert len(one) <= 32 * 1024 < len(one.encode()) or len(one) > 32 * 1024
+    assert outcome(one).near == outcome(other).near
+    assert outcome(one).key != outcome(other).key
+
+
 def test_the_window_rule_counts_an_answer_with_a_call_twice_once() -> None:
     """N6: four answers each asking for the same search twice: the window rule sees four
     occurrences at the fourth answer, not at the second."""
