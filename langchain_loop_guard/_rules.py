@@ -16,11 +16,27 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from itertools import islice
+from typing import TypeVar
 
 from langchain_loop_guard._signature import digest, near_equal, near_reply
 from langchain_loop_guard._view import Call, RunView
 
-__all__ = ["RULES", "Detection", "Rule", "Signal"]
+__all__ = [
+    "ANSWER_CHECKS",
+    "CALL_CHECKS",
+    "CHANGED",
+    "FAILED",
+    "FAILING",
+    "NEW_CALL_CHECKS",
+    "QUIET",
+    "REPLY",
+    "RESULT_CHECKS",
+    "RULES",
+    "TURN_CHECKS",
+    "Detection",
+    "Rule",
+    "Signal",
+]
 
 
 class Signal(StrEnum):
@@ -141,6 +157,7 @@ ResultCheck = Callable[[RunView, Call | None, str], "Detection | None"]
 """A rule on a tool result: the call it belongs to (if found) and the tool's name."""
 TurnCheck = Callable[[RunView], "Detection | None"]
 """A rule on a model turn or response."""
+_Check = TypeVar("_Check", ResultCheck, TurnCheck)
 
 
 def repeated_call(view: RunView, seq: Sequence[Call], sigs: list[str]) -> Detection | None:
@@ -206,7 +223,7 @@ def frequency_after_change(view: RunView, call: Call | None, name: str) -> Detec
     """
     if call is None or not call.changed or not view.limits.aware or call.kind == "blocked":
         return None
-    seq = list(view.calls)  # the call is there: results are only matched to calls in it
+    seq = view.calls  # the call is there: results are only matched to calls in it
     return _frequency(view, seq, seq.index(call))
 
 
@@ -256,7 +273,7 @@ def no_progress_after_change(view: RunView, call: Call | None, name: str) -> Det
     """The no-progress rule on the result of a call made after a different call succeeded."""
     if call is None or not call.changed or not view.limits.no_progress or call.kind == "blocked":
         return None
-    seq = list(view.calls)
+    seq = view.calls
     return _no_progress(view, seq, seq.index(call))
 
 
@@ -482,6 +499,22 @@ def _same_reply(a: tuple[str, str | None], b: tuple[str, str | None]) -> bool:
     return a[0] == b[0] or (a[1] is not None and b[1] is not None and near_reply(a[1], b[1]))
 
 
+# What holds of a result, a turn or an answer (bits): a rule whose check needs one of these
+# facts is not asked about an event of which none holds (SPEC §11 and §12 say when each
+# signal can fire; the tests hold every check to it).
+CHANGED = 1
+"""The result's call was made after a different call succeeded (SPEC §11 N1)."""
+FAILED = 2
+"""The result is a failure."""
+QUIET = 4
+"""The streak of answers that brought nothing new grew (``RunView.quiet_grew``)."""
+FAILING = 8
+"""The streak of failing turns grew (``RunView.failing_grew``)."""
+REPLY = 16
+"""The answer is a reply: text, and no tool call the signals look at instead."""
+_FACTS = 32
+
+
 @dataclass(frozen=True, slots=True)
 class Rule:
     """A signal and the checks that detect it, one per kind of event it looks at."""
@@ -494,25 +527,39 @@ class Rule:
     on_result: ResultCheck | None = None
     on_turn: TurnCheck | None = None
     on_answer: TurnCheck | None = None
+    needs: int = 0
+    """The facts (bits) one of which must hold of a result, turn or answer for its check to
+    fire; it is not asked otherwise (0: asked about every event)."""
 
 
 RULES: tuple[Rule, ...] = (
     Rule(Signal.REPEATED_TOOL_CALL, on_call=repeated_call),
     Rule(Signal.TOOL_CYCLE, on_call=cycle),
-    Rule(Signal.TOOL_FREQUENCY, on_call=frequency, on_result=frequency_after_change),
-    Rule(Signal.NO_PROGRESS, on_call=no_progress, on_result=no_progress_after_change),
+    Rule(
+        Signal.TOOL_FREQUENCY,
+        on_call=frequency,
+        on_result=frequency_after_change,
+        needs=CHANGED,
+    ),
+    Rule(
+        Signal.NO_PROGRESS,
+        on_call=no_progress,
+        on_result=no_progress_after_change,
+        needs=CHANGED,
+    ),
     Rule(Signal.REPEATED_SEQUENCE, on_call=repeated_sequence, new_calls=True),
     Rule(Signal.NEAR_REPEAT, on_call=near_repeat),
-    Rule(Signal.NO_NEW_INFO, on_result=no_new_info, on_turn=no_new_info),
-    Rule(Signal.REPEATED_TOOL_ERROR, on_result=repeated_error),
+    Rule(Signal.NO_NEW_INFO, on_result=no_new_info, on_turn=no_new_info, needs=QUIET),
+    Rule(Signal.REPEATED_TOOL_ERROR, on_result=repeated_error, needs=FAILED),
     Rule(
         Signal.FAILING_TURNS,
         on_result=failing_turns,
         on_turn=failing_turns,
         on_answer=failing_turns,
+        needs=FAILING,
     ),
-    Rule(Signal.REPEATED_ASSISTANT_RESPONSE, on_answer=repeated_response),
-    Rule(Signal.REPLY_CYCLE, on_answer=reply_cycle),
+    Rule(Signal.REPEATED_ASSISTANT_RESPONSE, on_answer=repeated_response, needs=REPLY),
+    Rule(Signal.REPLY_CYCLE, on_answer=reply_cycle, needs=REPLY),
 )
 """Every hard signal, in report order: the first that fires on an event is reported."""
 
@@ -521,6 +568,25 @@ NEW_CALL_CHECKS: tuple[CallCheck, ...] = tuple(
     r.on_call for r in RULES if r.on_call and r.new_calls
 )
 """The call checks for a call whose signature is not in the history."""
-RESULT_CHECKS: tuple[ResultCheck, ...] = tuple(r.on_result for r in RULES if r.on_result)
-TURN_CHECKS: tuple[TurnCheck, ...] = tuple(r.on_turn for r in RULES if r.on_turn)
-ANSWER_CHECKS: tuple[TurnCheck, ...] = tuple(r.on_answer for r in RULES if r.on_answer)
+
+
+def _asked(checks: list[tuple[Rule, _Check]]) -> tuple[tuple[_Check, ...], ...]:
+    """The checks to ask about an event, indexed by the facts that hold of it."""
+    return tuple(
+        tuple(check for rule, check in checks if not rule.needs or rule.needs & facts)
+        for facts in range(_FACTS)
+    )
+
+
+RESULT_CHECKS: tuple[tuple[ResultCheck, ...], ...] = _asked(
+    [(r, r.on_result) for r in RULES if r.on_result]
+)
+"""The result checks to ask, by the facts that hold of the result."""
+TURN_CHECKS: tuple[tuple[TurnCheck, ...], ...] = _asked(
+    [(r, r.on_turn) for r in RULES if r.on_turn]
+)
+"""The turn checks to ask, by the facts that hold of the turn."""
+ANSWER_CHECKS: tuple[tuple[TurnCheck, ...], ...] = _asked(
+    [(r, r.on_answer) for r in RULES if r.on_answer]
+)
+"""The answer checks to ask, by the facts that hold of the answer."""

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import zlib
 from array import array
-from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
 from itertools import pairwise
@@ -79,7 +78,9 @@ class Call:
         "tokens",
     )
 
-    def __init__(self, name: str, sig: str, call_id: str | None) -> None:
+    def __init__(
+        self, name: str, sig: str, call_id: str | None, tokens: frozenset[int] | None = None
+    ) -> None:
         self.name = name
         self.sig = sig
         self.call_id = call_id
@@ -90,7 +91,7 @@ class Call:
         self.info: str | None = None
         self.changed: bool | None = None
         self.fresh = False
-        self.tokens: frozenset[int] | None = None
+        self.tokens = tokens
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,17 +191,45 @@ class RunView:
     """The run as every rule sees it: recent calls and the streaks, digests and counts only.
 
     The view does the bookkeeping of each event (:meth:`add_call`, :meth:`add_result`, …);
-    the rules only read it.
+    the rules only read it. ``calls`` is the history, oldest first, as deep as the longest
+    walk a rule looks for (``limits.history``); ``sigs`` their signatures, in the same order.
     """
+
+    __slots__ = (
+        "answered",
+        "assistant",
+        "batch",
+        "brought",
+        "calls",
+        "due",
+        "error",
+        "expected",
+        "failing",
+        "failing_grew",
+        "infos",
+        "judged",
+        "limits",
+        "quiet",
+        "quiet_grew",
+        "quiet_tools",
+        "replies",
+        "results",
+        "seen",
+        "sigs",
+        "turns",
+        "worked",
+    )
 
     def __init__(self, limits: Limits) -> None:
         self.limits = limits
-        self.calls: deque[Call] = deque(maxlen=limits.history)
+        self.calls: list[Call] = []
+        self.sigs: list[str] = []
         self.clear()
 
     def clear(self) -> None:
         """Forget the run: history, streaks, turns."""
         self.calls.clear()
+        self.sigs.clear()
         # the recent replies (key, word sketch), newest last, for cycles of them (R9)
         self.replies: tuple[tuple[str, str | None], ...] = ()
         self.seen = 0
@@ -232,27 +261,34 @@ class RunView:
     def resize(self, limits: Limits) -> None:
         """Switch to ``limits``, keeping the history that still fits."""
         self.limits = limits
-        self.calls = deque(self.calls, maxlen=limits.history)
+        self._trim()
         self.replies = self.replies[len(self.replies) - limits.reply_laps * limits.reply_cycle :]
 
     # --- bookkeeping ---------------------------------------------------------------------
 
+    def _trim(self) -> None:
+        """Drop the calls beyond the history's depth, oldest first."""
+        extra = len(self.calls) - self.limits.history
+        if extra > 0:
+            del self.calls[:extra]
+            del self.sigs[:extra]
+
     def add_call(self, call: Call) -> bool:
         """Append ``call``, noting whether a different call succeeded since its last time and
         which answer asked for it; whether the history held its signature."""
-        succeeded = False
-        for earlier in reversed(self.calls):
-            if earlier.sig == call.sig:
-                call.changed = succeeded
-                break
-            succeeded = succeeded or earlier.kind == "ok"
+        calls, sigs, sig = self.calls, self.sigs, call.sig
+        if sig in sigs:  # looked up at C speed: most calls are new
+            since = len(sigs) - sigs[::-1].index(sig)  # the calls after its newest occurrence
+            call.changed = any(earlier.kind == "ok" for earlier in calls[since:])
         if self.due:
             if self.batch is None:
                 self.batch = call
             call.batch = self.batch
             self.due -= 1
-        calls = self.calls
         calls.append(call)
+        sigs.append(sig)
+        if len(calls) > self.limits.history:
+            del calls[0], sigs[0]
         self.seen += 1
         sketched = self.limits.sketched
         if 0 < sketched < len(calls):
@@ -318,9 +354,9 @@ class RunView:
     def user_message(self) -> None:
         """A new human message: successful calls before it stop counting as repeats, and
         what was seen before is news again; failures and replies still count (R7, R9)."""
-        for call in self.calls:
+        for index, call in enumerate(self.calls):
             if call.kind == "ok":
-                call.sig = ""  # a signature no call has: it can no longer be repeated
+                call.sig = self.sigs[index] = ""  # no call has it: it can no longer be repeated
         self.failing, self.failing_grew, self.judged, self.answered = 0, False, True, False
         self.quiet, self.quiet_tools, self.quiet_grew, self.brought = 0, (), False, 0
         del self.infos[:]
@@ -462,6 +498,8 @@ class RunView:
         ]
         self.clear()
         self.calls.extend(calls)
+        self.sigs.extend(call.sig for call in calls)
+        self._trim()
         self.replies = tuple(replies)
         self.seen, self.turns, self.due = seen, turns, count_of(due)
         self.batch = calls[-1].batch if started and calls else None

@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from langchain_loop_guard import LoopDetector, LoopGuardConfig, Signal, Verdict
+from langchain_loop_guard import _detector as detector_module
 from langchain_loop_guard._detector import _MAX_REPORTED, DetectorEvent
 from langchain_loop_guard._signature import (
     assistant_key,
@@ -406,12 +407,48 @@ def test_detector_never_raises_and_keeps_its_invariants(
             if latched and kind in ("tool_call", "turn_start"):
                 assert verdict.tripped
             latched = latched or verdict.stops
-        assert d._view.calls.maxlen is not None
-        assert len(d._view.calls) <= d._view.calls.maxlen
-        assert len(d._view.infos) <= 32
         limits = d._view.limits
+        assert len(d._view.calls) <= limits.history
+        assert d._view.sigs == [c.sig for c in d._view.calls]
+        assert len(d._view.infos) <= 32
         assert len(d._view.replies) <= limits.reply_laps * limits.reply_cycle
         assert len(d._reported) <= _MAX_REPORTED
+
+
+class AskingEveryCheck:
+    """A table of the checks to ask about an event (``RESULT_CHECKS`` and the like) that
+    asks every check, and holds those the table would not ask to finding nothing."""
+
+    def __init__(self, table: tuple[tuple[Any, ...], ...]) -> None:
+        self.table = table
+
+    def __getitem__(self, facts: int) -> tuple[Any, ...]:
+        asked = self.table[facts]
+        every = self.table[-1]  # every fact holds: every check
+        return tuple(check if check in asked else self.finds_nothing(check) for check in every)
+
+    @staticmethod
+    def finds_nothing(check: Any) -> Any:
+        def unasked(*args: Any) -> None:
+            assert check(*args) is None, f"{check.__name__} fired, but was not to be asked"
+
+        return unasked
+
+
+@PROPERTY
+@given(configs(), st.lists(events, max_size=40))
+@with_looping_examples
+def test_a_check_not_asked_about_an_event_finds_nothing_there(
+    config: LoopGuardConfig, stream: list[tuple[Any, ...]]
+) -> None:
+    """The premise of asking fewer rules about a result, a turn or an answer: a check whose
+    rule needs a fact that does not hold of the event (``Rule.needs``) finds nothing."""
+    with pytest.MonkeyPatch.context() as patch:
+        for table in ("RESULT_CHECKS", "TURN_CHECKS", "ANSWER_CHECKS"):
+            patch.setattr(detector_module, table, AskingEveryCheck(getattr(detector_module, table)))
+        driver = Driver(config)
+        for event in stream:
+            driver.apply(event)
 
 
 @PROPERTY
