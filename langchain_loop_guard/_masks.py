@@ -71,7 +71,6 @@ _VOLATILE = re.compile(
     % {b"w": _SHAPE_WORD},
     re.VERBOSE,
 )
-_DIGIT_RUN = re.compile(rb"\x00+")
 
 # Ids that carry no progress (SPEC §11 R2): hex runs of eight or more characters with a digit,
 # ids with a vendor's prefix, bash's ``line N:``. Each is tried only where a C-speed search
@@ -196,7 +195,11 @@ def masked(text: str, *, digits: bool) -> bytes:
         found = search(shape, end)
     if digits:
         return _splice(data, spans) if spans else data
-    return _DIGIT_RUN.sub(b"#", _splice(shape, spans) if spans else shape)
+    if spans:
+        shape = _splice(shape, spans)
+    while b"\x00\x00" in shape:  # each digit run as one ``#`` (runs left are short)
+        shape = shape.replace(b"\x00\x00", b"\x00")
+    return shape.replace(b"\x00", b"#")
 
 
 def collapse(text: str) -> str:

@@ -390,7 +390,20 @@ def error_key(tool: str, error: object) -> str:
     input (``input_value=…``, ``input_type=…``) is left out: a model that sends new invalid
     values every time repeats one error (SPEC §11).
     """
-    return digest("error", tool, masked(_error_text(error), digits=False))
+    return _error_key(tool, masked(_error_text(error), digits=False))
+
+
+_ERROR_HASH = _PLAIN_HASH.copy()
+_ERROR_HASH.update(b"\x05\x00\x00\x00\x00\x00\x00\x00error")  # digest("error", ...) begun
+
+
+def _error_key(tool: str, text: bytes) -> str:
+    """``digest("error", tool, text)``, its first part hashed once."""
+    hasher = _ERROR_HASH.copy()
+    name = tool.encode("utf-8", "surrogatepass")
+    hasher.update(len(name).to_bytes(8, "little") + name + len(text).to_bytes(8, "little"))
+    hasher.update(text)
+    return hasher.hexdigest()
 
 
 # --- near outcomes and the information in them (SPEC §11 R1, R6) -----------------------------
@@ -547,7 +560,10 @@ def _name_changes(name: str) -> bool:
     return any(word.lower() in _NAME_VERBS for word in _NAME_WORD.findall(name))
 
 
-_WRITES = re.compile(r"(?<![0-9&>])>>?(?![>&]|\s*/dev/null)|<<|\bsed\s+(?:-\w+\s+)*-i")
+# A redirect into a file (not ``2>&1``, not ``> /dev/null``), and an in-place ``sed``; each
+# pattern starts with a literal, so a search skips to its candidates at C speed.
+_REDIRECT = re.compile(r">(?<![0-9&>]>)>?(?![>&]|\s*/dev/null)")
+_SED_IN_PLACE = re.compile(r"sed(?<!\wsed)\s+(?:-\w+\s+)*-i")
 
 
 def changes_something(name: str, args: object = None) -> bool:
@@ -563,13 +579,18 @@ def changes_something(name: str, args: object = None) -> bool:
                 break
     if not command or type(command) is not str:
         return False
-    words = command[:1024].split()
+    head = command[:1024]
+    words = head.split(None, 1)  # its first word, and the rest
     while words and (words[0] == "sudo" or "=" in words[0]):
-        del words[0]  # ``sudo`` and variable assignments before the command itself
+        # ``sudo`` and variable assignments before the command itself
+        words = words[1].split(None, 1) if len(words) > 1 else []
     if words and words[0].rsplit("/", 1)[-1] in _SHELL_VERBS:
         return True
-    head = command[:1024]  # the pattern only where it can match: it is tried at every place
-    return ("<" in head or ">" in head or "sed" in head) and _WRITES.search(head) is not None
+    return (
+        "<<" in head
+        or (">" in head and _REDIRECT.search(head) is not None)
+        or ("sed" in head and _SED_IN_PLACE.search(head) is not None)
+    )
 
 
 _DELIMITERS = bytes.maketrans(b"\"'`()[]{},;:=", b" " * 13)
@@ -615,30 +636,40 @@ _NOTHING = frozenset(
 """Words by which a short result that repeats the query says it found nothing."""
 
 
-def _info(text: str, key: str, tokens: frozenset[int] | None) -> str:
+def _info(text: str, key: str, tokens: frozenset[int] | None, words: _Words | None = None) -> str:
     """What a result says, for the no-new-information streak: ``""`` when nothing (empty, or
     only the call's own argument values); for a short result that echoed them, ``"~"`` and a
     digest of the rest, or ``"!"`` and one when the rest says nothing was found
     (``No matches found for "<arg>"``); ``"="`` and its key for any other (a result that
     echoes nothing is what it is: an ``ok`` is no search that came back empty). The result of
     a call that changes something (:data:`EFFECT`) has a ``"."`` in front: work was done.
+    ``words`` are the text's words and those of them that are argument words, when known.
     """
     if tokens and EFFECT in tokens:
-        return "." + _said(text, key, tokens)
-    return _said(text, key, tokens)
+        return "." + _said(text, key, tokens, words)
+    return _said(text, key, tokens, words)
 
 
-def _said(text: str, key: str, tokens: frozenset[int] | None) -> str:
+_Words = tuple[list[bytes], list[bytes]]
+"""A text's words, and those of them that are no words of the call's arguments."""
+
+
+def _echoes(text: str, tokens: frozenset[int]) -> _Words:
+    """The words of ``text``, and those of them whose CRC is none of the call's ``tokens``."""
+    words = _words(text)
+    return words, [word for word in words if zlib.crc32(word) not in tokens]
+
+
+def _said(text: str, key: str, tokens: frozenset[int] | None, words: _Words | None = None) -> str:
     if len(text) > _SHORT:
         return "=" + key
     if not tokens:  # only whether it has a word at all
         data = text.encode("utf-8", "surrogatepass")
         return "=" + key if data.translate(None, _DELIMITERS_AND_SPACE) else ""
-    words = _words(text)
-    if not words:
+    every, kept = words or _echoes(text, tokens)
+    if not every:
         return ""
-    kept = [word for word in words if zlib.crc32(word) not in tokens]
-    if len(kept) < len(words):
+    if len(kept) < len(every):
         if not kept:
             return ""
         mark = "!" if _NOTHING.intersection(kept) else "~"
@@ -646,28 +677,33 @@ def _said(text: str, key: str, tokens: frozenset[int] | None) -> str:
     return "=" + key
 
 
-def _without(text: str, tokens: frozenset[int] | None) -> str:
-    """``text`` without what echoes the call's argument values: the lines made mostly of
-    them (the code of an edit that a linter refused, say), and the argument words of short
-    lines (``sudo: nano: command not found``). Lines left with no word go too, once
-    anything was echoed."""
-    if not tokens:
+def _without(text: str, words: _Words) -> str:
+    """``text`` without what echoes the call's argument values (``words``: its words, and
+    those that are no argument words): the lines made mostly of them (the code of an edit
+    that a linter refused, say), and the argument words of short lines (``sudo: nano:
+    command not found``). Lines left with no word go too, once anything was echoed. Numbers
+    are never taken for echoes."""
+    every, kept_words = words
+    if len(kept_words) == len(every):
+        return text  # it echoes nothing
+    echoed = {word for word in set(every).difference(kept_words) if not word.isdigit()}
+    if not echoed:
         return text
-    data = text.encode("utf-8", "surrogatepass")
-    if tokens.isdisjoint(map(zlib.crc32, data.translate(_DELIMITERS).split())):
-        return text  # no word of it is an argument's
     kept: list[bytes] = []
     echoes = False
-    for line in data.split(b"\n"):
-        words = [w for w in line.translate(_DELIMITERS).split() if not w.isdigit()]
-        if not words:
+    for line in text.encode("utf-8", "surrogatepass").split(b"\n"):
+        line_words = line.translate(_DELIMITERS).split()
+        if echoed.isdisjoint(line_words):  # kept as it is if it has a word that is no number
+            if not all(map(bytes.isdigit, line_words)):
+                kept.append(line)
             continue
-        echoed = [zlib.crc32(w) in tokens for w in words]
-        if sum(echoed) * 2 > len(words):
+        said = [w for w in line_words if not w.isdigit()]
+        marks = [w in echoed for w in said]
+        if sum(marks) * 2 > len(said):
             echoes = True
-        elif any(echoed) and len(words) <= _SHORT_LINE:
+        elif len(said) <= _SHORT_LINE:
             echoes = True
-            kept.append(b" ".join(w for w, e in zip(words, echoed, strict=True) if not e))
+            kept.append(b" ".join(w for w, echo in zip(said, marks, strict=True) if not echo))
         else:
             kept.append(line)
     return b"\n".join(kept).decode("utf-8", "surrogatepass") if echoes else text
@@ -691,9 +727,14 @@ def result_digests(
     output: object, error: object, tool: str, tokens: frozenset[int] | None
 ) -> tuple[str, str | None, str]:
     """:func:`outcome`'s key, near sketch and information, from one reading of the text."""
+    words = None
     if error is not None:
         text = _error_text(error)
-        key = digest("error", tool, masked(_without(text, tokens), digits=False))
+        if tokens:  # the words it echoes, for its key and what it says
+            words = _echoes(text, tokens)
+            key = _error_key(tool, masked(_without(text, words), digits=False))
+        else:
+            key = _error_key(tool, masked(text, digits=False))
     else:
         text = output if type(output) is str else _text_of(output)
         key = _tagged(_OUTCOME_HASH, masked(text, digits=True))
@@ -704,7 +745,7 @@ def result_digests(
     near = _sketch(text) if lines >= NEAR_LINES else None
     if len(text) > _SHORT and not tokens:  # the common case: a result that is what it says
         return key, near, "=" + key
-    return key, near, _info(text, key, tokens)
+    return key, near, _info(text, key, tokens, words)
 
 
 _PUNCTUATION_MARKS = b".!?,;:'\"()[]{}*_#`-"

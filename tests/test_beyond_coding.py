@@ -384,6 +384,27 @@ def test_an_error_that_echoes_the_call_is_keyed_without_the_echo() -> None:
     assert len(plain) == 2
 
 
+@pytest.mark.parametrize(
+    ("error", "args"),
+    [
+        pytest.param("exit status 2 after 5 tries", {"retries": "5"}, id="only-a-number"),
+        pytest.param(
+            "the parser stopped in config.yaml at an unexpected token, see the manual",
+            {"path": "config.yaml"},
+            id="a-long-line-that-names-it-once",
+        ),
+    ],
+)
+def test_an_error_that_echoes_only_a_number_or_a_word_in_passing_keeps_its_text(
+    error: str, args: dict[str, str]
+) -> None:
+    """Numbers are never echoes, and a long line that names an argument once is about more
+    than the argument: the error is keyed as if the call had no arguments."""
+    assert outcome(error=error, tool="run", tokens=arg_tokens(args)).key == (
+        outcome(error=error, tool="run").key
+    )
+
+
 def test_a_long_result_of_one_line_repeated_has_a_short_sketch() -> None:
     """A view of 20+ identical lines: its sketch is that line's, nearly equal only to
     itself."""
