@@ -42,12 +42,15 @@ from langchain_loop_guard._signature import (
 )
 from langchain_loop_guard._view import (
     Call,
-    Limits,
+    Key,
     OutcomeKind,
     RunView,
     StateError,
     count_of,
     items_of,
+    key_of,
+    key_text,
+    limits_of,
     optional_text_of,
     text_of,
 )
@@ -73,6 +76,7 @@ Clock = Callable[[], float]
 
 _STATE_VERSION = 4
 _MAX_REPORTED = 32  # distinct loops remembered per run for observe-mode de-duplication
+_NO_SIGNALS: frozenset[Signal] = frozenset()
 _REPORT_BITS = 64  # a reported loop is remembered as its 64-bit digest (see _report_digest)
 
 
@@ -215,7 +219,7 @@ class LoopDetector:
         self._config = config if config is not None else LoopGuardConfig()
         self._clock: Clock = clock if clock is not None else time.monotonic
         self._listener = listener
-        self._limits = Limits.of(self._config)
+        self._limits = limits_of(self._config)
         self._view = RunView(self._limits)
         self._apply(self._config)
         self._clear()
@@ -243,7 +247,7 @@ class LoopDetector:
             self.release()
 
     def _apply(self, config: LoopGuardConfig) -> None:
-        self._limits = Limits.of(config)
+        self._limits = limits_of(config)
         self._view.resize(self._limits)
         # what every event reads of the configuration, read once
         self._off = config.mode == "off"
@@ -278,8 +282,9 @@ class LoopDetector:
         self._elapsed: float | None = None  # the clock reading of the event being decided
         self._view.clear()
         self._started = self._clock()
-        self._warned: set[Signal] = set()
-        self._reported = array("Q")  # digests of the loops reported in observe mode, oldest first
+        self._warned: frozenset[Signal] = _NO_SIGNALS  # the soft signals that warned
+        # digests of the loops reported in observe mode, oldest first (none: no array yet)
+        self._reported: array[int] | tuple[()] = ()
         self._tripped: Verdict | None = None
 
     def release(self) -> None:
@@ -300,7 +305,7 @@ class LoopDetector:
             elapsed_s=max(0.0, self._clock() - self._started),
             tripped=self._tripped.signal if self._tripped else None,
             warned=tuple(s for s in Signal if s in self._warned),
-            recent=tuple(CallInfo(c.name, c.sig[:8], c.kind) for c in calls),
+            recent=tuple(CallInfo(c.name, key_text(c.sig)[:8], c.kind) for c in calls),
         )
 
     def export_state(self) -> dict[str, Any]:
@@ -310,7 +315,7 @@ class LoopDetector:
             **self._view.export_state(),
             "elapsed": max(0.0, self._clock() - self._started),
             "warned": sorted(signal.value for signal in self._warned),
-            "reported": self._reported.tolist(),
+            "reported": list(self._reported),
             "tripped": _verdict_state(self._tripped),
         }
 
@@ -330,7 +335,7 @@ class LoopDetector:
             elapsed = state["elapsed"]
             if type(elapsed) not in (int, float) or not 0 <= elapsed < math.inf:
                 raise ValueError(elapsed)
-            warned = {Signal(s) for s in items_of(state["warned"])}
+            warned = frozenset(Signal(s) for s in items_of(state["warned"]))
             reported = array("Q", map(_report_from_state, items_of(state["reported"])))
             del reported[:-_MAX_REPORTED]
             tripped = _verdict_from_state(state["tripped"])
@@ -365,7 +370,7 @@ class LoopDetector:
         sig = call_signature(name, args)
         # a blocked call gets no result: the words of its arguments are not needed
         tokens = arg_tokens(args, name) if self._tripped is None else None
-        verdict = self._tool_call(name, sig, call_id, tokens)
+        verdict = self._tool_call(name, int(sig, 16), call_id, tokens)
         if listener is not None:
             self._emit("tool_call", verdict, tool=name, digest=sig, call_id=call_id)
         return verdict
@@ -392,7 +397,7 @@ class LoopDetector:
         failed = error is not None
         call = self._find(name, call_id)
         key, near, info = result_digests(output, error, name, None if call is None else call.tokens)
-        verdict = self._tool_result(call, name, key, failed, call_id, near=near, info=info)
+        verdict = self._tool_result(call, name, int(key, 16), failed, call_id, near=near, info=info)
         if listener is not None:
             self._emit(
                 "tool_result",
@@ -502,13 +507,13 @@ class LoopDetector:
         if kind == "turn_start":
             verdict = self._turn_start()
         elif kind == "tool_call":
-            verdict = self._tool_call(tool or "", value or "", event.call_id)
+            verdict = self._tool_call(tool or "", key_of(value or ""), event.call_id)
         elif kind == "tool_result":
             name, call_id = tool or "", event.call_id
             verdict = self._tool_result(
                 self._find(name, call_id),
                 name,
-                value or "",
+                key_of(value or ""),
                 event.error,
                 call_id,
                 near=event.near,
@@ -562,7 +567,7 @@ class LoopDetector:
         return self._soft()
 
     def _tool_call(
-        self, name: str, sig: str, call_id: str | None, tokens: frozenset[int] | None = None
+        self, name: str, sig: Key, call_id: str | None, tokens: frozenset[int] | None = None
     ) -> Verdict:
         ignored = name in self._ignore
         view = self._view
@@ -592,7 +597,7 @@ class LoopDetector:
         self,
         call: Call | None,
         name: str,
-        outcome: str,
+        outcome: Key,
         failed: bool,
         call_id: str | None,
         *,
@@ -671,9 +676,12 @@ class LoopDetector:
             seen = _report_digest(found.signal, found.key)
             if seen in self._reported:
                 return self._soft()
-            if len(self._reported) >= _MAX_REPORTED:
-                del self._reported[0]
-            self._reported.append(seen)
+            reported = self._reported
+            if not isinstance(reported, array):
+                reported = self._reported = array("Q")
+            elif len(reported) >= _MAX_REPORTED:
+                del reported[0]
+            reported.append(seen)
             frame = tr.gettext("Loop detected (observe mode, the run goes on): {reason}")
             return self._verdict("observe", found, frame)
         self._tripped = self._verdict(
@@ -705,12 +713,12 @@ class LoopDetector:
             return ALLOW
         turns = self._view.turns
         if turns > self._max_turns and Signal.TURN_COUNT not in self._warned:
-            self._warned.add(Signal.TURN_COUNT)
+            self._warned |= {Signal.TURN_COUNT}
             found = Detection(Signal.TURN_COUNT, None, (), turns, self._max_turns, None)
             return self._verdict("warn", found)
         elapsed = self._elapsed = self._clock() - self._started
         if elapsed * 1000 > self._timeout_ms and Signal.ELAPSED_TIME not in self._warned:
-            self._warned.add(Signal.ELAPSED_TIME)
+            self._warned |= {Signal.ELAPSED_TIME}
             found = Detection(
                 Signal.ELAPSED_TIME, None, (), int(elapsed), self._timeout_ms // 1000, None
             )

@@ -123,9 +123,12 @@ def _id_spans(data: bytes) -> list[tuple[int, int]]:
     while at >= 0:
         starts.append(at + len(_LINE))
         at = data.find(_LINE, at + 1)
-    for vendor in _VENDOR.finditer(data.translate(_SEPARATOR)):
+    marked, search = data.translate(_SEPARATOR), _VENDOR.search
+    vendor = search(marked)
+    while vendor is not None:
         separator = vendor.start()
         starts.extend(separator - size for size in _VENDOR_SIZES if separator >= size)
+        vendor = search(marked, separator + 1)
     spans: list[tuple[int, int]] = []
     if not starts:
         return spans

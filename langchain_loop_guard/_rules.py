@@ -19,7 +19,7 @@ from itertools import islice
 from typing import TypeVar
 
 from langchain_loop_guard._signature import digest, near_equal, near_reply
-from langchain_loop_guard._view import Call, RunView
+from langchain_loop_guard._view import Call, Key, RunView, key_text
 
 __all__ = [
     "ANSWER_CHECKS",
@@ -77,12 +77,12 @@ class Detection:
 # --- progress-aware counting -----------------------------------------------------------------
 
 
-def _same(a: str | None, b: str | None) -> bool:
+def _same(a: Key | None, b: Key | None) -> bool:
     """Outcomes equal, an unknown one (pending, blocked) equal to any."""
     return a is None or b is None or a == b
 
 
-def _chain(sig: str, earlier: Iterable[Call], aware: bool, ref: str | None = None) -> int:
+def _chain(sig: Key, earlier: Iterable[Call], aware: bool, ref: Key | None = None) -> int:
     """How many of the ``earlier`` calls (newest first) count as repeats of ``sig``.
 
     With progress awareness, occurrences count while their outcomes stay equal: counting
@@ -151,7 +151,7 @@ def _repeats_pair(seq: Sequence[Call], index: int, window: int) -> bool:
 
 # --- the rules -------------------------------------------------------------------------------
 
-CallCheck = Callable[[RunView, Sequence[Call], list[str]], "Detection | None"]
+CallCheck = Callable[[RunView, Sequence[Call], list[Key]], "Detection | None"]
 """A rule on a tool call about to run: the history with the call last, and its signatures."""
 ResultCheck = Callable[[RunView, Call | None, str], "Detection | None"]
 """A rule on a tool result: the call it belongs to (if found) and the tool's name."""
@@ -160,7 +160,7 @@ TurnCheck = Callable[[RunView], "Detection | None"]
 _Check = TypeVar("_Check", ResultCheck, TurnCheck)
 
 
-def repeated_call(view: RunView, seq: Sequence[Call], sigs: list[str]) -> Detection | None:
+def repeated_call(view: RunView, seq: Sequence[Call], sigs: list[Key]) -> Detection | None:
     """A A A: the same call ``threshold`` times in a row."""
     cur = seq[-1]
     threshold = view.limits.repeat_threshold(cur.name)
@@ -170,11 +170,11 @@ def repeated_call(view: RunView, seq: Sequence[Call], sigs: list[str]) -> Detect
     if 1 + _chain(cur.sig, earlier, view.limits.aware) < threshold:
         return None
     return Detection(
-        Signal.REPEATED_TOOL_CALL, cur.name, (cur.name,), threshold, threshold, cur.sig
+        Signal.REPEATED_TOOL_CALL, cur.name, (cur.name,), threshold, threshold, key_text(cur.sig)
     )
 
 
-def cycle(view: RunView, seq: Sequence[Call], sigs: list[str]) -> Detection | None:
+def cycle(view: RunView, seq: Sequence[Call], sigs: list[Key]) -> Detection | None:
     """A B A B A B: a pattern of 2..max_cycle_length calls, ``cycle_repeats`` times."""
     limits = view.limits
     repeats = limits.cycle_repeats
@@ -199,12 +199,12 @@ def cycle(view: RunView, seq: Sequence[Call], sigs: list[str]) -> Detection | No
             tuple(c.name for c in seq[-length:]),
             repeats,
             repeats,
-            digest(*sorted(sigs[-length:])),
+            digest(*sorted(map(key_text, sigs[-length:]))),
         )
     return None
 
 
-def frequency(view: RunView, seq: Sequence[Call], sigs: list[str]) -> Detection | None:
+def frequency(view: RunView, seq: Sequence[Call], sigs: list[Key]) -> Detection | None:
     """A … A … A … A: ``threshold`` of the last ``window`` calls, the current one counted.
 
     A call made after a different call succeeded is decided on its result instead
@@ -239,13 +239,14 @@ def _frequency(view: RunView, seq: Sequence[Call], index: int) -> Detection | No
     count = 1 + _chain(cur.sig, reversed(_first_of_each_answer(earlier)), limits.aware, cur.outcome)
     if count < threshold:
         return None
-    return Detection(Signal.TOOL_FREQUENCY, cur.name, (cur.name,), count, threshold, cur.sig)
+    key = key_text(cur.sig)
+    return Detection(Signal.TOOL_FREQUENCY, cur.name, (cur.name,), count, threshold, key)
 
 
 def _first_of_each_answer(calls: list[Call]) -> list[Call]:
     """``calls`` with each answer's repeats of a call left out: an answer counts once."""
     kept: list[Call] = []
-    seen: set[tuple[Call, str]] = set()
+    seen: set[tuple[Call, Key]] = set()
     for call in calls:
         mark = (call.batch, call.sig)
         if mark not in seen:
@@ -254,7 +255,7 @@ def _first_of_each_answer(calls: list[Call]) -> list[Call]:
     return kept
 
 
-def no_progress(view: RunView, seq: Sequence[Call], sigs: list[str]) -> Detection | None:
+def no_progress(view: RunView, seq: Sequence[Call], sigs: list[Key]) -> Detection | None:
     """Each of the last N calls repeated the latest (call, outcome) pair of the window.
 
     N is ``no_progress_calls``, raised to the highest repeat threshold of the streak's
@@ -293,12 +294,12 @@ def _no_progress(view: RunView, seq: Sequence[Call], last: int) -> Detection | N
                 tuple(dict.fromkeys(c.name for c in streak)),
                 count,
                 threshold,
-                digest(*sorted({c.sig for c in streak})),
+                digest(*sorted({key_text(c.sig) for c in streak})),
             )
     return None
 
 
-def repeated_sequence(view: RunView, seq: Sequence[Call], sigs: list[str]) -> Detection | None:
+def repeated_sequence(view: RunView, seq: Sequence[Call], sigs: list[Key]) -> Detection | None:
     """A block of 4..max_sequence_length calls, ``cycle_repeats`` times, each position with
     the same results; one position may change its arguments every lap (the same tool opening
     another file each time) while the others repeat exactly (SPEC §11 R5).
@@ -334,7 +335,7 @@ def repeated_sequence(view: RunView, seq: Sequence[Call], sigs: list[str]) -> De
     return _walked_again(view, seq, sigs)
 
 
-def _walked_again(view: RunView, seq: Sequence[Call], sigs: list[str]) -> Detection | None:
+def _walked_again(view: RunView, seq: Sequence[Call], sigs: list[Key]) -> Detection | None:
     """A longer block (up to twice ``max_sequence_length`` calls) walked exactly the same
     way, its calls and their results, ``cycle_repeats - 1`` times and begun once more."""
     if seq[-1].changed is None:
@@ -368,7 +369,7 @@ def _sequence(seq: Sequence[Call], length: int, repeats: int) -> Detection:
     )
 
 
-def near_repeat(view: RunView, seq: Sequence[Call], sigs: list[str]) -> Detection | None:
+def near_repeat(view: RunView, seq: Sequence[Call], sigs: list[Key]) -> Detection | None:
     """The same call again and again, its result only *nearly* the same each time: numbers
     changed, lines repeated (an edit applied again and again, a counter that grows). Looser
     than an exact repeat: ``near_repeat_threshold`` identical calls among the last twice as
@@ -388,7 +389,12 @@ def _near(cur: Call, count: int, threshold: int) -> Detection | None:
     if count < threshold:
         return None
     return Detection(
-        Signal.NEAR_REPEAT, cur.name, (cur.name,), count, threshold, digest("near", cur.sig)
+        Signal.NEAR_REPEAT,
+        cur.name,
+        (cur.name,),
+        count,
+        threshold,
+        digest("near", key_text(cur.sig)),
     )
 
 
@@ -423,7 +429,7 @@ def repeated_error(view: RunView, call: Call | None, name: str) -> Detection | N
     limits = view.limits
     key, count = view.error
     if count >= limits.error:
-        return Detection(Signal.REPEATED_TOOL_ERROR, name, (name,), count, limits.error, key)
+        return _error(name, count, limits.error, key)
     if not limits.aware:
         return None
     key, sig = call.outcome, call.sig
@@ -437,11 +443,22 @@ def repeated_error(view: RunView, call: Call | None, name: str) -> Detection | N
         elif earlier.fresh:
             news += 1
     if quiet >= limits.error:
-        return Detection(Signal.REPEATED_TOOL_ERROR, name, (name,), quiet, limits.error, key)
+        return _error(name, quiet, limits.error, key)
     often = limits.error_often
     if len(failures) >= often and len(failures) > news_then:
-        return Detection(Signal.REPEATED_TOOL_ERROR, name, (name,), len(failures), often, key)
+        return _error(name, len(failures), often, key)
     return None
+
+
+def _error(name: str, count: int, threshold: int, key: Key | None) -> Detection:
+    return Detection(
+        Signal.REPEATED_TOOL_ERROR,
+        name,
+        (name,),
+        count,
+        threshold,
+        None if key is None else key_text(key),
+    )
 
 
 def failing_turns(view: RunView, *_: object) -> Detection | None:

@@ -14,6 +14,7 @@ import zlib
 from array import array
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from itertools import pairwise
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Call",
+    "Key",
     "Limits",
     "OutcomeKind",
     "RunView",
@@ -29,12 +31,38 @@ __all__ = [
     "count_of",
     "flag_of",
     "items_of",
+    "key_of",
+    "key_text",
+    "limits_of",
     "optional_text_of",
     "successes_cannot_stop",
     "text_of",
 ]
 
 OutcomeKind = Literal["pending", "ok", "error", "blocked"]
+
+Key = int | str
+"""A call's signature or a result's key as the view keeps it: a digest of 16 hex digits (the
+package's) as its number, which takes half the memory, any other text as it is. Equal texts
+give equal keys and different texts different ones."""
+
+
+def key_of(digest: str) -> Key:
+    """The key of ``digest``: its number if it is what :func:`key_text` writes of one."""
+    if len(digest) == 16:
+        try:
+            number = int(digest, 16)
+        except ValueError:
+            return digest
+        if f"{number:016x}" == digest:
+            return number
+    return digest
+
+
+def key_text(key: Key) -> str:
+    """The text of ``key`` (the digest :func:`key_of` was given)."""
+    return key if type(key) is str else f"{key:016x}"
+
 
 _MAX_INFO = 32  # pieces of information a run remembers having seen
 
@@ -79,13 +107,13 @@ class Call:
     )
 
     def __init__(
-        self, name: str, sig: str, call_id: str | None, tokens: frozenset[int] | None = None
+        self, name: str, sig: Key, call_id: str | None, tokens: frozenset[int] | None = None
     ) -> None:
         self.name = name
         self.sig = sig
         self.call_id = call_id
         self.batch: Call = self
-        self.outcome: str | None = None
+        self.outcome: Key | None = None
         self.kind: OutcomeKind = "pending"
         self.near: str | None = None
         self.info: str | None = None
@@ -187,6 +215,13 @@ class Limits:
         return max(self.near_repeat, self.repeat_threshold(tool)) if self.near_repeat else 0
 
 
+@lru_cache(maxsize=64)
+def limits_of(config: LoopGuardConfig) -> Limits:
+    """The limits of ``config``, shared by the runs of one configuration (read, never
+    changed): a run's state holds none of its own."""
+    return Limits.of(config)
+
+
 class RunView:
     """The run as every rule sees it: recent calls and the streaks, digests and counts only.
 
@@ -223,7 +258,7 @@ class RunView:
     def __init__(self, limits: Limits) -> None:
         self.limits = limits
         self.calls: list[Call] = []
-        self.sigs: list[str] = []
+        self.sigs: list[Key] = []
         self.clear()
 
     def clear(self) -> None:
@@ -244,7 +279,7 @@ class RunView:
         self.quiet_tools: tuple[str, ...] = ()
         self.quiet_grew = False
         # the streak of one tool's error in a row: its key and length
-        self.error: tuple[str | None, int] = (None, 0)
+        self.error: tuple[Key | None, int] = (None, 0)
         # the current turn: calls announced by its response, results in, whether one worked,
         # what its results brought, whether it was judged, whether it only answered; and how
         # many turns in a row failed
@@ -417,7 +452,7 @@ class RunView:
             return NEUTRAL  # the same query asked again
         if info[0] == "!":
             return NOTHING
-        value = (call.outcome or "") if info == "=" else info
+        value = ("" if call.outcome is None else call.outcome) if info == "=" else info
         if _seen(self.infos, value):
             return NEUTRAL if info == "=" else NOTHING
         return NEW
@@ -430,8 +465,8 @@ class RunView:
             "calls": [
                 [
                     c.name,
-                    c.sig,
-                    c.outcome,
+                    key_text(c.sig),
+                    None if c.outcome is None else key_text(c.outcome),
                     c.kind,
                     c.call_id,
                     c.near,
@@ -457,7 +492,7 @@ class RunView:
                 self.answered,
                 self.failing,
             ],
-            "error": list(self.error),
+            "error": [None if self.error[0] is None else key_text(self.error[0]), self.error[1]],
             "assistant": list(self.assistant),
             "replies": [list(reply) for reply in self.replies],
         }
@@ -491,7 +526,7 @@ class RunView:
         key, streak = items_of(state["assistant"])
         assistant = (optional_text_of(key), count_of(streak))
         key, streak = items_of(state["error"])
-        error = (optional_text_of(key), count_of(streak))
+        error = (None if key is None else key_of(text_of(key)), count_of(streak))
         replies = [
             (text_of(reply_key), optional_text_of(sketch))
             for reply_key, sketch in map(items_of, items_of(state["replies"]))
@@ -539,7 +574,7 @@ def successes_cannot_stop(state: Mapping[str, Any], no_new_info: int) -> bool:
     return not no_new_info or count + pending < no_new_info
 
 
-def _seen(infos: array[int], value: str) -> bool:
+def _seen(infos: array[int], value: Key) -> bool:
     """Whether ``value`` (a digest) is among the run's information; it is from now on."""
     number = _hash(value)
     if number in infos:
@@ -550,8 +585,10 @@ def _seen(infos: array[int], value: str) -> bool:
     return False
 
 
-def _hash(value: str) -> int:
+def _hash(value: Key) -> int:
     """A digest as a 64-bit number (its last 16 hex digits), or any text's CRC."""
+    if isinstance(value, int):
+        return value  # the number of its 16 hex digits already
     try:
         return int(value[-16:], 16)
     except ValueError:
@@ -603,10 +640,10 @@ def _call_from_state(item: object) -> Call:
     name, sig, outcome, kind, call_id, near, info, changed, tokens, joined, fresh = items_of(item)
     if kind not in _KINDS:
         raise ValueError(kind)
-    call = Call(text_of(name), text_of(sig), optional_text_of(call_id))
+    call = Call(text_of(name), key_of(text_of(sig)), optional_text_of(call_id))
     if flag_of(joined):
         call.batch = _JOINED
-    call.outcome, call.kind = optional_text_of(outcome), kind
+    call.outcome, call.kind = None if outcome is None else key_of(text_of(outcome)), kind
     call.near, call.info = optional_text_of(near), optional_text_of(info)
     call.changed = None if changed is None else flag_of(changed)
     call.fresh = flag_of(fresh)
