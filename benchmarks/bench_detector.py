@@ -253,7 +253,7 @@ def large_arguments(rounds: int) -> list[Row]:
         ratio_row(
             "tool result, 1 MB text vs a bare BLAKE2b digest of its bytes",
             bare,
-            3.0,
+            2.0,
             unit="ms",
             note="bounded normalization of large texts",
         ),

@@ -21,7 +21,12 @@ from langchain_loop_guard._messages import translator
 from langchain_loop_guard._rules import (
     ANSWER_CHECKS,
     CALL_CHECKS,
+    CHANGED,
+    FAILED,
+    FAILING,
     NEW_CALL_CHECKS,
+    QUIET,
+    REPLY,
     RESULT_CHECKS,
     TURN_CHECKS,
     Detection,
@@ -32,17 +37,20 @@ from langchain_loop_guard._signature import (
     assistant_key,
     call_signature,
     digest,
-    outcome,
     reply_sketch,
+    result_digests,
 )
 from langchain_loop_guard._view import (
     Call,
-    Limits,
+    Key,
     OutcomeKind,
     RunView,
     StateError,
     count_of,
     items_of,
+    key_of,
+    key_text,
+    limits_of,
     optional_text_of,
     text_of,
 )
@@ -67,8 +75,8 @@ Action = Literal["allow", "warn", "observe", "block", "abort"]
 Clock = Callable[[], float]
 
 _STATE_VERSION = 4
-_REPLY_SIGNALS = frozenset({Signal.REPEATED_ASSISTANT_RESPONSE, Signal.REPLY_CYCLE})
 _MAX_REPORTED = 32  # distinct loops remembered per run for observe-mode de-duplication
+_NO_SIGNALS: frozenset[Signal] = frozenset()
 _REPORT_BITS = 64  # a reported loop is remembered as its 64-bit digest (see _report_digest)
 
 
@@ -211,7 +219,7 @@ class LoopDetector:
         self._config = config if config is not None else LoopGuardConfig()
         self._clock: Clock = clock if clock is not None else time.monotonic
         self._listener = listener
-        self._limits = Limits.of(self._config)
+        self._limits = limits_of(self._config)
         self._view = RunView(self._limits)
         self._apply(self._config)
         self._clear()
@@ -239,10 +247,14 @@ class LoopDetector:
             self.release()
 
     def _apply(self, config: LoopGuardConfig) -> None:
-        self._limits = Limits.of(config)
+        self._limits = limits_of(config)
         self._view.resize(self._limits)
+        # what every event reads of the configuration, read once
+        self._off = config.mode == "off"
         self._aware = config.progress_aware
         self._ignore = frozenset(config.ignore_tools)
+        self._max_turns = config.max_turns
+        self._timeout_ms = config.turn_timeout_ms
 
     def repeat_threshold(self, tool: str) -> int:
         """The repeat threshold of ``tool`` (its override, or ``repeat_tool_threshold``)."""
@@ -270,8 +282,9 @@ class LoopDetector:
         self._elapsed: float | None = None  # the clock reading of the event being decided
         self._view.clear()
         self._started = self._clock()
-        self._warned: set[Signal] = set()
-        self._reported = array("Q")  # digests of the loops reported in observe mode, oldest first
+        self._warned: frozenset[Signal] = _NO_SIGNALS  # the soft signals that warned
+        # digests of the loops reported in observe mode, oldest first (none: no array yet)
+        self._reported: array[int] | tuple[()] = ()
         self._tripped: Verdict | None = None
 
     def release(self) -> None:
@@ -292,7 +305,7 @@ class LoopDetector:
             elapsed_s=max(0.0, self._clock() - self._started),
             tripped=self._tripped.signal if self._tripped else None,
             warned=tuple(s for s in Signal if s in self._warned),
-            recent=tuple(CallInfo(c.name, c.sig[:8], c.kind) for c in calls),
+            recent=tuple(CallInfo(c.name, key_text(c.sig)[:8], c.kind) for c in calls),
         )
 
     def export_state(self) -> dict[str, Any]:
@@ -302,7 +315,7 @@ class LoopDetector:
             **self._view.export_state(),
             "elapsed": max(0.0, self._clock() - self._started),
             "warned": sorted(signal.value for signal in self._warned),
-            "reported": self._reported.tolist(),
+            "reported": list(self._reported),
             "tripped": _verdict_state(self._tripped),
         }
 
@@ -322,7 +335,7 @@ class LoopDetector:
             elapsed = state["elapsed"]
             if type(elapsed) not in (int, float) or not 0 <= elapsed < math.inf:
                 raise ValueError(elapsed)
-            warned = {Signal(s) for s in items_of(state["warned"])}
+            warned = frozenset(Signal(s) for s in items_of(state["warned"]))
             reported = array("Q", map(_report_from_state, items_of(state["reported"])))
             del reported[:-_MAX_REPORTED]
             tripped = _verdict_from_state(state["tripped"])
@@ -339,7 +352,7 @@ class LoopDetector:
 
     def turn_start(self) -> Verdict:
         """A model call begins. A tripped run is aborted before the call is paid for."""
-        if self._config.mode == "off":
+        if self._off:
             return ALLOW
         verdict = self._turn_start()
         if self._listener is not None:
@@ -348,15 +361,16 @@ class LoopDetector:
 
     def tool_call(self, name: str, args: object = None, call_id: str | None = None) -> Verdict:
         """A tool call is about to run; ``"block"`` means it must not."""
-        if self._config.mode == "off":
+        if self._off:
             return ALLOW
         listener = self._listener
         # an ignored call is not kept: its signature is only needed for a listener
         if listener is None and name in self._ignore:
             return self._tool_call(name, "", call_id)
         sig = call_signature(name, args)
-        tokens = arg_tokens(args, name)
-        verdict = self._tool_call(name, sig, call_id, tokens)
+        # a blocked call gets no result: the words of its arguments are not needed
+        tokens = arg_tokens(args, name) if self._tripped is None else None
+        verdict = self._tool_call(name, int(sig, 16), call_id, tokens)
         if listener is not None:
             self._emit("tool_call", verdict, tool=name, digest=sig, call_id=call_id)
         return verdict
@@ -375,32 +389,25 @@ class LoopDetector:
         never seen) to the oldest pending call of that tool. A second result for a call, or a
         result for a call the guard blocked, is no tool outcome and is disregarded.
         """
-        if self._config.mode == "off":
+        if self._off:
             return ALLOW
         listener = self._listener
         if listener is None and name in self._ignore:
             return self._soft()
         failed = error is not None
         call = self._find(name, call_id)
-        result = outcome(
-            output,
-            error=error,
-            tool=name,
-            tokens=None if call is None else call.tokens,
-        )
-        verdict = self._tool_result(
-            name, result.key, failed, call_id, near=result.near, info=result.info, call=call
-        )
+        key, near, info = result_digests(output, error, name, None if call is None else call.tokens)
+        verdict = self._tool_result(call, name, int(key, 16), failed, call_id, near=near, info=info)
         if listener is not None:
             self._emit(
                 "tool_result",
                 verdict,
                 tool=name,
-                digest=result.key,
+                digest=key,
                 call_id=call_id,
                 error=failed,
-                near=result.near,
-                info=result.info,
+                near=near,
+                info=info,
             )
         return verdict
 
@@ -421,19 +428,23 @@ class LoopDetector:
         same to new inputs passes ``False``: its answer starts a new streak instead of
         repeating the last one (SPEC §11 N2).
         """
-        if self._config.mode == "off":
+        if self._off:
             return ALLOW
-        count = len(tool_calls) if isinstance(tool_calls, Sized) else sum(1 for _ in tool_calls)
+        kind = type(tool_calls)
+        if kind is list or kind is tuple or isinstance(tool_calls, Sized):
+            count = len(tool_calls)  # type: ignore[arg-type]
+        else:
+            count = sum(1 for _ in tool_calls)
         if self._listener is None:
             # a message that calls tools is left to the tool-call signals: no key needed
             if self._aware and count:
-                return self._assistant_message(None, None, calls=count, in_context=in_context)
+                return self._assistant_message(None, None, count, in_context)
             key = assistant_key(text)
             sketch = reply_sketch(text) if key is not None and self._limits.reply_cycle else None
-            return self._assistant_message(key, sketch, calls=count, in_context=in_context)
+            return self._assistant_message(key, sketch, count, in_context)
         key = assistant_key(text)
         sketch = reply_sketch(text) if key is not None else None
-        verdict = self._assistant_message(key, sketch, calls=count, in_context=in_context)
+        verdict = self._assistant_message(key, sketch, count, in_context)
         self._emit(
             "assistant_message",
             verdict,
@@ -452,7 +463,7 @@ class LoopDetector:
         new turn is no loop, SPEC §11 N3). Failures still do: the same failing call after
         every new message is a loop (R7), and so are the error and response streaks.
         """
-        if self._config.mode == "off":
+        if self._off:
             return ALLOW
         verdict = self._user_message()
         if self._listener is not None:
@@ -461,7 +472,7 @@ class LoopDetector:
 
     def tick(self) -> Verdict:
         """A clock tick: only the elapsed-time warning can fire."""
-        if self._config.mode == "off":
+        if self._off:
             return ALLOW
         verdict = self._soft()
         if self._listener is not None:
@@ -479,7 +490,7 @@ class LoopDetector:
         Raises:
             ValueError: a tool call or result without its tool or digest.
         """
-        if self._config.mode == "off":
+        if self._off:
             return ALLOW
         kind = event.kind
         if kind == "reset":
@@ -496,20 +507,20 @@ class LoopDetector:
         if kind == "turn_start":
             verdict = self._turn_start()
         elif kind == "tool_call":
-            verdict = self._tool_call(tool or "", value or "", event.call_id)
+            verdict = self._tool_call(tool or "", key_of(value or ""), event.call_id)
         elif kind == "tool_result":
+            name, call_id = tool or "", event.call_id
             verdict = self._tool_result(
-                tool or "",
-                value or "",
+                self._find(name, call_id),
+                name,
+                key_of(value or ""),
                 event.error,
-                event.call_id,
+                call_id,
                 near=event.near,
                 info=event.info,
             )
         elif kind == "assistant_message":
-            verdict = self._assistant_message(
-                value, event.near, calls=event.calls, in_context=event.in_context
-            )
+            verdict = self._assistant_message(value, event.near, event.calls, event.in_context)
         else:
             verdict = self._soft()
         if self._listener is not None:
@@ -543,11 +554,11 @@ class LoopDetector:
             return self._still_tripped(self._tripped, "abort")
         view = self._view
         view.start_turn()
-        if view.failing_grew or view.quiet_grew:
-            for check in TURN_CHECKS:
-                found = check(view)
-                if found is not None:
-                    return self._report(found, "abort")
+        facts = (QUIET if view.quiet_grew else 0) | (FAILING if view.failing_grew else 0)
+        for check in TURN_CHECKS[facts]:
+            found = check(view)
+            if found is not None:
+                return self._report(found, "abort")
         return self._soft()
 
     def _user_message(self) -> Verdict:
@@ -556,7 +567,7 @@ class LoopDetector:
         return self._soft()
 
     def _tool_call(
-        self, name: str, sig: str, call_id: str | None, tokens: frozenset[int] | None = None
+        self, name: str, sig: Key, call_id: str | None, tokens: frozenset[int] | None = None
     ) -> Verdict:
         ignored = name in self._ignore
         view = self._view
@@ -568,11 +579,9 @@ class LoopDetector:
             return self._still_tripped(self._tripped, "block", tool=name)
         if ignored:
             return self._soft()
-        call = Call(name, sig, call_id)
-        call.tokens = tokens
+        call = Call(name, sig, call_id, tokens)
         checks = CALL_CHECKS if view.add_call(call) else NEW_CALL_CHECKS
-        seq = list(view.calls)
-        sigs = [c.sig for c in seq]
+        seq, sigs = view.calls, view.sigs  # read, never changed, by the rules
         for check in checks:
             found = check(view, seq, sigs)
             if found is not None:
@@ -584,49 +593,45 @@ class LoopDetector:
                 return verdict
         return self._soft()
 
-    def _find(self, name: str, call_id: str | None) -> Call | None:
-        """The call a result of ``name`` belongs to: its id's, or the oldest pending one."""
-        call = self._latest_with_id(call_id) if call_id is not None else None
-        if call is None:
-            return self._oldest_pending(name, anonymous_only=call_id is not None)
-        return call
-
     def _tool_result(
         self,
+        call: Call | None,
         name: str,
-        outcome: str,
+        outcome: Key,
         failed: bool,
         call_id: str | None,
         *,
-        near: str | None = None,
-        info: str | None = None,
-        call: Call | None = None,
+        near: str | None,
+        info: str | None,
     ) -> Verdict:
+        """A result of ``name``; ``call`` is the call it belongs to (:meth:`_find`)."""
         if name in self._ignore:
             return self._soft()
-        if call is None:
-            call = self._find(name, call_id)
-        if call is not None and call.kind != "pending":
-            return self._soft()  # a second result, or the result of a blocked call
         view = self._view
+        facts = 0
         if call is not None:
+            if call.kind != "pending":
+                return self._soft()  # a second result, or the result of a blocked call
             call.outcome, call.kind = outcome, "error" if failed else "ok"
             # a result that echoes nothing says what its outcome is: kept once, as the outcome
             call.near, call.tokens = near, None
             call.info = "=" if info is not None and info[:1] == "=" else info
+            facts = (CHANGED if call.changed else 0) | (FAILED if failed else 0)
         elif failed:
             call = Call(name, "", call_id)  # a result nobody asked for still fails
             call.outcome, call.kind = outcome, "error"
+            facts = FAILED
         view.add_result(call, name, failed)
         if self._tripped is None:
-            for check in RESULT_CHECKS:
+            facts |= (QUIET if view.quiet_grew else 0) | (FAILING if view.failing_grew else 0)
+            for check in RESULT_CHECKS[facts]:
                 found = check(view, call, name)
                 if found is not None:
                     return self._report(found, "abort")
         return self._soft()
 
     def _assistant_message(
-        self, key: str | None, sketch: str | None, *, calls: int, in_context: bool
+        self, key: str | None, sketch: str | None, calls: int, in_context: bool
     ) -> Verdict:
         view = self._view
         view.add_answer(calls=calls, in_context=in_context)
@@ -634,30 +639,30 @@ class LoopDetector:
         if reply:
             view.add_reply(key or "", sketch, in_context=in_context)
         if self._tripped is None:
-            for check in ANSWER_CHECKS:
+            facts = (REPLY if reply else 0) | (FAILING if view.failing_grew else 0)
+            # a streak of replies is reported on the reply that makes it (REPLY)
+            for check in ANSWER_CHECKS[facts | (QUIET if view.quiet_grew else 0)]:
                 found = check(view)
                 if found is not None:
-                    if found.signal in _REPLY_SIGNALS and not reply:
-                        continue  # the streak is reported on the reply that makes it
                     return self._report(found, "abort")
         return self._soft()
 
     # --- history -------------------------------------------------------------------------------
 
-    def _latest_with_id(self, call_id: str) -> Call | None:
-        for call in reversed(self._view.calls):
-            if call.call_id == call_id:
-                return call
-        return None
-
-    def _oldest_pending(self, name: str, *, anonymous_only: bool) -> Call | None:
-        # With an unknown id, only a call without an id can be the one: a call that has an id
-        # waits for its own.
-        for call in self._view.calls:
+    def _find(self, name: str, call_id: str | None) -> Call | None:
+        """The call a result of ``name`` belongs to: the newest with its id, or else the
+        oldest pending call of that tool (with an unknown id, only a call without an id can
+        be the one: a call that has an id waits for its own)."""
+        calls = self._view.calls
+        if call_id is not None:
+            for call in reversed(calls):
+                if call.call_id == call_id:
+                    return call
+        for call in calls:
             if (
                 call.kind == "pending"
                 and call.name == name
-                and (call.call_id is None or not anonymous_only)
+                and (call.call_id is None or call_id is None)
             ):
                 return call
         return None
@@ -671,9 +676,12 @@ class LoopDetector:
             seen = _report_digest(found.signal, found.key)
             if seen in self._reported:
                 return self._soft()
-            if len(self._reported) >= _MAX_REPORTED:
-                del self._reported[0]
-            self._reported.append(seen)
+            reported = self._reported
+            if not isinstance(reported, array):
+                reported = self._reported = array("Q")
+            elif len(reported) >= _MAX_REPORTED:
+                del reported[0]
+            reported.append(seen)
             frame = tr.gettext("Loop detected (observe mode, the run goes on): {reason}")
             return self._verdict("observe", found, frame)
         self._tripped = self._verdict(
@@ -703,16 +711,16 @@ class LoopDetector:
         """
         if self._tripped is not None:
             return ALLOW
-        config = self._config
-        if self._view.turns > config.max_turns and Signal.TURN_COUNT not in self._warned:
-            self._warned.add(Signal.TURN_COUNT)
-            found = Detection(Signal.TURN_COUNT, None, (), self._view.turns, config.max_turns, None)
+        turns = self._view.turns
+        if turns > self._max_turns and Signal.TURN_COUNT not in self._warned:
+            self._warned |= {Signal.TURN_COUNT}
+            found = Detection(Signal.TURN_COUNT, None, (), turns, self._max_turns, None)
             return self._verdict("warn", found)
         elapsed = self._elapsed = self._clock() - self._started
-        if elapsed * 1000 > config.turn_timeout_ms and Signal.ELAPSED_TIME not in self._warned:
-            self._warned.add(Signal.ELAPSED_TIME)
+        if elapsed * 1000 > self._timeout_ms and Signal.ELAPSED_TIME not in self._warned:
+            self._warned |= {Signal.ELAPSED_TIME}
             found = Detection(
-                Signal.ELAPSED_TIME, None, (), int(elapsed), config.turn_timeout_ms // 1000, None
+                Signal.ELAPSED_TIME, None, (), int(elapsed), self._timeout_ms // 1000, None
             )
             return self._verdict("warn", found)
         return ALLOW

@@ -16,11 +16,27 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from itertools import islice
+from typing import TypeVar
 
 from langchain_loop_guard._signature import digest, near_equal, near_reply
-from langchain_loop_guard._view import Call, RunView
+from langchain_loop_guard._view import Call, Key, RunView, key_text
 
-__all__ = ["RULES", "Detection", "Rule", "Signal"]
+__all__ = [
+    "ANSWER_CHECKS",
+    "CALL_CHECKS",
+    "CHANGED",
+    "FAILED",
+    "FAILING",
+    "NEW_CALL_CHECKS",
+    "QUIET",
+    "REPLY",
+    "RESULT_CHECKS",
+    "RULES",
+    "TURN_CHECKS",
+    "Detection",
+    "Rule",
+    "Signal",
+]
 
 
 class Signal(StrEnum):
@@ -61,12 +77,12 @@ class Detection:
 # --- progress-aware counting -----------------------------------------------------------------
 
 
-def _same(a: str | None, b: str | None) -> bool:
+def _same(a: Key | None, b: Key | None) -> bool:
     """Outcomes equal, an unknown one (pending, blocked) equal to any."""
     return a is None or b is None or a == b
 
 
-def _chain(sig: str, earlier: Iterable[Call], aware: bool, ref: str | None = None) -> int:
+def _chain(sig: Key, earlier: Iterable[Call], aware: bool, ref: Key | None = None) -> int:
     """How many of the ``earlier`` calls (newest first) count as repeats of ``sig``.
 
     With progress awareness, occurrences count while their outcomes stay equal: counting
@@ -135,15 +151,16 @@ def _repeats_pair(seq: Sequence[Call], index: int, window: int) -> bool:
 
 # --- the rules -------------------------------------------------------------------------------
 
-CallCheck = Callable[[RunView, Sequence[Call], list[str]], "Detection | None"]
+CallCheck = Callable[[RunView, Sequence[Call], list[Key]], "Detection | None"]
 """A rule on a tool call about to run: the history with the call last, and its signatures."""
 ResultCheck = Callable[[RunView, Call | None, str], "Detection | None"]
 """A rule on a tool result: the call it belongs to (if found) and the tool's name."""
 TurnCheck = Callable[[RunView], "Detection | None"]
 """A rule on a model turn or response."""
+_Check = TypeVar("_Check", ResultCheck, TurnCheck)
 
 
-def repeated_call(view: RunView, seq: Sequence[Call], sigs: list[str]) -> Detection | None:
+def repeated_call(view: RunView, seq: Sequence[Call], sigs: list[Key]) -> Detection | None:
     """A A A: the same call ``threshold`` times in a row."""
     cur = seq[-1]
     threshold = view.limits.repeat_threshold(cur.name)
@@ -153,11 +170,11 @@ def repeated_call(view: RunView, seq: Sequence[Call], sigs: list[str]) -> Detect
     if 1 + _chain(cur.sig, earlier, view.limits.aware) < threshold:
         return None
     return Detection(
-        Signal.REPEATED_TOOL_CALL, cur.name, (cur.name,), threshold, threshold, cur.sig
+        Signal.REPEATED_TOOL_CALL, cur.name, (cur.name,), threshold, threshold, key_text(cur.sig)
     )
 
 
-def cycle(view: RunView, seq: Sequence[Call], sigs: list[str]) -> Detection | None:
+def cycle(view: RunView, seq: Sequence[Call], sigs: list[Key]) -> Detection | None:
     """A B A B A B: a pattern of 2..max_cycle_length calls, ``cycle_repeats`` times."""
     limits = view.limits
     repeats = limits.cycle_repeats
@@ -182,12 +199,12 @@ def cycle(view: RunView, seq: Sequence[Call], sigs: list[str]) -> Detection | No
             tuple(c.name for c in seq[-length:]),
             repeats,
             repeats,
-            digest(*sorted(sigs[-length:])),
+            digest(*sorted(map(key_text, sigs[-length:]))),
         )
     return None
 
 
-def frequency(view: RunView, seq: Sequence[Call], sigs: list[str]) -> Detection | None:
+def frequency(view: RunView, seq: Sequence[Call], sigs: list[Key]) -> Detection | None:
     """A … A … A … A: ``threshold`` of the last ``window`` calls, the current one counted.
 
     A call made after a different call succeeded is decided on its result instead
@@ -206,7 +223,7 @@ def frequency_after_change(view: RunView, call: Call | None, name: str) -> Detec
     """
     if call is None or not call.changed or not view.limits.aware or call.kind == "blocked":
         return None
-    seq = list(view.calls)  # the call is there: results are only matched to calls in it
+    seq = view.calls  # the call is there: results are only matched to calls in it
     return _frequency(view, seq, seq.index(call))
 
 
@@ -222,13 +239,14 @@ def _frequency(view: RunView, seq: Sequence[Call], index: int) -> Detection | No
     count = 1 + _chain(cur.sig, reversed(_first_of_each_answer(earlier)), limits.aware, cur.outcome)
     if count < threshold:
         return None
-    return Detection(Signal.TOOL_FREQUENCY, cur.name, (cur.name,), count, threshold, cur.sig)
+    key = key_text(cur.sig)
+    return Detection(Signal.TOOL_FREQUENCY, cur.name, (cur.name,), count, threshold, key)
 
 
 def _first_of_each_answer(calls: list[Call]) -> list[Call]:
     """``calls`` with each answer's repeats of a call left out: an answer counts once."""
     kept: list[Call] = []
-    seen: set[tuple[Call, str]] = set()
+    seen: set[tuple[Call, Key]] = set()
     for call in calls:
         mark = (call.batch, call.sig)
         if mark not in seen:
@@ -237,7 +255,7 @@ def _first_of_each_answer(calls: list[Call]) -> list[Call]:
     return kept
 
 
-def no_progress(view: RunView, seq: Sequence[Call], sigs: list[str]) -> Detection | None:
+def no_progress(view: RunView, seq: Sequence[Call], sigs: list[Key]) -> Detection | None:
     """Each of the last N calls repeated the latest (call, outcome) pair of the window.
 
     N is ``no_progress_calls``, raised to the highest repeat threshold of the streak's
@@ -256,7 +274,7 @@ def no_progress_after_change(view: RunView, call: Call | None, name: str) -> Det
     """The no-progress rule on the result of a call made after a different call succeeded."""
     if call is None or not call.changed or not view.limits.no_progress or call.kind == "blocked":
         return None
-    seq = list(view.calls)
+    seq = view.calls
     return _no_progress(view, seq, seq.index(call))
 
 
@@ -276,12 +294,12 @@ def _no_progress(view: RunView, seq: Sequence[Call], last: int) -> Detection | N
                 tuple(dict.fromkeys(c.name for c in streak)),
                 count,
                 threshold,
-                digest(*sorted({c.sig for c in streak})),
+                digest(*sorted({key_text(c.sig) for c in streak})),
             )
     return None
 
 
-def repeated_sequence(view: RunView, seq: Sequence[Call], sigs: list[str]) -> Detection | None:
+def repeated_sequence(view: RunView, seq: Sequence[Call], sigs: list[Key]) -> Detection | None:
     """A block of 4..max_sequence_length calls, ``cycle_repeats`` times, each position with
     the same results; one position may change its arguments every lap (the same tool opening
     another file each time) while the others repeat exactly (SPEC §11 R5).
@@ -317,7 +335,7 @@ def repeated_sequence(view: RunView, seq: Sequence[Call], sigs: list[str]) -> De
     return _walked_again(view, seq, sigs)
 
 
-def _walked_again(view: RunView, seq: Sequence[Call], sigs: list[str]) -> Detection | None:
+def _walked_again(view: RunView, seq: Sequence[Call], sigs: list[Key]) -> Detection | None:
     """A longer block (up to twice ``max_sequence_length`` calls) walked exactly the same
     way, its calls and their results, ``cycle_repeats - 1`` times and begun once more."""
     if seq[-1].changed is None:
@@ -351,7 +369,7 @@ def _sequence(seq: Sequence[Call], length: int, repeats: int) -> Detection:
     )
 
 
-def near_repeat(view: RunView, seq: Sequence[Call], sigs: list[str]) -> Detection | None:
+def near_repeat(view: RunView, seq: Sequence[Call], sigs: list[Key]) -> Detection | None:
     """The same call again and again, its result only *nearly* the same each time: numbers
     changed, lines repeated (an edit applied again and again, a counter that grows). Looser
     than an exact repeat: ``near_repeat_threshold`` identical calls among the last twice as
@@ -371,7 +389,12 @@ def _near(cur: Call, count: int, threshold: int) -> Detection | None:
     if count < threshold:
         return None
     return Detection(
-        Signal.NEAR_REPEAT, cur.name, (cur.name,), count, threshold, digest("near", cur.sig)
+        Signal.NEAR_REPEAT,
+        cur.name,
+        (cur.name,),
+        count,
+        threshold,
+        digest("near", key_text(cur.sig)),
     )
 
 
@@ -406,7 +429,7 @@ def repeated_error(view: RunView, call: Call | None, name: str) -> Detection | N
     limits = view.limits
     key, count = view.error
     if count >= limits.error:
-        return Detection(Signal.REPEATED_TOOL_ERROR, name, (name,), count, limits.error, key)
+        return _error(name, count, limits.error, key)
     if not limits.aware:
         return None
     key, sig = call.outcome, call.sig
@@ -420,11 +443,22 @@ def repeated_error(view: RunView, call: Call | None, name: str) -> Detection | N
         elif earlier.fresh:
             news += 1
     if quiet >= limits.error:
-        return Detection(Signal.REPEATED_TOOL_ERROR, name, (name,), quiet, limits.error, key)
+        return _error(name, quiet, limits.error, key)
     often = limits.error_often
     if len(failures) >= often and len(failures) > news_then:
-        return Detection(Signal.REPEATED_TOOL_ERROR, name, (name,), len(failures), often, key)
+        return _error(name, len(failures), often, key)
     return None
+
+
+def _error(name: str, count: int, threshold: int, key: Key | None) -> Detection:
+    return Detection(
+        Signal.REPEATED_TOOL_ERROR,
+        name,
+        (name,),
+        count,
+        threshold,
+        None if key is None else key_text(key),
+    )
 
 
 def failing_turns(view: RunView, *_: object) -> Detection | None:
@@ -482,6 +516,22 @@ def _same_reply(a: tuple[str, str | None], b: tuple[str, str | None]) -> bool:
     return a[0] == b[0] or (a[1] is not None and b[1] is not None and near_reply(a[1], b[1]))
 
 
+# What holds of a result, a turn or an answer (bits): a rule whose check needs one of these
+# facts is not asked about an event of which none holds (SPEC §11 and §12 say when each
+# signal can fire; the tests hold every check to it).
+CHANGED = 1
+"""The result's call was made after a different call succeeded (SPEC §11 N1)."""
+FAILED = 2
+"""The result is a failure."""
+QUIET = 4
+"""The streak of answers that brought nothing new grew (``RunView.quiet_grew``)."""
+FAILING = 8
+"""The streak of failing turns grew (``RunView.failing_grew``)."""
+REPLY = 16
+"""The answer is a reply: text, and no tool call the signals look at instead."""
+_FACTS = 32
+
+
 @dataclass(frozen=True, slots=True)
 class Rule:
     """A signal and the checks that detect it, one per kind of event it looks at."""
@@ -494,25 +544,39 @@ class Rule:
     on_result: ResultCheck | None = None
     on_turn: TurnCheck | None = None
     on_answer: TurnCheck | None = None
+    needs: int = 0
+    """The facts (bits) one of which must hold of a result, turn or answer for its check to
+    fire; it is not asked otherwise (0: asked about every event)."""
 
 
 RULES: tuple[Rule, ...] = (
     Rule(Signal.REPEATED_TOOL_CALL, on_call=repeated_call),
     Rule(Signal.TOOL_CYCLE, on_call=cycle),
-    Rule(Signal.TOOL_FREQUENCY, on_call=frequency, on_result=frequency_after_change),
-    Rule(Signal.NO_PROGRESS, on_call=no_progress, on_result=no_progress_after_change),
+    Rule(
+        Signal.TOOL_FREQUENCY,
+        on_call=frequency,
+        on_result=frequency_after_change,
+        needs=CHANGED,
+    ),
+    Rule(
+        Signal.NO_PROGRESS,
+        on_call=no_progress,
+        on_result=no_progress_after_change,
+        needs=CHANGED,
+    ),
     Rule(Signal.REPEATED_SEQUENCE, on_call=repeated_sequence, new_calls=True),
     Rule(Signal.NEAR_REPEAT, on_call=near_repeat),
-    Rule(Signal.NO_NEW_INFO, on_result=no_new_info, on_turn=no_new_info),
-    Rule(Signal.REPEATED_TOOL_ERROR, on_result=repeated_error),
+    Rule(Signal.NO_NEW_INFO, on_result=no_new_info, on_turn=no_new_info, needs=QUIET),
+    Rule(Signal.REPEATED_TOOL_ERROR, on_result=repeated_error, needs=FAILED),
     Rule(
         Signal.FAILING_TURNS,
         on_result=failing_turns,
         on_turn=failing_turns,
         on_answer=failing_turns,
+        needs=FAILING,
     ),
-    Rule(Signal.REPEATED_ASSISTANT_RESPONSE, on_answer=repeated_response),
-    Rule(Signal.REPLY_CYCLE, on_answer=reply_cycle),
+    Rule(Signal.REPEATED_ASSISTANT_RESPONSE, on_answer=repeated_response, needs=REPLY),
+    Rule(Signal.REPLY_CYCLE, on_answer=reply_cycle, needs=REPLY),
 )
 """Every hard signal, in report order: the first that fires on an event is reported."""
 
@@ -521,6 +585,25 @@ NEW_CALL_CHECKS: tuple[CallCheck, ...] = tuple(
     r.on_call for r in RULES if r.on_call and r.new_calls
 )
 """The call checks for a call whose signature is not in the history."""
-RESULT_CHECKS: tuple[ResultCheck, ...] = tuple(r.on_result for r in RULES if r.on_result)
-TURN_CHECKS: tuple[TurnCheck, ...] = tuple(r.on_turn for r in RULES if r.on_turn)
-ANSWER_CHECKS: tuple[TurnCheck, ...] = tuple(r.on_answer for r in RULES if r.on_answer)
+
+
+def _asked(checks: list[tuple[Rule, _Check]]) -> tuple[tuple[_Check, ...], ...]:
+    """The checks to ask about an event, indexed by the facts that hold of it."""
+    return tuple(
+        tuple(check for rule, check in checks if not rule.needs or rule.needs & facts)
+        for facts in range(_FACTS)
+    )
+
+
+RESULT_CHECKS: tuple[tuple[ResultCheck, ...], ...] = _asked(
+    [(r, r.on_result) for r in RULES if r.on_result]
+)
+"""The result checks to ask, by the facts that hold of the result."""
+TURN_CHECKS: tuple[tuple[TurnCheck, ...], ...] = _asked(
+    [(r, r.on_turn) for r in RULES if r.on_turn]
+)
+"""The turn checks to ask, by the facts that hold of the turn."""
+ANSWER_CHECKS: tuple[tuple[TurnCheck, ...], ...] = _asked(
+    [(r, r.on_answer) for r in RULES if r.on_answer]
+)
+"""The answer checks to ask, by the facts that hold of the answer."""

@@ -25,6 +25,8 @@ from typing import NamedTuple, cast
 
 from pydantic import BaseModel
 
+from langchain_loop_guard._masks import HEAD, LARGE, OUTCOME_HASH, TAIL, collapse, masked
+
 __all__ = [
     "EFFECT",
     "NEAR_LINES",
@@ -101,7 +103,7 @@ _dumps = _compact_json()
 
 def digest(*parts: str | bytes) -> str:
     """A short hex digest of ``parts`` (each part length-prefixed, so no two splits collide)."""
-    hasher = hashlib.blake2b(digest_size=_DIGEST_SIZE)
+    hasher = _PLAIN_HASH.copy()
     for part in parts:
         data = part.encode("utf-8", "surrogatepass") if isinstance(part, str) else part
         hasher.update(len(data).to_bytes(8, "little"))
@@ -112,7 +114,8 @@ def digest(*parts: str | bytes) -> str:
 # One BLAKE2b per domain, personalized by its tag: a personalization is another hash function,
 # so these never collide with each other or with :func:`digest`'s. Each digest copies the
 # domain's fresh hasher (never updated itself), which is cheaper than building one.
-_OUTCOME_HASH = hashlib.blake2b(digest_size=_DIGEST_SIZE, person=b"ok")
+_PLAIN_HASH = hashlib.blake2b(digest_size=_DIGEST_SIZE)
+_OUTCOME_HASH = OUTCOME_HASH
 _ASSISTANT_HASH = hashlib.blake2b(digest_size=_DIGEST_SIZE, person=b"assistant")
 _INFO_HASH = hashlib.blake2b(digest_size=_DIGEST_SIZE, person=b"info")
 
@@ -327,190 +330,7 @@ def call_signature(name: str, args: object) -> str:
 
 # --- outcomes, errors, assistant responses -----------------------------------------------------
 
-# Outcome normalization runs on every tool result, so the masks work on UTF-8 bytes with
-# C-speed steps: the masks that start with a digit are searched in a *shape* of the text where
-# every digit is ``\x00`` (and a real NUL ``\x01``). A pattern that starts with a literal byte
-# is searched at C speed, and only the few places that start with a digit are tried; the
-# positions found then mask the text itself. UUIDs, which may start with a letter, are found
-# from their first dash, and only in a text with dashes enough. Word boundaries are spelled
-# out: a word byte is an ASCII letter, digit or ``_``, or any byte of a non-ASCII character.
-
-_MASK = b"<#>"
-_TEXT_WORD = rb"0-9A-Za-z_\x80-\xff"  # a word byte of the text
-_SHAPE_WORD = _TEXT_WORD + rb"\x00"  # and of its shape
-_X, _ZERO = ord("x"), ord("0")
-_DIGIT_SHAPE = bytes.maketrans(b"0123456789\x00", b"\x00" * 10 + b"\x01")
-_UUID_TAIL = re.compile(
-    # from the first dash; the match starts eight hex digits earlier (a word starts there)
-    rb"-(?<=[0-9a-fA-F]{8}-)(?<![%(w)b][0-9a-fA-F]{8}-)"
-    rb"[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}(?![%(w)b])" % {b"w": _TEXT_WORD}
-)
-_VOLATILE = re.compile(
-    # Tried only at a digit-run's first digit (the first look-behind), so a run costs one try;
-    # possessive quantifiers (``*+``) never give a run back, so a try fails in a few steps.
-    rb"""
-    \x00(?<!\x00\x00)  # every mask starts with a digit run, and a literal is searched fast
-    (?:
-        \x00{5,}+  # a number of six or more digits, anywhere
-      | (?<![%(w)b]\x00)  # the others where a word starts
-        (?:
-            x[\x00a-fA-F]++  # a hex pointer, if that digit is a 0 (checked on each match)
-          | (?=\x00*+(?:[-:.nu\xc2msh]|\ [nu\xc2msh]))  # a mask can follow: a quick no
-            (?:
-                \x00{3}-\x00\x00-\x00\x00  # a date, maybe with a time
-                (?:[T\ ]\x00\x00:\x00\x00(?::\x00\x00(?:[.,]\x00++)?)?
-                   (?:Z|[+-]\x00\x00:?\x00\x00)?)?
-              | \x00?:\x00\x00:\x00\x00(?:[.,]\x00++)?  # a time of day
-              | \x00*+\.\x00++\ ?  # a measured duration: a fraction of any unit
-                (?:[nu]s|\xc2\xb5s|ms|m(?:in(?:ute)?s?)?|s(?:ecs?|econds?)?|h(?:ours?)?)
-              | \x00*+\ ?(?:[nu]s|\xc2\xb5s|ms)  # or whole sub-second units (an age in
-                # whole seconds, minutes or hours moves with the world: kept, SPEC 12 N7)
-            )
-            (?![%(w)b])  # and ends where the word does
-        )
-    )
-    """
-    % {b"w": _SHAPE_WORD},
-    re.VERBOSE,
-)
-_DIGIT_RUN = re.compile(rb"\x00+")
-# Ids that carry no progress (SPEC §11 R2): hex runs of eight or more characters with a digit,
-# ids with a vendor's prefix, bash's ``line N:``. A cheap search for their common parts comes
-# first: most texts have none.
-_VENDORS: tuple[bytes, ...] = tuple(
-    b"req msg toolu call chatcmpl run lc resp evt sess conv file batch job".split()
-)
-# A vendor prefix found from its separator, in a copy of the text where ``-`` is ``_``: a
-# search that starts with a literal skips to each ``_`` at C speed and looks behind it (a
-# character class or an alternation of the prefixes would be tried at every position).
-_SEPARATOR = bytes.maketrans(b"-", b"_")
-_VENDOR_SIZES = tuple(sorted({len(v) for v in _VENDORS}))
-_VENDOR = re.compile(
-    rb"_(?:%b)"
-    % b"|".join(
-        rb"(?<=(?:%b)_)" % b"|".join(v for v in _VENDORS if len(v) == size)
-        for size in _VENDOR_SIZES
-    )
-)
-_HEX_SHAPE = bytes.maketrans(b"0123456789abcdefABCDEF\x01", b"\x01" * 22 + b"\x02")
-_HEX_RUN = b"\x01" * 8  # in the hex shape: eight hex characters, found at C speed
-_HEX_RUN_END = re.compile(b"\x01*")
-_LINE = b"line "
-_IDS = re.compile(
-    rb"(?<![%(w)b-])(?:"
-    rb"(?:%(v)b)[_-]"
-    rb"(?=[0-9A-Za-z_-]*[0-9])[0-9A-Za-z_-]{6,}"
-    rb"|(?=[0-9a-fA-F]*[0-9])[0-9a-fA-F]{8,}"
-    rb")(?![%(w)b])"
-    rb"|(?<=line )[0-9]+(?=:)" % {b"w": _TEXT_WORD, b"v": b"|".join(_VENDORS)}
-)
-
-
-def _id_spans(data: bytes) -> list[tuple[int, int]]:
-    """Where :data:`_IDS` matches in ``data``, as ``_IDS.sub`` would replace them.
-
-    ``_IDS`` begins with a look-behind, so a search tries it at every byte. Every match
-    starts where a C-speed search finds a candidate (a run of eight or more hex characters
-    in a shape of the text, a vendor prefix found from its separator, the end of ``line ``),
-    so it is tried only there, left to right, each match skipping the candidates it covers.
-    """
-    starts: list[int] = []
-    shape = data.translate(_HEX_SHAPE)
-    at = shape.find(_HEX_RUN)
-    while at >= 0:  # each found at its first character: the previous run ended before
-        starts.append(at)
-        at = shape.find(_HEX_RUN, _HEX_RUN_END.match(shape, at).end())  # type: ignore[union-attr]
-    at = data.find(_LINE)
-    while at >= 0:
-        starts.append(at + len(_LINE))
-        at = data.find(_LINE, at + 1)
-    marked, search = data.translate(_SEPARATOR), _VENDOR.search
-    vendor = search(marked)
-    while vendor is not None:
-        separator = vendor.start()
-        starts.extend(separator - size for size in _VENDOR_SIZES if separator >= size)
-        vendor = search(marked, separator + 1)
-    spans: list[tuple[int, int]] = []
-    if not starts:
-        return spans
-    end, match = 0, _IDS.match
-    for start in sorted(set(starts)):
-        if start >= end and (found_id := match(data, start)) is not None:
-            spans.append(found_id.span())
-            end = found_id.end()
-    return spans
-
-
-_DIGITS_AND_SPACE = b"0123456789 \t\r\n\x0b\x0c"
-LARGE = 32 * 1024
-"""Texts longer than this (characters) are masked in their first and last parts only."""
-_HEAD, _TAIL = 4 * 1024, 2 * 1024
 _HEX = re.compile(r"\b0x[0-9a-fA-F]+")  # memory addresses in reprs
-
-
-def _splice(data: bytes, spans: list[tuple[int, int]]) -> bytes:
-    """``data`` with each of the ordered, disjoint ``spans`` replaced by the mask."""
-    if len(spans) == 1:  # the common case, in one expression
-        ((start, end),) = spans
-        return data[:start] + _MASK + data[end:]
-    pieces, previous = [], 0
-    for start, end in spans:
-        pieces.append(data[previous:start])
-        previous = end
-    pieces.append(data[previous:])
-    return _MASK.join(pieces)
-
-
-def _masked(text: str, *, digits: bool) -> bytes:
-    """``text`` as UTF-8 with whitespace collapsed and the volatile parts masked (SPEC §3).
-
-    Durations, timestamps, UUIDs, hex pointers, numbers of six or more digits, hex runs of
-    eight or more characters, prefixed ids (``req_…``, ``toolu_…``, ``chatcmpl-…``) and
-    bash's ``line N:`` are masked. With ``digits`` false, every other digit run becomes ``#``
-    too. A text longer than :data:`LARGE` is masked in its first and last parts; in between
-    digits and whitespace are left out and the rest is taken as it is, in one C-speed pass,
-    so the time stays near a plain digest's.
-    """
-    if len(text) > LARGE:
-        middle = text[_HEAD:-_TAIL].encode("utf-8", "surrogatepass")
-        return b"".join(
-            (
-                _masked(text[:_HEAD], digits=digits),
-                b"\x00",
-                _tagged(_OUTCOME_HASH, middle.translate(None, _DIGITS_AND_SPACE)).encode(),
-                b"\x00",
-                _masked(text[-_TAIL:], digits=digits),
-            )
-        )
-    data = _collapse(text).encode("utf-8", "surrogatepass")
-    if data.count(b"-") >= 4:
-        uuids = [(found.start() - 8, found.end()) for found in _UUID_TAIL.finditer(data)]
-        if uuids:
-            data = _splice(data, uuids)
-    ids = _id_spans(data)
-    if ids:
-        data = _splice(data, ids)
-    shape = data.translate(_DIGIT_SHAPE)
-    spans: list[tuple[int, int]] = []
-    search = _VOLATILE.search
-    found = search(shape)
-    while found is not None:
-        start, end = found.span()
-        if shape[start + 1] == _X and data[start] != _ZERO:  # 1x5 is no pointer
-            found = search(shape, start + 1)
-            continue
-        spans.append((start, end))
-        found = search(shape, end)
-    if digits:
-        return _splice(data, spans) if spans else data
-    return _DIGIT_RUN.sub(b"#", _splice(shape, spans) if spans else shape)
-
-
-def _collapse(text: str) -> str:
-    """Whitespace runs as one space, trimmed (``str.split`` is what ``\\s+`` means, faster)."""
-    if text.isprintable() and "  " not in text and text[:1] != " " and text[-1:] != " ":
-        return text  # its only whitespace is single inner spaces: nothing to collapse
-    return " ".join(text.split())
 
 
 def _text_of(value: object) -> str:
@@ -532,12 +352,12 @@ def normalize_outcome(output: object) -> str:
     Durations, timestamps, UUIDs, hex pointers and numbers of six or more digits are masked;
     short numbers are kept (``progress 45%`` is not ``progress 50%``). Whitespace is collapsed.
     """
-    return _masked(_text_of(output), digits=True).decode("utf-8", "surrogatepass")
+    return masked(_text_of(output), digits=True).decode("utf-8", "surrogatepass")
 
 
 def outcome_digest(output: object) -> str:
     """Digest of a successful result's normalized text."""
-    return _tagged(_OUTCOME_HASH, _masked(_text_of(output), digits=True))
+    return _tagged(_OUTCOME_HASH, masked(_text_of(output), digits=True))
 
 
 def error_text(error: object) -> str:
@@ -570,7 +390,20 @@ def error_key(tool: str, error: object) -> str:
     input (``input_value=…``, ``input_type=…``) is left out: a model that sends new invalid
     values every time repeats one error (SPEC §11).
     """
-    return digest("error", tool, _masked(_error_text(error), digits=False))
+    return _error_key(tool, masked(_error_text(error), digits=False))
+
+
+_ERROR_HASH = _PLAIN_HASH.copy()
+_ERROR_HASH.update(b"\x05\x00\x00\x00\x00\x00\x00\x00error")  # digest("error", ...) begun
+
+
+def _error_key(tool: str, text: bytes) -> str:
+    """``digest("error", tool, text)``, its first part hashed once."""
+    hasher = _ERROR_HASH.copy()
+    name = tool.encode("utf-8", "surrogatepass")
+    hasher.update(len(name).to_bytes(8, "little") + name + len(text).to_bytes(8, "little"))
+    hasher.update(text)
+    return hasher.hexdigest()
 
 
 # --- near outcomes and the information in them (SPEC §11 R1, R6) -----------------------------
@@ -600,10 +433,15 @@ _PACK = tuple(struct.Struct(f">{size}I").pack for size in range(_SKETCH + 1))
 
 
 def _sketch(text: str) -> str:
-    """A sample of the distinct lines of ``text`` with digits and whitespace left out."""
-    data = text.encode("utf-8", "surrogatepass")
-    if len(data) > LARGE:
-        data = data[:_HEAD] + b"\n" + data[-_TAIL:]
+    """A sample of the distinct lines of ``text`` with digits and whitespace left out (of
+    its first and last bytes only when it has more than :data:`LARGE`)."""
+    if len(text) > LARGE:  # as many bytes at least: only its first and last are encoded
+        head = text[:HEAD].encode("utf-8", "surrogatepass")[:HEAD]
+        data = head + b"\n" + text[-TAIL:].encode("utf-8", "surrogatepass")[-TAIL:]
+    else:
+        data = text.encode("utf-8", "surrogatepass")
+        if len(data) > LARGE:
+            data = data[:HEAD] + b"\n" + data[-TAIL:]
     lines = set(data.translate(None, b"0123456789 \t\r\x0b\x0c").split(b"\n"))
     lines.discard(b"")
     if len(lines) <= 1:
@@ -722,7 +560,10 @@ def _name_changes(name: str) -> bool:
     return any(word.lower() in _NAME_VERBS for word in _NAME_WORD.findall(name))
 
 
-_WRITES = re.compile(r"(?<![0-9&>])>>?(?![>&]|\s*/dev/null)|<<|\bsed\s+(?:-\w+\s+)*-i")
+# A redirect into a file (not ``2>&1``, not ``> /dev/null``), and an in-place ``sed``; each
+# pattern starts with a literal, so a search skips to its candidates at C speed.
+_REDIRECT = re.compile(r">(?<![0-9&>]>)>?(?![>&]|\s*/dev/null)")
+_SED_IN_PLACE = re.compile(r"sed(?<!\wsed)\s+(?:-\w+\s+)*-i")
 
 
 def changes_something(name: str, args: object = None) -> bool:
@@ -738,15 +579,22 @@ def changes_something(name: str, args: object = None) -> bool:
                 break
     if not command or type(command) is not str:
         return False
-    words = command[:1024].split()
+    head = command[:1024]
+    words = head.split(None, 1)  # its first word, and the rest
     while words and (words[0] == "sudo" or "=" in words[0]):
-        del words[0]  # ``sudo`` and variable assignments before the command itself
+        # ``sudo`` and variable assignments before the command itself
+        words = words[1].split(None, 1) if len(words) > 1 else []
     if words and words[0].rsplit("/", 1)[-1] in _SHELL_VERBS:
         return True
-    return _WRITES.search(command[:1024]) is not None
+    return (
+        "<<" in head
+        or (">" in head and _REDIRECT.search(head) is not None)
+        or ("sed" in head and _SED_IN_PLACE.search(head) is not None)
+    )
 
 
 _DELIMITERS = bytes.maketrans(b"\"'`()[]{},;:=", b" " * 13)
+_DELIMITERS_AND_SPACE = b"\"'`()[]{},;:= \t\n\r\x0b\x0c"
 _MAX_WORDS = 4 * _SHORT
 
 
@@ -788,54 +636,74 @@ _NOTHING = frozenset(
 """Words by which a short result that repeats the query says it found nothing."""
 
 
-def _info(text: str, key: str, tokens: frozenset[int] | None) -> str:
+def _info(text: str, key: str, tokens: frozenset[int] | None, words: _Words | None = None) -> str:
     """What a result says, for the no-new-information streak: ``""`` when nothing (empty, or
     only the call's own argument values); for a short result that echoed them, ``"~"`` and a
     digest of the rest, or ``"!"`` and one when the rest says nothing was found
     (``No matches found for "<arg>"``); ``"="`` and its key for any other (a result that
     echoes nothing is what it is: an ``ok`` is no search that came back empty). The result of
     a call that changes something (:data:`EFFECT`) has a ``"."`` in front: work was done.
+    ``words`` are the text's words and those of them that are argument words, when known.
     """
     if tokens and EFFECT in tokens:
-        return "." + _said(text, key, tokens)
-    return _said(text, key, tokens)
+        return "." + _said(text, key, tokens, words)
+    return _said(text, key, tokens, words)
 
 
-def _said(text: str, key: str, tokens: frozenset[int] | None) -> str:
+_Words = tuple[list[bytes], list[bytes]]
+"""A text's words, and those of them that are no words of the call's arguments."""
+
+
+def _echoes(text: str, tokens: frozenset[int]) -> _Words:
+    """The words of ``text``, and those of them whose CRC is none of the call's ``tokens``."""
+    words = _words(text)
+    return words, [word for word in words if zlib.crc32(word) not in tokens]
+
+
+def _said(text: str, key: str, tokens: frozenset[int] | None, words: _Words | None = None) -> str:
     if len(text) > _SHORT:
         return "=" + key
-    words = _words(text)
-    if not words:
+    if not tokens:  # only whether it has a word at all
+        data = text.encode("utf-8", "surrogatepass")
+        return "=" + key if data.translate(None, _DELIMITERS_AND_SPACE) else ""
+    every, kept = words or _echoes(text, tokens)
+    if not every:
         return ""
-    if tokens:
-        kept = [word for word in words if zlib.crc32(word) not in tokens]
-        if len(kept) < len(words):
-            if not kept:
-                return ""
-            mark = "!" if _NOTHING.intersection(kept) else "~"
-            return mark + _tagged(_INFO_HASH, b" ".join(kept))
+    if len(kept) < len(every):
+        if not kept:
+            return ""
+        mark = "!" if _NOTHING.intersection(kept) else "~"
+        return mark + _tagged(_INFO_HASH, b" ".join(kept))
     return "=" + key
 
 
-def _without(text: str, tokens: frozenset[int] | None) -> str:
-    """``text`` without what echoes the call's argument values: the lines made mostly of
-    them (the code of an edit that a linter refused, say), and the argument words of short
-    lines (``sudo: nano: command not found``). Lines left with no word go too, once
-    anything was echoed."""
-    if not tokens:
+def _without(text: str, words: _Words) -> str:
+    """``text`` without what echoes the call's argument values (``words``: its words, and
+    those that are no argument words): the lines made mostly of them (the code of an edit
+    that a linter refused, say), and the argument words of short lines (``sudo: nano:
+    command not found``). Lines left with no word go too, once anything was echoed. Numbers
+    are never taken for echoes."""
+    every, kept_words = words
+    if len(kept_words) == len(every):
+        return text  # it echoes nothing
+    echoed = {word for word in set(every).difference(kept_words) if not word.isdigit()}
+    if not echoed:
         return text
     kept: list[bytes] = []
     echoes = False
     for line in text.encode("utf-8", "surrogatepass").split(b"\n"):
-        words = [w for w in line.translate(_DELIMITERS).split() if not w.isdigit()]
-        if not words:
+        line_words = line.translate(_DELIMITERS).split()
+        if echoed.isdisjoint(line_words):  # kept as it is if it has a word that is no number
+            if not all(map(bytes.isdigit, line_words)):
+                kept.append(line)
             continue
-        echoed = [zlib.crc32(w) in tokens for w in words]
-        if sum(echoed) * 2 > len(words):
+        said = [w for w in line_words if not w.isdigit()]
+        marks = [w in echoed for w in said]
+        if sum(marks) * 2 > len(said):
             echoes = True
-        elif any(echoed) and len(words) <= _SHORT_LINE:
+        elif len(said) <= _SHORT_LINE:
             echoes = True
-            kept.append(b" ".join(w for w, e in zip(words, echoed, strict=True) if not e))
+            kept.append(b" ".join(w for w, echo in zip(said, marks, strict=True) if not echo))
         else:
             kept.append(line)
     return b"\n".join(kept).decode("utf-8", "surrogatepass") if echoes else text
@@ -852,14 +720,32 @@ def outcome(
     tokens: frozenset[int] | None = None,
 ) -> Outcome:
     """The digests of a result: ``output``, or ``error`` (an exception or text) of ``tool``."""
+    return Outcome._make(result_digests(output, error, tool, tokens))
+
+
+def result_digests(
+    output: object, error: object, tool: str, tokens: frozenset[int] | None
+) -> tuple[str, str | None, str]:
+    """:func:`outcome`'s key, near sketch and information, from one reading of the text."""
+    words = None
     if error is not None:
         text = _error_text(error)
-        key = digest("error", tool, _masked(_without(text, tokens), digits=False))
+        if tokens:  # the words it echoes, for its key and what it says
+            words = _echoes(text, tokens)
+            key = _error_key(tool, masked(_without(text, words), digits=False))
+        else:
+            key = _error_key(tool, masked(text, digits=False))
     else:
-        text = _text_of(output)
-        key = _tagged(_OUTCOME_HASH, _masked(text, digits=True))
-    near = _sketch(text) if text.count("\n") + 1 >= NEAR_LINES else None
-    return Outcome(key, near, _info(text, key, tokens))
+        text = output if type(output) is str else _text_of(output)
+        key = _tagged(_OUTCOME_HASH, masked(text, digits=True))
+    # at least NEAR_LINES lines: counted in the first part, and further only when needed
+    lines = text.count("\n", 0, LARGE) + 1
+    if lines < NEAR_LINES and len(text) > LARGE:
+        lines = text.count("\n") + 1
+    near = _sketch(text) if lines >= NEAR_LINES else None
+    if len(text) > _SHORT and not tokens:  # the common case: a result that is what it says
+        return key, near, "=" + key
+    return key, near, _info(text, key, tokens, words)
 
 
 _PUNCTUATION_MARKS = b".!?,;:'\"()[]{}*_#`-"
@@ -869,7 +755,7 @@ _PUNCTUATION = bytes.maketrans(_PUNCTUATION_MARKS, b" " * len(_PUNCTUATION_MARKS
 def reply_sketch(text: object) -> str:
     """A sample of a reply's distinct words (the smallest of their hashes), lower-cased,
     without numbers and punctuation: :func:`near_reply` compares two (SPEC §12 R9)."""
-    data = _collapse(_text_of(text)).lower().encode("utf-8", "surrogatepass")
+    data = collapse(_text_of(text)).lower().encode("utf-8", "surrogatepass")
     words = set(data.translate(_PUNCTUATION).split())
     hashes = sorted(zlib.crc32(word) for word in words if not _has_digit(word))[:_REPLY_WORDS]
     return struct.pack(f">{len(hashes)}I", *hashes).hex()
@@ -900,7 +786,7 @@ def assistant_key(text: object) -> str | None:
     ``None`` for an empty response, which is skipped. Text that is not a string (a list of
     content blocks, a message) is taken as :func:`normalize_outcome` takes outputs.
     """
-    collapsed = _collapse(_text_of(text))
+    collapsed = collapse(_text_of(text))
     if not collapsed:
         return None
     return _tagged(_ASSISTANT_HASH, collapsed.encode("utf-8", "surrogatepass"))

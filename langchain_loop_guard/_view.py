@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import zlib
 from array import array
-from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from itertools import pairwise
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Call",
+    "Key",
     "Limits",
     "OutcomeKind",
     "RunView",
@@ -30,12 +31,38 @@ __all__ = [
     "count_of",
     "flag_of",
     "items_of",
+    "key_of",
+    "key_text",
+    "limits_of",
     "optional_text_of",
     "successes_cannot_stop",
     "text_of",
 ]
 
 OutcomeKind = Literal["pending", "ok", "error", "blocked"]
+
+Key = int | str
+"""A call's signature or a result's key as the view keeps it: a digest of 16 hex digits (the
+package's) as its number, which takes half the memory, any other text as it is. Equal texts
+give equal keys and different texts different ones."""
+
+
+def key_of(digest: str) -> Key:
+    """The key of ``digest``: its number if it is what :func:`key_text` writes of one."""
+    if len(digest) == 16:
+        try:
+            number = int(digest, 16)
+        except ValueError:
+            return digest
+        if f"{number:016x}" == digest:
+            return number
+    return digest
+
+
+def key_text(key: Key) -> str:
+    """The text of ``key`` (the digest :func:`key_of` was given)."""
+    return key if type(key) is str else f"{key:016x}"
+
 
 _MAX_INFO = 32  # pieces of information a run remembers having seen
 
@@ -79,18 +106,20 @@ class Call:
         "tokens",
     )
 
-    def __init__(self, name: str, sig: str, call_id: str | None) -> None:
+    def __init__(
+        self, name: str, sig: Key, call_id: str | None, tokens: frozenset[int] | None = None
+    ) -> None:
         self.name = name
         self.sig = sig
         self.call_id = call_id
         self.batch: Call = self
-        self.outcome: str | None = None
+        self.outcome: Key | None = None
         self.kind: OutcomeKind = "pending"
         self.near: str | None = None
         self.info: str | None = None
         self.changed: bool | None = None
         self.fresh = False
-        self.tokens: frozenset[int] | None = None
+        self.tokens = tokens
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,21 +215,56 @@ class Limits:
         return max(self.near_repeat, self.repeat_threshold(tool)) if self.near_repeat else 0
 
 
+@lru_cache(maxsize=64)
+def limits_of(config: LoopGuardConfig) -> Limits:
+    """The limits of ``config``, shared by the runs of one configuration (read, never
+    changed): a run's state holds none of its own."""
+    return Limits.of(config)
+
+
 class RunView:
     """The run as every rule sees it: recent calls and the streaks, digests and counts only.
 
     The view does the bookkeeping of each event (:meth:`add_call`, :meth:`add_result`, …);
-    the rules only read it.
+    the rules only read it. ``calls`` is the history, oldest first, as deep as the longest
+    walk a rule looks for (``limits.history``); ``sigs`` their signatures, in the same order.
     """
+
+    __slots__ = (
+        "answered",
+        "assistant",
+        "batch",
+        "brought",
+        "calls",
+        "due",
+        "error",
+        "expected",
+        "failing",
+        "failing_grew",
+        "infos",
+        "judged",
+        "limits",
+        "quiet",
+        "quiet_grew",
+        "quiet_tools",
+        "replies",
+        "results",
+        "seen",
+        "sigs",
+        "turns",
+        "worked",
+    )
 
     def __init__(self, limits: Limits) -> None:
         self.limits = limits
-        self.calls: deque[Call] = deque(maxlen=limits.history)
+        self.calls: list[Call] = []
+        self.sigs: list[Key] = []
         self.clear()
 
     def clear(self) -> None:
         """Forget the run: history, streaks, turns."""
         self.calls.clear()
+        self.sigs.clear()
         # the recent replies (key, word sketch), newest last, for cycles of them (R9)
         self.replies: tuple[tuple[str, str | None], ...] = ()
         self.seen = 0
@@ -215,7 +279,7 @@ class RunView:
         self.quiet_tools: tuple[str, ...] = ()
         self.quiet_grew = False
         # the streak of one tool's error in a row: its key and length
-        self.error: tuple[str | None, int] = (None, 0)
+        self.error: tuple[Key | None, int] = (None, 0)
         # the current turn: calls announced by its response, results in, whether one worked,
         # what its results brought, whether it was judged, whether it only answered; and how
         # many turns in a row failed
@@ -232,27 +296,34 @@ class RunView:
     def resize(self, limits: Limits) -> None:
         """Switch to ``limits``, keeping the history that still fits."""
         self.limits = limits
-        self.calls = deque(self.calls, maxlen=limits.history)
+        self._trim()
         self.replies = self.replies[len(self.replies) - limits.reply_laps * limits.reply_cycle :]
 
     # --- bookkeeping ---------------------------------------------------------------------
 
+    def _trim(self) -> None:
+        """Drop the calls beyond the history's depth, oldest first."""
+        extra = len(self.calls) - self.limits.history
+        if extra > 0:
+            del self.calls[:extra]
+            del self.sigs[:extra]
+
     def add_call(self, call: Call) -> bool:
         """Append ``call``, noting whether a different call succeeded since its last time and
         which answer asked for it; whether the history held its signature."""
-        succeeded = False
-        for earlier in reversed(self.calls):
-            if earlier.sig == call.sig:
-                call.changed = succeeded
-                break
-            succeeded = succeeded or earlier.kind == "ok"
+        calls, sigs, sig = self.calls, self.sigs, call.sig
+        if sig in sigs:  # looked up at C speed: most calls are new
+            since = len(sigs) - sigs[::-1].index(sig)  # the calls after its newest occurrence
+            call.changed = any(earlier.kind == "ok" for earlier in calls[since:])
         if self.due:
             if self.batch is None:
                 self.batch = call
             call.batch = self.batch
             self.due -= 1
-        calls = self.calls
         calls.append(call)
+        sigs.append(sig)
+        if len(calls) > self.limits.history:
+            del calls[0], sigs[0]
         self.seen += 1
         sketched = self.limits.sketched
         if 0 < sketched < len(calls):
@@ -318,9 +389,9 @@ class RunView:
     def user_message(self) -> None:
         """A new human message: successful calls before it stop counting as repeats, and
         what was seen before is news again; failures and replies still count (R7, R9)."""
-        for call in self.calls:
+        for index, call in enumerate(self.calls):
             if call.kind == "ok":
-                call.sig = ""  # a signature no call has: it can no longer be repeated
+                call.sig = self.sigs[index] = ""  # no call has it: it can no longer be repeated
         self.failing, self.failing_grew, self.judged, self.answered = 0, False, True, False
         self.quiet, self.quiet_tools, self.quiet_grew, self.brought = 0, (), False, 0
         del self.infos[:]
@@ -381,7 +452,7 @@ class RunView:
             return NEUTRAL  # the same query asked again
         if info[0] == "!":
             return NOTHING
-        value = (call.outcome or "") if info == "=" else info
+        value = ("" if call.outcome is None else call.outcome) if info == "=" else info
         if _seen(self.infos, value):
             return NEUTRAL if info == "=" else NOTHING
         return NEW
@@ -394,8 +465,8 @@ class RunView:
             "calls": [
                 [
                     c.name,
-                    c.sig,
-                    c.outcome,
+                    key_text(c.sig),
+                    None if c.outcome is None else key_text(c.outcome),
                     c.kind,
                     c.call_id,
                     c.near,
@@ -421,7 +492,7 @@ class RunView:
                 self.answered,
                 self.failing,
             ],
-            "error": list(self.error),
+            "error": [None if self.error[0] is None else key_text(self.error[0]), self.error[1]],
             "assistant": list(self.assistant),
             "replies": [list(reply) for reply in self.replies],
         }
@@ -455,13 +526,15 @@ class RunView:
         key, streak = items_of(state["assistant"])
         assistant = (optional_text_of(key), count_of(streak))
         key, streak = items_of(state["error"])
-        error = (optional_text_of(key), count_of(streak))
+        error = (None if key is None else key_of(text_of(key)), count_of(streak))
         replies = [
             (text_of(reply_key), optional_text_of(sketch))
             for reply_key, sketch in map(items_of, items_of(state["replies"]))
         ]
         self.clear()
         self.calls.extend(calls)
+        self.sigs.extend(call.sig for call in calls)
+        self._trim()
         self.replies = tuple(replies)
         self.seen, self.turns, self.due = seen, turns, count_of(due)
         self.batch = calls[-1].batch if started and calls else None
@@ -501,7 +574,7 @@ def successes_cannot_stop(state: Mapping[str, Any], no_new_info: int) -> bool:
     return not no_new_info or count + pending < no_new_info
 
 
-def _seen(infos: array[int], value: str) -> bool:
+def _seen(infos: array[int], value: Key) -> bool:
     """Whether ``value`` (a digest) is among the run's information; it is from now on."""
     number = _hash(value)
     if number in infos:
@@ -512,8 +585,10 @@ def _seen(infos: array[int], value: str) -> bool:
     return False
 
 
-def _hash(value: str) -> int:
+def _hash(value: Key) -> int:
     """A digest as a 64-bit number (its last 16 hex digits), or any text's CRC."""
+    if isinstance(value, int):
+        return value  # the number of its 16 hex digits already
     try:
         return int(value[-16:], 16)
     except ValueError:
@@ -565,10 +640,10 @@ def _call_from_state(item: object) -> Call:
     name, sig, outcome, kind, call_id, near, info, changed, tokens, joined, fresh = items_of(item)
     if kind not in _KINDS:
         raise ValueError(kind)
-    call = Call(text_of(name), text_of(sig), optional_text_of(call_id))
+    call = Call(text_of(name), key_of(text_of(sig)), optional_text_of(call_id))
     if flag_of(joined):
         call.batch = _JOINED
-    call.outcome, call.kind = optional_text_of(outcome), kind
+    call.outcome, call.kind = None if outcome is None else key_of(text_of(outcome)), kind
     call.near, call.info = optional_text_of(near), optional_text_of(info)
     call.changed = None if changed is None else flag_of(changed)
     call.fresh = flag_of(fresh)

@@ -384,6 +384,27 @@ def test_an_error_that_echoes_the_call_is_keyed_without_the_echo() -> None:
     assert len(plain) == 2
 
 
+@pytest.mark.parametrize(
+    ("error", "args"),
+    [
+        pytest.param("exit status 2 after 5 tries", {"retries": "5"}, id="only-a-number"),
+        pytest.param(
+            "the parser stopped in config.yaml at an unexpected token, see the manual",
+            {"path": "config.yaml"},
+            id="a-long-line-that-names-it-once",
+        ),
+    ],
+)
+def test_an_error_that_echoes_only_a_number_or_a_word_in_passing_keeps_its_text(
+    error: str, args: dict[str, str]
+) -> None:
+    """Numbers are never echoes, and a long line that names an argument once is about more
+    than the argument: the error is keyed as if the call had no arguments."""
+    assert outcome(error=error, tool="run", tokens=arg_tokens(args)).key == (
+        outcome(error=error, tool="run").key
+    )
+
+
 def test_a_long_result_of_one_line_repeated_has_a_short_sketch() -> None:
     """A view of 20+ identical lines: its sketch is that line's, nearly equal only to
     itself."""
@@ -392,6 +413,22 @@ def test_a_long_result_of_one_line_repeated_has_a_short_sketch() -> None:
     assert len(same) == 8
     assert near_equal(same, outcome("=====\n" * 30).near)
     assert not near_equal(same, outcome("-----\n" * 25).near)
+
+
+@pytest.mark.parametrize(
+    ("middle", "width"), [("é", 80), ("x", 120)], ids=["more-bytes-than-characters", "ascii"]
+)
+def test_a_long_result_is_sketched_from_its_first_and_last_bytes(middle: str, width: int) -> None:
+    """Beyond 32 KB of UTF-8, only the lines of its first 4 KB and last 2 KB are sketched:
+    a result that differs only in between has the same sketch (with two bytes a character, a
+    text of fewer characters is that long too)."""
+    head = "".join(f"head line {chr(97 + n % 26)}\n" for n in range(400))
+    tail = "".join(f"tail line {chr(97 + n % 26)}\n" for n in range(200))
+    one = head + f"{middle * width}\n" * 300 + tail
+    other = head + f"{middle * (width - 10)} and more\n" * 350 + tail
+    assert len(one) <= 32 * 1024 < len(one.encode()) or len(one) > 32 * 1024
+    assert outcome(one).near == outcome(other).near
+    assert outcome(one).key != outcome(other).key
 
 
 def test_the_window_rule_counts_an_answer_with_a_call_twice_once() -> None:

@@ -763,6 +763,15 @@ def test_message_with_tool_calls_does_not_break_the_assistant_streak() -> None:
     assert actions(run(detector(), steps)) == ["allow"] * 3 + ["abort"]
 
 
+def test_tool_calls_given_as_any_iterable_are_counted() -> None:
+    """A message's tool calls may come as a generator: they count as a list of them does."""
+    d = detector()
+    assert not d.assistant_message("Done.", iter([])).stops  # no call: a reply
+    assert not d.assistant_message("Done.", (call for call in [("read", {})])).stops
+    assert not d.assistant_message("Done.", iter([])).stops
+    assert d.assistant_message("Done.", iter([])).stops  # the third reply in a row
+
+
 def test_without_progress_awareness_every_message_with_text_counts() -> None:
     """progress_aware=False: "Checking again." three times stops, tool calls or not."""
     say = Say("Checking again.", (("poll", {"job": 1}),))

@@ -148,6 +148,24 @@ def test_replay_without_tool_or_digest_is_an_error() -> None:
         LoopDetector().replay(DetectorEvent(kind="tool_call", tool="x"))
 
 
+@pytest.mark.parametrize(
+    "digests",
+    [
+        ["0123456789abcdef", "0123456789ABCDEF", " 123456789abcdef"],
+        ["not a digest yet", "-123456789abcdef", "+123456789abcdef"],
+    ],
+    ids=["one-number-written-three-ways", "no-number"],
+)
+def test_a_replayed_digest_is_a_call_of_its_own_whatever_its_text(digests: list[str]) -> None:
+    """Texts of 16 characters that read as one number are still different digests: none
+    repeats another, and the state gives each back as it was."""
+    d = LoopDetector(clock=lambda: 0.0)
+    for digest in digests:
+        assert not d.replay(DetectorEvent(kind="tool_call", tool="t", digest=digest)).stops
+    assert [call[1] for call in d.export_state()["calls"]] == digests
+    assert LoopDetector().restore_state(d.export_state())
+
+
 def test_replaying_detector_tells_its_own_listener() -> None:
     """A replaying detector hears the events it replays, with its own verdicts."""
     detector, events = _listening()

@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from langchain_loop_guard import LoopDetector, LoopGuardConfig, Signal, Verdict
+from langchain_loop_guard import _detector as detector_module
 from langchain_loop_guard._detector import _MAX_REPORTED, DetectorEvent
 from langchain_loop_guard._signature import (
     assistant_key,
@@ -406,12 +407,45 @@ def test_detector_never_raises_and_keeps_its_invariants(
             if latched and kind in ("tool_call", "turn_start"):
                 assert verdict.tripped
             latched = latched or verdict.stops
-        assert d._view.calls.maxlen is not None
-        assert len(d._view.calls) <= d._view.calls.maxlen
-        assert len(d._view.infos) <= 32
         limits = d._view.limits
+        assert len(d._view.calls) <= limits.history
+        assert d._view.sigs == [c.sig for c in d._view.calls]
+        assert len(d._view.infos) <= 32
         assert len(d._view.replies) <= limits.reply_laps * limits.reply_cycle
         assert len(d._reported) <= _MAX_REPORTED
+
+
+class AskingEveryCheck:
+    """A table of the checks to ask about an event (``RESULT_CHECKS`` and the like) that
+    asks every check, whatever holds of the event."""
+
+    def __init__(self, table: tuple[tuple[Any, ...], ...]) -> None:
+        self.every = table[-1]  # every fact holds: every check
+
+    def __getitem__(self, facts: int) -> tuple[Any, ...]:
+        return self.every
+
+
+def _verdicts(config: LoopGuardConfig, stream: list[tuple[Any, ...]]) -> list[Any]:
+    driver = Driver(config)
+    return [driver.apply(event) for event in stream]
+
+
+@PROPERTY
+@given(configs(), st.lists(events, max_size=40))
+@with_looping_examples
+def test_asking_only_the_checks_a_fact_calls_for_changes_no_verdict(
+    config: LoopGuardConfig, stream: list[tuple[Any, ...]]
+) -> None:
+    """The premise of asking fewer rules about a result, a turn or an answer (``Rule.needs``):
+    every verdict is the one asking every check gives. (A check not asked may still find a
+    streak it found before, reported once already or stopped on: asking it again changes
+    nothing a user sees.)"""
+    asked = _verdicts(config, stream)
+    with pytest.MonkeyPatch.context() as patch:
+        for table in ("RESULT_CHECKS", "TURN_CHECKS", "ANSWER_CHECKS"):
+            patch.setattr(detector_module, table, AskingEveryCheck(getattr(detector_module, table)))
+        assert _verdicts(config, stream) == asked
 
 
 @PROPERTY

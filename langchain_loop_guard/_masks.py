@@ -1,0 +1,212 @@
+"""What changes in a tool's output without meaning progress, masked (SPEC §3, §11 R2).
+
+:func:`masked` turns a result's text into the bytes its outcome digest is taken of:
+whitespace collapsed; durations, timestamps, UUIDs, hex pointers, long numbers and ids
+(hex runs, vendor-prefixed ids, bash's ``line N:``) replaced by ``<#>``. It runs on every
+tool result, so it works on UTF-8 bytes with C-speed steps: a regular expression is tried
+only where a C-speed search found a place it can match, never at every byte.
+
+Only bytes leave this module; nothing is kept.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+__all__ = ["HEAD", "LARGE", "OUTCOME_HASH", "TAIL", "collapse", "masked"]
+
+OUTCOME_HASH = hashlib.blake2b(digest_size=8, person=b"ok")
+"""The outcome domain's fresh hasher (copied, never updated): a successful result's key is
+its digest of :func:`masked` text, and a large text's middle is kept as one."""
+
+LARGE = 32 * 1024
+"""Texts longer than this (characters) are masked in their first and last parts only."""
+HEAD, TAIL = 4 * 1024, 2 * 1024
+"""The parts of a larger text read as they are: its first and last characters."""
+_DIGITS_AND_SPACE = b"0123456789 \t\r\n\x0b\x0c"
+
+# The masks that start with a digit are searched in a *shape* of the text where every digit
+# is ``\x00`` (and a real NUL ``\x01``): a pattern that starts with a literal byte is searched
+# at C speed, and only the few places that start with a digit are tried; the positions found
+# then mask the text itself. UUIDs, which may start with a letter, are found from their first
+# dash, and only in a text with dashes enough. Word boundaries are spelled out: a word byte is
+# an ASCII letter, digit or ``_``, or any byte of a non-ASCII character.
+
+_MASK = b"<#>"
+_TEXT_WORD = rb"0-9A-Za-z_\x80-\xff"  # a word byte of the text
+_SHAPE_WORD = _TEXT_WORD + rb"\x00"  # and of its shape
+_X, _ZERO = ord("x"), ord("0")
+_DIGIT_SHAPE = bytes.maketrans(b"0123456789\x00", b"\x00" * 10 + b"\x01")
+_UUIDTAIL = re.compile(
+    # from the first dash; the match starts eight hex digits earlier (a word starts there)
+    rb"-(?<=[0-9a-fA-F]{8}-)(?<![%(w)b][0-9a-fA-F]{8}-)"
+    rb"[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}(?![%(w)b])" % {b"w": _TEXT_WORD}
+)
+_VOLATILE = re.compile(
+    # Tried only at a digit-run's first digit (the first look-behind), so a run costs one try;
+    # possessive quantifiers (``*+``) never give a run back, so a try fails in a few steps.
+    rb"""
+    \x00(?<!\x00\x00)  # every mask starts with a digit run, and a literal is searched fast
+    (?:
+        \x00{5,}+  # a number of six or more digits, anywhere
+      | (?<![%(w)b]\x00)  # the others where a word starts
+        (?:
+            x[\x00a-fA-F]++  # a hex pointer, if that digit is a 0 (checked on each match)
+          | (?=\x00*+(?:[-:.nu\xc2msh]|\ [nu\xc2msh]))  # a mask can follow: a quick no
+            (?:
+                \x00{3}-\x00\x00-\x00\x00  # a date, maybe with a time
+                (?:[T\ ]\x00\x00:\x00\x00(?::\x00\x00(?:[.,]\x00++)?)?
+                   (?:Z|[+-]\x00\x00:?\x00\x00)?)?
+              | \x00?:\x00\x00:\x00\x00(?:[.,]\x00++)?  # a time of day
+              | \x00*+\.\x00++\ ?  # a measured duration: a fraction of any unit
+                (?:[nu]s|\xc2\xb5s|ms|m(?:in(?:ute)?s?)?|s(?:ecs?|econds?)?|h(?:ours?)?)
+              | \x00*+\ ?(?:[nu]s|\xc2\xb5s|ms)  # or whole sub-second units (an age in
+                # whole seconds, minutes or hours moves with the world: kept, SPEC 12 N7)
+            )
+            (?![%(w)b])  # and ends where the word does
+        )
+    )
+    """
+    % {b"w": _SHAPE_WORD},
+    re.VERBOSE,
+)
+
+# Ids that carry no progress (SPEC §11 R2): hex runs of eight or more characters with a digit,
+# ids with a vendor's prefix, bash's ``line N:``. Each is tried only where a C-speed search
+# found a candidate: most texts have none.
+_VENDORS: tuple[bytes, ...] = tuple(
+    b"req msg toolu call chatcmpl run lc resp evt sess conv file batch job".split()
+)
+_VENDOR_SIZES = tuple(sorted({len(v) for v in _VENDORS}))
+# A vendor prefix is found from its separator, in a copy of the text where ``-`` is ``_``: a
+# search that starts with a literal skips to each ``_`` at C speed, and looks behind it only
+# when an id with a digit follows (a character class or an alternation of the prefixes would
+# be tried at every position).
+_SEPARATOR = bytes.maketrans(b"-", b"_")
+_VENDOR = re.compile(
+    rb"_(?=[A-Za-z_]*+[0-9])(?:%b)"
+    % b"|".join(
+        rb"(?<=(?:%b)_)" % b"|".join(v for v in _VENDORS if len(v) == size)
+        for size in _VENDOR_SIZES
+    )
+)
+_HEX_SHAPE = bytes.maketrans(b"0123456789abcdefABCDEF\x01", b"\x01" * 22 + b"\x02")
+_HEX_RUN = b"\x01" * 8  # in the hex shape: eight hex characters, found at C speed
+_HEX_RUN_END = re.compile(b"\x01*")
+_LINE = b"line "
+_IDS = re.compile(
+    rb"(?<![%(w)b-])(?:"
+    rb"(?:%(v)b)[_-]"
+    rb"(?=[0-9A-Za-z_-]*[0-9])[0-9A-Za-z_-]{6,}"
+    rb"|(?=[0-9a-fA-F]*[0-9])[0-9a-fA-F]{8,}"
+    rb")(?![%(w)b])"
+    rb"|(?<=line )[0-9]+(?=:)" % {b"w": _TEXT_WORD, b"v": b"|".join(_VENDORS)}
+)
+
+
+def _id_spans(data: bytes) -> list[tuple[int, int]]:
+    """Where :data:`_IDS` matches in ``data``, as ``_IDS.sub`` would replace them.
+
+    ``_IDS`` begins with a look-behind, so a search tries it at every byte. Every match
+    starts where a C-speed search finds a candidate (a run of eight or more hex characters
+    in a shape of the text, a vendor prefix found from its separator, the end of ``line ``),
+    so it is tried only there, left to right, each match skipping the candidates it covers.
+    """
+    starts: list[int] = []
+    hex_shape = data.translate(_HEX_SHAPE)
+    at = hex_shape.find(_HEX_RUN)
+    while at >= 0:  # each found at its first character: the previous run ended before
+        starts.append(at)
+        at = hex_shape.find(_HEX_RUN, _HEX_RUN_END.match(hex_shape, at).end())  # type: ignore[union-attr]
+    at = data.find(_LINE)
+    while at >= 0:
+        starts.append(at + len(_LINE))
+        at = data.find(_LINE, at + 1)
+    marked, search = data.translate(_SEPARATOR), _VENDOR.search
+    vendor = search(marked)
+    while vendor is not None:
+        separator = vendor.start()
+        starts.extend(separator - size for size in _VENDOR_SIZES if separator >= size)
+        vendor = search(marked, separator + 1)
+    spans: list[tuple[int, int]] = []
+    if not starts:
+        return spans
+    end, match = 0, _IDS.match
+    for start in sorted(set(starts)):
+        if start >= end and (found_id := match(data, start)) is not None:
+            spans.append(found_id.span())
+            end = found_id.end()
+    return spans
+
+
+def _splice(data: bytes, spans: list[tuple[int, int]]) -> bytes:
+    """``data`` with each of the ordered, disjoint ``spans`` replaced by the mask."""
+    if len(spans) == 1:  # the common case, in one expression
+        ((start, end),) = spans
+        return data[:start] + _MASK + data[end:]
+    pieces, previous = [], 0
+    for start, end in spans:
+        pieces.append(data[previous:start])
+        previous = end
+    pieces.append(data[previous:])
+    return _MASK.join(pieces)
+
+
+def masked(text: str, *, digits: bool) -> bytes:
+    """``text`` as UTF-8 with whitespace collapsed and the volatile parts masked (SPEC §3).
+
+    Durations, timestamps, UUIDs, hex pointers, numbers of six or more digits, hex runs of
+    eight or more characters, prefixed ids (``req_…``, ``toolu_…``, ``chatcmpl-…``) and
+    bash's ``line N:`` are masked. With ``digits`` false, every other digit run becomes ``#``
+    too. A text longer than :data:`LARGE` is masked in its first and last parts; in between
+    digits and whitespace are left out and the rest is taken as it is, in one C-speed pass,
+    so the time stays near a plain digest's.
+    """
+    if len(text) > LARGE:
+        hasher = OUTCOME_HASH.copy()
+        hasher.update(
+            text[HEAD:-TAIL].encode("utf-8", "surrogatepass").translate(None, _DIGITS_AND_SPACE)
+        )
+        return b"".join(
+            (
+                masked(text[:HEAD], digits=digits),
+                b"\x00",
+                hasher.hexdigest().encode(),
+                b"\x00",
+                masked(text[-TAIL:], digits=digits),
+            )
+        )
+    data = collapse(text).encode("utf-8", "surrogatepass")
+    if data.count(b"-") >= 4:
+        uuids = [(found.start() - 8, found.end()) for found in _UUIDTAIL.finditer(data)]
+        if uuids:
+            data = _splice(data, uuids)
+    ids = _id_spans(data)
+    if ids:
+        data = _splice(data, ids)
+    shape = data.translate(_DIGIT_SHAPE)
+    spans: list[tuple[int, int]] = []
+    search = _VOLATILE.search
+    found = search(shape)
+    while found is not None:
+        start, end = found.span()
+        if shape[start + 1] == _X and data[start] != _ZERO:  # 1x5 is no pointer
+            found = search(shape, start + 1)
+            continue
+        spans.append((start, end))
+        found = search(shape, end)
+    if digits:
+        return _splice(data, spans) if spans else data
+    if spans:
+        shape = _splice(shape, spans)
+    while b"\x00\x00" in shape:  # each digit run as one ``#`` (runs left are short)
+        shape = shape.replace(b"\x00\x00", b"\x00")
+    return shape.replace(b"\x00", b"#")
+
+
+def collapse(text: str) -> str:
+    """Whitespace runs as one space, trimmed (``str.split`` is what ``\\s+`` means, faster)."""
+    if text.isprintable() and "  " not in text and text[:1] != " " and text[-1:] != " ":
+        return text  # its only whitespace is single inner spaces: nothing to collapse
+    return " ".join(text.split())
