@@ -13,8 +13,9 @@ Sources, lowest first (SPEC §5):
 Each value is checked as it is read, so an error can name its source, key, value and what is
 allowed; every problem is reported at once, and a configuration is either complete and valid or
 not built at all. Pydantic owns the per-field schema (types and bounds); this module adds the
-sources (read in :mod:`~langchain_loop_guard._config_sources`), the seed's ``enabled`` alias, the cross-field rule and readable errors on top. Pydantic
-calls an overridden ``__init__`` from ``model_validate`` too, so every way in is checked.
+sources (read in :mod:`._config_sources`), the seed's ``enabled`` alias, the cross-field rule
+and readable errors on top. Pydantic calls an overridden ``__init__`` from ``model_validate``
+too, so every way in is checked.
 """
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Mapping, Sized
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
+from langchain_loop_guard._canonical import call_signature, digest
 from langchain_loop_guard._config import LoopGuardConfig
 from langchain_loop_guard._messages import translator
 from langchain_loop_guard._rules import (
@@ -32,14 +33,7 @@ from langchain_loop_guard._rules import (
     Detection,
     Signal,
 )
-from langchain_loop_guard._signature import (
-    arg_tokens,
-    assistant_key,
-    call_signature,
-    digest,
-    reply_sketch,
-    result_digests,
-)
+from langchain_loop_guard._signature import arg_tokens, assistant_key, reply_sketch, result_digests
 from langchain_loop_guard._view import (
     Call,
     Key,

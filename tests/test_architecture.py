@@ -11,7 +11,7 @@ MAX_CLASS_LINES = 350
 
 # Known exceptions, to be emptied: the detector core, reshaped by its own issue (its rooms
 # are being changed by other work right now). Anything else over a limit fails the test.
-OVERSIZED_MODULES = {"_detector.py", "_signature.py"}
+OVERSIZED_MODULES = {"_detector.py"}
 OVERSIZED_CLASSES = {"_detector.py:LoopDetector"}
 
 

@@ -14,14 +14,9 @@ from hypothesis import strategies as st
 
 from langchain_loop_guard import LoopDetector, LoopGuardConfig, Signal, Verdict
 from langchain_loop_guard import _detector as detector_module
+from langchain_loop_guard._canonical import call_signature, canonical
 from langchain_loop_guard._detector import _MAX_REPORTED, DetectorEvent
-from langchain_loop_guard._signature import (
-    assistant_key,
-    call_signature,
-    canonical,
-    error_key,
-    outcome_digest,
-)
+from langchain_loop_guard._signature import assistant_key, error_key, outcome_digest
 
 # Generated values nest and event streams are long: the default deadline would flake on a
 # loaded two-core machine, and data_too_large / too_slow only say the strategies are rich.
