@@ -2,8 +2,8 @@
 
 A listener of a :class:`~._detector.LoopDetector` gets a :class:`DetectorEvent` per event it
 decides: digests and counters, never content. :meth:`~._detector.LoopDetector.replay` feeds such
-events back (the functions here are its body and that of its ``_emit``) and reaches the same
-verdicts under the same configuration.
+events back and reaches the same verdicts under the same configuration. The functions here are
+the bodies of the detector's ``replay``, ``_emit`` and ``_decided``.
 """
 
 from __future__ import annotations
