@@ -15,13 +15,14 @@ from uuid import UUID
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
+from langchain_loop_guard._canonical import digest
 from langchain_loop_guard._detector import ALLOW, DetectorEvent, Verdict
 from langchain_loop_guard._engine import Run, RunEngine, bounded_put
 from langchain_loop_guard._guard_messages import MESSAGE_NAME
 from langchain_loop_guard._outcomes import previous_answer, tool_outcome
 from langchain_loop_guard._publish import Site
 from langchain_loop_guard._runtime import logger
-from langchain_loop_guard._signature import Outcome, assistant_key, digest, outcome
+from langchain_loop_guard._signature import Outcome, assistant_key, outcome
 from langchain_loop_guard._stop import LoopDetected
 
 if TYPE_CHECKING:

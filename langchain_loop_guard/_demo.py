@@ -28,6 +28,7 @@ from langgraph.prebuilt import ToolNode
 from langgraph.runtime import Runtime
 from langgraph.types import Send
 
+from langchain_loop_guard._canonical import call_signature
 from langchain_loop_guard._config import LoopGuardConfig, Mode
 from langchain_loop_guard._demo_kinds import (
     INTEGRATIONS,
@@ -44,7 +45,7 @@ from langchain_loop_guard._messages import translator
 from langchain_loop_guard._middleware import LoopGuardMiddleware
 from langchain_loop_guard._node import LoopGuardNode
 from langchain_loop_guard._runtime import GuardRuntime
-from langchain_loop_guard._signature import call_signature, error_key, outcome_digest
+from langchain_loop_guard._signature import error_key, outcome_digest
 from langchain_loop_guard._status import text_table
 from langchain_loop_guard._stop import LoopDetected
 from langchain_loop_guard.testing import ScriptedChatModel

@@ -19,6 +19,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langgraph.errors import GraphBubbleUp, GraphInterrupt
 
 from langchain_loop_guard._callback_runs import CallbackRun, RunTree
+from langchain_loop_guard._canonical import call_signature
 from langchain_loop_guard._detector import ALLOW
 from langchain_loop_guard._engine import RunEngine
 from langchain_loop_guard._errors import LoopGuardError
@@ -26,13 +27,7 @@ from langchain_loop_guard._outcomes import Outcome, tool_outcome
 from langchain_loop_guard._public import safe_tool_name
 from langchain_loop_guard._publish import TRACE_EVENT, install_callback_stop_filter
 from langchain_loop_guard._runtime import ConfigInput, GuardRuntime, bad_argument
-from langchain_loop_guard._signature import (
-    arg_tokens,
-    assistant_key,
-    call_signature,
-    outcome,
-    reply_sketch,
-)
+from langchain_loop_guard._signature import arg_tokens, assistant_key, outcome, reply_sketch
 
 if TYPE_CHECKING:
     from langchain_core.outputs import LLMResult

@@ -31,12 +31,12 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from langchain_loop_guard._canonical import call_signature
 from langchain_loop_guard._detector import DetectorEvent
 from langchain_loop_guard._signature import (
     Outcome,
     arg_tokens,
     assistant_key,
-    call_signature,
     outcome,
     reply_sketch,
 )

@@ -1,30 +1,21 @@
-"""Deterministic digests of tool calls, tool outcomes, errors and assistant responses.
+"""Deterministic digests of tool outcomes, errors and assistant responses, and the words of calls.
 
-Nothing here raises: every Python value serializes (cycles, deep nesting, objects whose
-``__repr__`` raises, mappings whose ``items()`` raises), and only short digests leave this
-module, never the content itself.
+Nothing here raises, and only short digests leave this module, never the content itself. The
+canonical serialization of values (and a call's signature) is in :mod:`._canonical`.
 """
 
 from __future__ import annotations
 
-import base64
-import dataclasses
-import datetime as _dt
-import enum
 import hashlib
 import itertools
-import json
-import math
 import re
 import struct
-import time
 import zlib
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from functools import lru_cache
-from typing import NamedTuple, cast
+from typing import NamedTuple
 
-from pydantic import BaseModel
-
+from langchain_loop_guard._canonical import DIGEST_SIZE, PLAIN_HASH, canonical, digest
 from langchain_loop_guard._masks import HEAD, LARGE, OUTCOME_HASH, TAIL, collapse, masked
 
 __all__ = [
@@ -33,10 +24,8 @@ __all__ = [
     "Outcome",
     "arg_tokens",
     "assistant_key",
-    "call_signature",
-    "canonical",
     "changes_something",
-    "digest",
+    "digest",  # from ._canonical, for the rules
     "error_key",
     "error_text",
     "near_equal",
@@ -47,77 +36,13 @@ __all__ = [
     "reply_sketch",
 ]
 
-_MAX_DEPTH = 200
-"""Containers nested deeper than this are cut (marked ``$deep``), far from the recursion limit."""
-
-_SCALARS = frozenset({str, int, bool, type(None)})
-
-_SHORT_INT_BITS = 2_000
-"""Ints this short always have a decimal text (Python's digit limit is at least 640)."""
-
-_DIGEST_SIZE = 8  # 64 bits: collisions are irrelevant at a window of a few dozen calls
-
-_MAX_ITEMS = 100_000
-"""Container items (mapping items, list and set members) one value is normalized with."""
-
-_MAX_CHARS = 8 << 20
-"""Characters of strings and bytes written as they are; beyond, each is written as its digest."""
-
-_MAX_SECONDS = 2.0
-"""Time one value is normalized for; beyond, the rest is cut (marked ``$truncated``)."""
-
-_CLOCK_EVERY = 1024  # items between two looks at the clock
-
-
-def _compact_json() -> Callable[[object], str]:
-    """``json.dumps`` with sorted keys, no spaces, no NaN, for values known to be acyclic.
-
-    ``JSONEncoder.encode`` builds a new C encoder on every call, which costs as much as
-    encoding a small tool call's arguments; this builds it once. The values it is given are
-    plain JSON data (see :func:`_is_plain`) or :func:`_normalize` output, never cyclic, so the
-    encoder keeps no markers to detect cycles. Where the C encoder is missing or has another
-    signature (it is private to :mod:`json`), ``encode`` is used as it is.
-    """
-    encoder = json.JSONEncoder(
-        sort_keys=True, ensure_ascii=False, separators=(",", ":"), allow_nan=False
-    )
-    try:
-        encode = json.encoder.c_make_encoder(  # type: ignore[attr-defined]
-            None,
-            encoder.default,
-            json.encoder.encode_basestring,
-            None,
-            ":",
-            ",",
-            True,
-            False,
-            False,
-        )
-    except TypeError:  # pragma: no cover - None or another signature: not CPython 3.11-3.13
-        return encoder.encode
-    return lambda value: "".join(encode(value, 0))
-
-
-_dumps = _compact_json()
-
-
-def digest(*parts: str | bytes) -> str:
-    """A short hex digest of ``parts`` (each part length-prefixed, so no two splits collide)."""
-    hasher = _PLAIN_HASH.copy()
-    for part in parts:
-        data = part.encode("utf-8", "surrogatepass") if isinstance(part, str) else part
-        hasher.update(len(data).to_bytes(8, "little"))
-        hasher.update(data)
-    return hasher.hexdigest()
-
-
 # One BLAKE2b per domain, personalized by its tag: a personalization is another hash function,
 # so these never collide with each other or with :func:`digest`'s. Each digest copies the
 # domain's fresh hasher (never updated itself), which is cheaper than building one.
-_PLAIN_HASH = hashlib.blake2b(digest_size=_DIGEST_SIZE)
+_PLAIN_HASH = PLAIN_HASH
 _OUTCOME_HASH = OUTCOME_HASH
-_ASSISTANT_HASH = hashlib.blake2b(digest_size=_DIGEST_SIZE, person=b"assistant")
-_INFO_HASH = hashlib.blake2b(digest_size=_DIGEST_SIZE, person=b"info")
+_ASSISTANT_HASH = hashlib.blake2b(digest_size=DIGEST_SIZE, person=b"assistant")
+_INFO_HASH = hashlib.blake2b(digest_size=DIGEST_SIZE, person=b"info")
 
 
 def _tagged(domain: hashlib.blake2b, data: bytes) -> str:
@@ -127,210 +52,7 @@ def _tagged(domain: hashlib.blake2b, data: bytes) -> str:
     return hasher.hexdigest()
 
 
-# --- canonical serialization -------------------------------------------------------------------
-
-
-def _is_plain(obj: object, depth: int = 0) -> bool:
-    """True when ``obj`` is JSON already (str keys, no floats, not too deep).
-
-    Such values go straight to the C encoder; anything else is normalized first. Scalars are
-    tested inline rather than by a call per value: this walk is on every tool call's path.
-    """
-    values: Iterable[object]
-    if type(obj) is dict:
-        for key in obj:
-            if type(key) is not str:
-                return False
-        values = obj.values()
-    elif type(obj) is list:
-        values = obj
-    else:
-        return type(obj) in _SCALARS
-    for value in values:
-        kind = type(value)
-        if kind is str or kind is int or kind is bool or value is None:
-            continue
-        if (kind is dict or kind is list) and depth < _MAX_DEPTH and _is_plain(value, depth + 1):
-            continue
-        return False
-    return True
-
-
-def _safe_repr(obj: object) -> str:
-    try:
-        text = repr(obj)
-    except Exception:  # noqa: BLE001 - a hostile __repr__ must not break the guard
-        return f"<{type(obj).__qualname__}>"
-    # default reprs carry memory addresses that change from one object to the next
-    return _HEX.sub("0x#", text)
-
-
-def _float(value: float) -> object:
-    if math.isnan(value):
-        return {"$float": "nan"}
-    if math.isinf(value):
-        return {"$float": "inf" if value > 0 else "-inf"}
-    if value.is_integer():
-        return int(value)  # 1.0 and 1 are the same argument
-    return value
-
-
-def _int(value: int) -> object:
-    """An int as JSON: a number, or a mark when it has more digits than Python writes."""
-    if value.bit_length() > _SHORT_INT_BITS:
-        try:
-            repr(value)
-        except ValueError:  # beyond sys.get_int_max_str_digits()
-            return {"$int": hex(value)}
-    return value
-
-
-class _Budget:
-    """What is left for normalizing one value: items, characters and time.
-
-    A hostile value (a mapping whose ``items()`` never ends, a huge nested structure) is cut
-    when the items or the time run out: each container being walked gets a ``"$truncated"``
-    mark (``"items"`` or ``"time"``) and the ones after it are empty but for the mark. Strings
-    and bytes beyond the character budget are written as their digest, which keeps them
-    apart without keeping them in memory twice.
-    """
-
-    __slots__ = ("chars", "deadline", "items", "reason")
-
-    def __init__(self) -> None:
-        self.items = _MAX_ITEMS
-        self.chars = _MAX_CHARS
-        self.deadline = time.monotonic() + _MAX_SECONDS
-        self.reason: str | None = None
-
-    def take(self) -> bool:
-        """Whether one more item may be normalized."""
-        if self.reason is not None:
-            return False
-        self.items -= 1
-        if self.items < 0:
-            self.reason = "items"
-        elif self.items % _CLOCK_EVERY == 0 and time.monotonic() > self.deadline:
-            self.reason = "time"
-        return self.reason is None
-
-    def limited(self, items: Iterable[object]) -> Iterator[object]:
-        """``items`` while the budget lasts."""
-        for item in items:
-            if not self.take():
-                return
-            yield item
-
-    def text(self, text: str) -> object:
-        """``text`` as it is while the character budget lasts, else its digest."""
-        self.chars -= len(text)
-        return text if self.chars >= 0 else {"$str": digest(text)}
-
-
-def _normalize(obj: object, depth: int, path: set[int], budget: _Budget) -> object:
-    """Turn ``obj`` into plain JSON data (str keys, no NaN), marking what JSON cannot say.
-
-    ``path`` holds the ids of the containers being walked, to cut cycles; ``budget`` bounds
-    the work. A value that fails to serialize (a mapping whose ``items()`` raises, say)
-    becomes its ``repr`` alone; the rest of the structure still counts. Exact scalars come
-    first, before the depth cut, so that a value normalizes to what :func:`_is_plain` lets
-    through unchanged.
-    """
-    kind = type(obj)
-    if kind is str:
-        return budget.text(cast(str, obj))
-    if kind is bool or obj is None:
-        return obj
-    if type(obj) is int:
-        return _int(obj)
-    if type(obj) is float:
-        return _float(obj)
-    if depth > _MAX_DEPTH:
-        return {"$deep": kind.__qualname__}
-    ident = id(obj)
-    if ident in path:
-        return {"$cycle": kind.__qualname__}
-    path.add(ident)
-    try:
-        return _normalize_object(obj, depth, path, budget)
-    except Exception:  # noqa: BLE001 - hostile objects must not break the guard
-        return {"$repr": _safe_repr(obj)}
-    finally:
-        path.discard(ident)
-
-
-def _normalize_object(obj: object, depth: int, path: set[int], budget: _Budget) -> object:
-    def inner(value: object) -> object:
-        return _normalize(value, depth + 1, path, budget)
-
-    if isinstance(obj, enum.Enum):
-        return {"$enum": type(obj).__qualname__, "v": inner(obj.value)}
-    if isinstance(obj, float):
-        return _float(float(obj))
-    if isinstance(obj, int):  # int subclasses (bool cannot be subclassed)
-        return _int(int(obj))
-    if isinstance(obj, str):
-        return budget.text(str(obj))
-    if isinstance(obj, Mapping):
-        items: dict[str, object] = {}
-        for pair in budget.limited(obj.items()):
-            key, value = cast(tuple[object, object], pair)
-            name = key if type(key) is str else "$k:" + _dumps(inner(key))
-            items[name] = inner(value)
-        if budget.reason is not None:
-            items["$truncated"] = budget.reason
-        return items
-    if isinstance(obj, list | tuple):
-        members = [inner(item) for item in budget.limited(obj)]
-        if budget.reason is not None:
-            members.append({"$truncated": budget.reason})
-        return members
-    if isinstance(obj, set | frozenset):
-        marked: dict[str, object] = {
-            "$set": sorted(_dumps(inner(item)) for item in budget.limited(obj))
-        }
-        if budget.reason is not None:
-            marked["$truncated"] = budget.reason
-        return marked
-    if isinstance(obj, bytes | bytearray | memoryview):
-        data = bytes(obj)
-        budget.chars -= len(data)
-        if budget.chars < 0:
-            return {"$bytes": digest(data)}
-        return {"$bytes": base64.b64encode(data).decode("ascii")}
-    if isinstance(obj, _dt.datetime | _dt.date | _dt.time):
-        return {"$time": obj.isoformat()}
-    if isinstance(obj, _dt.timedelta):
-        return {"$timedelta": obj.total_seconds()}
-    if isinstance(obj, BaseModel):
-        return {"$model": type(obj).__qualname__, "v": inner(obj.model_dump())}
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        fields = {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
-        return {"$data": type(obj).__qualname__, "v": inner(fields)}
-    return {"$repr": _safe_repr(obj)}
-
-
-def canonical(obj: object) -> str:
-    """Deterministic JSON text of ``obj``: key order ignored, ``1 == 1.0``.
-
-    It raises for no value (only an exhausted stack or memory could make it fail).
-    """
-    if _is_plain(obj):
-        try:
-            return _dumps(obj)
-        except ValueError:  # an int with more digits than Python writes: normalized below
-            pass
-    return _dumps(_normalize(obj, 0, set(), _Budget()))
-
-
-def call_signature(name: str, args: object) -> str:
-    """The signature of a tool call: its name and its canonical arguments, digested."""
-    return digest(name, canonical(args))
-
-
 # --- outcomes, errors, assistant responses -----------------------------------------------------
-
-_HEX = re.compile(r"\b0x[0-9a-fA-F]+")  # memory addresses in reprs
 
 
 def _text_of(value: object) -> str:

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Final, cast, get_args
 
+from langchain_loop_guard._canonical import digest
 from langchain_loop_guard._detector import (
     Action,
     DetectorEvent,
@@ -39,7 +40,6 @@ from langchain_loop_guard._detector import (
 )
 from langchain_loop_guard._errors import LoopGuardError
 from langchain_loop_guard._public import new_secret, public_digest, safe_tool_name
-from langchain_loop_guard._signature import digest
 
 __all__ = [
     "TRACE_VERSION",

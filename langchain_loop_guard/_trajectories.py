@@ -22,14 +22,9 @@ import functools
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Final
 
+from langchain_loop_guard._canonical import call_signature
 from langchain_loop_guard._detector import DetectorEvent
-from langchain_loop_guard._signature import (
-    arg_tokens,
-    assistant_key,
-    call_signature,
-    outcome,
-    reply_sketch,
-)
+from langchain_loop_guard._signature import arg_tokens, assistant_key, outcome, reply_sketch
 from langchain_loop_guard._sources import json_type
 from langchain_loop_guard._trace import TraceFormatError, TraceItem
 

@@ -9,9 +9,10 @@ PACKAGE = Path(__file__).resolve().parent.parent / "langchain_loop_guard"
 MAX_MODULE_LINES = 700
 MAX_CLASS_LINES = 350
 
-# Known exceptions, to be emptied: the detector core, reshaped by its own issue (its rooms
-# are being changed by other work right now). Anything else over a limit fails the test.
-OVERSIZED_MODULES = {"_detector.py", "_signature.py"}
+# Known exceptions, to be emptied. LoopDetector keeps only what feeds the view and asks the
+# rules, but the bodies of its event methods stay as they are until the performance work on them
+# lands, and its public docstrings are the API reference. Anything else over a limit fails.
+OVERSIZED_MODULES: set[str] = set()
 OVERSIZED_CLASSES = {"_detector.py:LoopDetector"}
 
 

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from langchain_loop_guard import LoopDetector, LoopGuardConfig, Signal, Verdict
-from langchain_loop_guard._detector import _MAX_REPORTED, ALLOW, DetectorEvent, EventKind, reason
+from langchain_loop_guard._detector import ALLOW, DetectorEvent, EventKind, reason
+from langchain_loop_guard._reporting import MAX_REPORTED
 
 if TYPE_CHECKING:
     from conftest import FakeClock
@@ -968,7 +969,7 @@ def test_observe_mode_remembers_a_bounded_number_of_reported_loops() -> None:
     d = detector(mode="observe")
     for n in range(300):
         run(d, [Call("read", {"n": n})] * 3)
-    assert len(d.export_state()["reported"]) == _MAX_REPORTED
+    assert len(d.export_state()["reported"]) == MAX_REPORTED
 
 
 def test_restored_state_keeps_the_reported_loops_bounded() -> None:
@@ -977,7 +978,7 @@ def test_restored_state_keeps_the_reported_loops_bounded() -> None:
     state["reported"] = list(range(1_000))
     d = detector(mode="observe")
     assert d.restore_state(state) is True
-    assert d.export_state()["reported"] == state["reported"][-_MAX_REPORTED:]
+    assert d.export_state()["reported"] == state["reported"][-MAX_REPORTED:]
 
 
 def test_off_mode_replays_nothing() -> None:

@@ -14,14 +14,10 @@ from hypothesis import strategies as st
 
 from langchain_loop_guard import LoopDetector, LoopGuardConfig, Signal, Verdict
 from langchain_loop_guard import _detector as detector_module
-from langchain_loop_guard._detector import _MAX_REPORTED, DetectorEvent
-from langchain_loop_guard._signature import (
-    assistant_key,
-    call_signature,
-    canonical,
-    error_key,
-    outcome_digest,
-)
+from langchain_loop_guard._canonical import call_signature, canonical
+from langchain_loop_guard._detector import DetectorEvent
+from langchain_loop_guard._reporting import MAX_REPORTED
+from langchain_loop_guard._signature import assistant_key, error_key, outcome_digest
 
 # Generated values nest and event streams are long: the default deadline would flake on a
 # loaded two-core machine, and data_too_large / too_slow only say the strategies are rich.
@@ -412,7 +408,7 @@ def test_detector_never_raises_and_keeps_its_invariants(
         assert d._view.sigs == [c.sig for c in d._view.calls]
         assert len(d._view.infos) <= 32
         assert len(d._view.replies) <= limits.reply_laps * limits.reply_cycle
-        assert len(d._reported) <= _MAX_REPORTED
+        assert len(d._reported) <= MAX_REPORTED
 
 
 class AskingEveryCheck:

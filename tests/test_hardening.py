@@ -24,10 +24,11 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.errors import GraphInterrupt
 
 from langchain_loop_guard import LoopDetector, LoopGuardConfig, LoopGuardConfigError
+from langchain_loop_guard._canonical import call_signature
 from langchain_loop_guard._handler import LoopGuardCallbackHandler
 from langchain_loop_guard._middleware import LoopGuardMiddleware
 from langchain_loop_guard._node import LoopGuardNode
-from langchain_loop_guard._signature import call_signature, error_key, outcome_digest
+from langchain_loop_guard._signature import error_key, outcome_digest
 from langchain_loop_guard._stop import LoopDetected
 from langchain_loop_guard._trace import read_trace
 from langchain_loop_guard.testing import ScriptedChatModel, call, scripted_tool

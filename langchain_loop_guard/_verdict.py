@@ -1,0 +1,155 @@
+"""A verdict: the value a :class:`~._detector.LoopDetector` hands out for each event, and its
+wording (the localized reason of each signal: tool names and counts, never content)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from langchain_loop_guard._messages import translator
+from langchain_loop_guard._rules import Detection, Signal
+
+__all__ = ["ALLOW", "Action", "Verdict", "reason", "verdict_on"]
+
+Action = Literal["allow", "warn", "observe", "block", "abort"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Verdict:
+    """The detector's decision about one event.
+
+    Attributes:
+        action: ``"allow"``; ``"warn"`` (a soft limit was passed, go on); ``"observe"`` (a loop
+            was seen in observe mode, go on); ``"block"`` (a tool call that must not run, and
+            the run stops); ``"abort"`` (the run stops).
+        signal: the signal that fired, or ``None`` for ``"allow"``.
+        message: a localized, user-facing explanation (empty for ``"allow"``); it names tools
+            and counts, never arguments or output.
+        tool: the tool the verdict is about, when there is one.
+        tools: every tool of the loop (a cycle names each tool of its pattern).
+        count: how often the pattern was seen.
+        threshold: the limit it reached.
+        key: a digest identifying this loop (the same loop has the same key).
+        tripped: ``True`` when the run was already stopped by an earlier verdict.
+    """
+
+    action: Action = "allow"
+    signal: Signal | None = None
+    message: str = ""
+    tool: str | None = None
+    tools: tuple[str, ...] = ()
+    count: int = 0
+    threshold: int = 0
+    key: str | None = None
+    tripped: bool = False
+
+    @property
+    def stops(self) -> bool:
+        """Whether the run must stop (``"block"`` or ``"abort"``)."""
+        return self.action in ("block", "abort")
+
+
+ALLOW = Verdict()
+"""The verdict of an event that changes nothing."""
+
+
+def reason(
+    signal: Signal,
+    *,
+    locale: str | None = None,
+    tool: str | None = None,
+    tools: tuple[str, ...] = (),
+    count: int = 0,
+    threshold: int = 0,
+    window: int = 0,
+) -> str:
+    """The localized, user-facing reason of ``signal``: tool names and counts, no content."""
+    tr = translator(locale)
+    if signal is Signal.REPEATED_TOOL_CALL:
+        text = tr.gettext(
+            "`{tool}` was called {count} times in a row with the same arguments "
+            "(limit {threshold})."
+        )
+    elif signal is Signal.TOOL_CYCLE:
+        text = tr.gettext(
+            "the tool calls {cycle} repeated as a cycle {count} times (limit {threshold})."
+        )
+    elif signal is Signal.TOOL_FREQUENCY:
+        text = tr.gettext(
+            "`{tool}` was called with the same arguments {count} times in the last {window} "
+            "tool calls (limit {threshold})."
+        )
+    elif signal is Signal.NO_PROGRESS:
+        text = tr.gettext(
+            "the last {count} tool calls ({cycle}) only repeated earlier calls with the same "
+            "results (limit {threshold})."
+        )
+    elif signal is Signal.REPEATED_SEQUENCE:
+        text = tr.gettext(
+            "the tool calls {cycle} repeated as a sequence {count} times with the same results "
+            "(limit {threshold})."
+        )
+    elif signal is Signal.NEAR_REPEAT:
+        text = tr.gettext(
+            "`{tool}` was called {count} times with the same arguments and nearly the same "
+            "result (limit {threshold}). If it is meant to repeat, raise its limit with "
+            "`tool_threshold_overrides` or list it in `ignore_tools`."
+        )
+    elif signal is Signal.NO_NEW_INFO:
+        text = tr.gettext(
+            "the last {count} model turns called tools ({cycle}) that brought nothing new: "
+            "failures, empty results, searches that found nothing (limit {threshold})."
+        )
+    elif signal is Signal.FAILING_TURNS:
+        text = tr.gettext(
+            "no tool call succeeded in {count} model turns in a row (limit {threshold})."
+        )
+    elif signal is Signal.REPEATED_TOOL_ERROR:
+        text = tr.gettext(
+            "`{tool}` failed with the same error {count} times within {window} tool calls "
+            "(limit {threshold})."
+        )
+    elif signal is Signal.REPEATED_ASSISTANT_RESPONSE:
+        text = tr.gettext(
+            "the assistant gave the same response {count} times in a row (limit {threshold})."
+        )
+    elif signal is Signal.REPLY_CYCLE:
+        text = tr.gettext(
+            "the assistant's replies went round {count} times, nearly the same each time "
+            "(limit {threshold})."
+        )
+    elif signal is Signal.TURN_COUNT:
+        text = tr.gettext(
+            "Loop guard warning: the run has made {count} model calls (more than {threshold})."
+        )
+    else:
+        text = tr.gettext(
+            "Loop guard warning: the run has been going for {count} s (more than {threshold} s)."
+        )
+    cycle = " → ".join(f"`{name}`" for name in tools)
+    return text.format(tool=tool, cycle=cycle, count=count, threshold=threshold, window=window)
+
+
+def verdict_on(
+    action: Action, found: Detection, *, locale: str | None, window: int, frame: str = "{reason}"
+) -> Verdict:
+    """The verdict on ``found``; its message is ``frame`` around the signal's reason."""
+    text = reason(
+        found.signal,
+        locale=locale,
+        tool=found.tool,
+        tools=found.tools,
+        count=found.count,
+        threshold=found.threshold,
+        window=window,
+    )
+    return Verdict(
+        action=action,
+        signal=found.signal,
+        message=frame.format(reason=text),
+        tool=found.tool,
+        tools=found.tools,
+        count=found.count,
+        threshold=found.threshold,
+        key=found.key,
+    )
