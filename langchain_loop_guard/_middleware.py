@@ -98,8 +98,7 @@ class LoopGuardMiddleware(GraphGuard, AgentMiddleware[LoopGuardAgentState, Any, 
         record_to: str | os.PathLike[str] | None = None,
     ) -> None:
         super().__init__(config, nudges=nudges, on_stop=on_stop, clock=clock, record_to=record_to)
-        # Whether the model's request held the run's previous answer, by the id of the answer
-        # it gave: ``after_model`` reads it (SPEC §11 N2). Ids and flags only, bounded.
+        # Whether the request held the previous answer, by answer id (SPEC §11 N2), bounded.
         self._seen_previous: dict[str, bool] = {}
         self._hint_message: SystemMessage | None = None
 
@@ -216,8 +215,8 @@ class LoopGuardMiddleware(GraphGuard, AgentMiddleware[LoopGuardAgentState, Any, 
         return self._guard_pass(messages, stored, "before_model")
 
     def _note_context(self, request: ModelRequest[Any], response: ModelResponse[Any]) -> None:
-        """Remember whether the request (what the model read, which another middleware may have
-        trimmed) held the run's previous answer, for the answer given."""
+        """Remember whether the request (maybe trimmed by another middleware) held the run's
+        previous answer, for the answer given."""
         if self.mode == "off" or not request.state:
             return
         with self.failing_open("LoopGuardMiddleware.wrap_model_call"):
@@ -263,12 +262,8 @@ class LoopGuardMiddleware(GraphGuard, AgentMiddleware[LoopGuardAgentState, Any, 
         return request
 
     def _hinted(self, current: SystemMessage | None, text: str) -> SystemMessage:
-        """``current`` with the hint, made for each model call: the guard keeps no copy of
-        the user's system prompt (SPEC §8: only counts and digests stay in memory).
-
-        Without a system prompt, the system message is the hint alone: that message is made
-        once and given to every call while it is as made (nobody changed it in place).
-        """
+        """``current`` with the hint, made for each call (SPEC §8: no copy of the user's prompt
+        is kept); without one, the hint alone, reused while nobody changed it in place."""
         if current is not None:
             return hinted_system(current, text)
         made = self._hint_message
