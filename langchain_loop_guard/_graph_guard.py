@@ -48,14 +48,9 @@ _MAX_THREADS = 256  # threads remembered for ``inspect``/``status`` and reset re
 
 
 class GraphGuard(GuardRuntime):
-    """A guard whose detector state lives in LangGraph state (middleware and node guard).
-
-    Subclasses call :meth:`_guard_pass` before and after the model and turn its :class:`Update`
-    into their host's state update and routing. A *run* starts when a human message arrives; a
-    resume (``Command(resume=...)``, ``invoke(None)`` after a breakpoint) is not a new run: the
-    interrupted node re-executes from the same saved state and must reach the same decision,
-    which is what makes ``on_stop="interrupt"`` answerable.
-    """
+    """A guard whose detector state lives in LangGraph state (middleware and node guard), which
+    call :meth:`_guard_pass` before and after the model. A run starts with a human message; a
+    resumed node re-executes from the same saved state and must reach the same decision."""
 
     _halt_ends_run: ClassVar[bool] = False
     """Whether a stop held for the next step also adds the stop message after the answers, so
