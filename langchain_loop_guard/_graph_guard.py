@@ -323,8 +323,7 @@ class GraphGuard(GuardRuntime):
     def _in_context(
         self, messages: Sequence[AnyMessage], index: int, processed: str | None
     ) -> bool:
-        """Whether the model that answered ``messages[index]`` saw the run's previous answer
-        (SPEC §11 N2)."""
+        """Whether the model saw the previous answer before ``messages[index]`` (SPEC §11 N2)."""
         return holds_answer(messages, index, processed)
 
     def _record(self, thread: str | None, events: list[DetectorEvent]) -> None:

@@ -208,8 +208,7 @@ class LoopGuardMiddleware(GraphGuard, AgentMiddleware[LoopGuardAgentState, Any, 
         return self._guard_pass(messages, stored, "before_model")
 
     def _note_context(self, request: ModelRequest[Any], response: ModelResponse[Any]) -> None:
-        """Remember whether the request (maybe trimmed by another middleware) held the run's
-        previous answer, for the answer given."""
+        """Remember, by answer id, whether the request held the run's previous answer."""
         if self.mode == "off" or not request.state:
             return
         with self.failing_open("LoopGuardMiddleware.wrap_model_call"):
@@ -225,8 +224,7 @@ class LoopGuardMiddleware(GraphGuard, AgentMiddleware[LoopGuardAgentState, Any, 
     def _in_context(
         self, messages: Sequence[AnyMessage], index: int, processed: str | None
     ) -> bool:
-        """What the model's request held, when ``wrap_model_call`` saw it; else the state's
-        messages before the answer."""
+        """What the model's request held (:meth:`_note_context`), else what the state held."""
         answer_id = messages[index].id
         if answer_id is not None:
             with self._lock:
