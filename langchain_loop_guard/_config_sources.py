@@ -6,6 +6,7 @@ validates and merges the layers is :class:`~langchain_loop_guard._config.LoopGua
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import json
 import os
@@ -190,11 +191,8 @@ _OPEN_FLAGS: Final = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O
 
 
 def _read_config_file(path: Path) -> str:
-    """The text of a regular file of at most :data:`_MAX_FILE_BYTES`.
-
-    The file is opened first and then checked (``fstat`` of the open file, so what is read is
-    what was checked): a FIFO, a device such as ``/dev/zero`` or a directory is refused
-    before a byte is read, and at most one byte more than the limit is ever read.
+    """The text of a regular file of at most :data:`_MAX_FILE_BYTES`, checked once open (what
+    is read is what was checked): a FIFO, a device or a directory is refused unread.
 
     Raises:
         FileNotFoundError: there is no such file.
@@ -420,21 +418,11 @@ def environment_layer(environ: Mapping[str, str]) -> Layer:
             continue
         field, parse = _ENV[name]
         allowed = _ENV_ALLOWED.get(field)
+        entry = Entry(field, text, source=source, key=name, where=source, allowed=allowed)
         try:
             value = parse(text)
         except ValueError as exc:
-            entry = Entry(field, text, source=source, key=name, where=source, allowed=allowed)
             problems.append(entry.problem(f"got {show(text)}: {exc}"))
         else:
-            entries.append(
-                Entry(
-                    field,
-                    value,
-                    source=source,
-                    key=name,
-                    where=source,
-                    raw=text,
-                    allowed=allowed,
-                )
-            )
+            entries.append(dataclasses.replace(entry, value=value, raw=text))
     return Layer(tuple(entries), tuple(problems))

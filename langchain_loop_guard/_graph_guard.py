@@ -48,19 +48,13 @@ _MAX_THREADS = 256  # threads remembered for ``inspect``/``status`` and reset re
 
 
 class GraphGuard(GuardRuntime):
-    """A guard whose detector state lives in LangGraph state (middleware and node guard).
-
-    Subclasses call :meth:`_guard_pass` before and after the model and turn its :class:`Update`
-    into their host's state update and routing. A *run* starts when a human message arrives; a
-    resume (``Command(resume=...)``, ``invoke(None)`` after a breakpoint) is not a new run: the
-    interrupted node re-executes from the same saved state and must reach the same decision,
-    which is what makes ``on_stop="interrupt"`` answerable.
-    """
+    """A guard whose detector state lives in LangGraph state (middleware and node guard), which
+    call :meth:`_guard_pass` before and after the model. A run starts with a human message; a
+    resumed node re-executes from the same saved state and must reach the same decision."""
 
     _halt_ends_run: ClassVar[bool] = False
-    """Whether a stop raised at the next step (``on_stop="raise"`` with calls to answer) also
-    adds the stop message after the answers, as ``"end"`` does, so that a router that knows
-    nothing of the guard ends the run instead of calling the model on the answers."""
+    """Whether a stop held for the next step also adds the stop message after the answers, so
+    that a router that knows nothing of the guard ends the run."""
 
     def __init__(
         self,
@@ -78,10 +72,7 @@ class GraphGuard(GuardRuntime):
         self._on_stop: OnStop = on_stop
         self._state_key = state_key
         self._wall: Callable[[], float] = clock if clock is not None else time.time
-        # Bounded by ``_MAX_THREADS``, oldest first: the threads served (their last state, for
-        # ``inspect``), reset requests, the detector of each recent pass by the id of the
-        # state it exported (see ``_take_live``), stops waiting for the step that raises them
-        # (by token, see ``_pending_halt``), and stops that paused a thread, reported once.
+        # Each bounded by ``_MAX_THREADS``, oldest first (see ``_take_live``, ``_pending_halt``).
         self._threads: dict[str, GuardData] = {}
         self._resets: dict[str, float] = {}
         self._live: dict[int, tuple[object, LoopDetector]] = {}
@@ -154,15 +145,13 @@ class GraphGuard(GuardRuntime):
     def _guard_pass(
         self, messages: Sequence[AnyMessage], stored: object, position: Position
     ) -> Update | None:
-        """Feed what happened since the last pass, decide, and act on a stop: raise it, end
-        the run, or interrupt for a human. ``None`` when nothing changes (the guard is off, or
-        it failed open)."""
+        """Feed what happened since the last pass, decide, and act on a stop: raise, end or
+        interrupt. ``None`` when nothing changes (off, or failed open)."""
         if self.mode == "off":
             return None
         thread = _thread_id()
         fresh = False
-        # The pass's events are recorded once it is committed: a pass that fails open, or
-        # that an interrupt will execute again on resume, records nothing.
+        # Recorded once the pass is committed (not if it fails open or an interrupt reruns it).
         events: list[DetectorEvent] = []
         halt: LoopDetected | None = None
         while True:
@@ -180,8 +169,7 @@ class GraphGuard(GuardRuntime):
                 halt = LoopDetected.from_verdict(stop, run_id=thread)
                 answers = [m for m in decided.ending if isinstance(m, ToolMessage)]
                 if position == "before_model" or not answers or graph_config() is None:
-                    # No call is left open (the saved state is valid as it is), or no graph
-                    # will save the answers (a hook called directly).
+                    # No call is left open, or no graph will save the answers.
                     self._record(thread, events)
                     raise halt
                 # Answer the open calls first: the step after this one raises, once the
@@ -242,10 +230,8 @@ class GraphGuard(GuardRuntime):
         return marker if messages[index].id == marker.get("ai") else None
 
     def _pending_halt(self, messages: Sequence[AnyMessage], stored: object) -> LoopDetected | None:
-        """The stop an earlier pass answered the calls of and left to this step to raise: only
-        while its answer is the last model answer and the guard's answers to it are the last
-        messages (before the stop message, see :attr:`_halt_ends_run`). Raised as the same object
-        when this process made it, else rebuilt from the marker, without its ``verdict``."""
+        """The stop an earlier pass answered the calls of and left to this step to raise (see
+        :meth:`_halt_marker`): the same object, or rebuilt from the marker without ``verdict``."""
         marker = self._halt_marker(messages, stored)
         if marker is None:
             return None
@@ -265,8 +251,7 @@ class GraphGuard(GuardRuntime):
         fresh: bool,
         events: list[DetectorEvent],
     ) -> GraphPass | None:
-        """Restore the run, feed what is new (recording the detector's events in ``events``), and
-        decide; ``None`` if nothing is new."""
+        """Restore the run, feed what is new into ``events``, and decide; ``None`` if nothing is."""
         work = self._restore(None if fresh else stored, thread, events, fresh=fresh)
         if not work.read(messages, position):
             return None
@@ -281,8 +266,7 @@ class GraphGuard(GuardRuntime):
     def _restore(
         self, stored: object, thread: str | None, events: list[DetectorEvent], *, fresh: bool
     ) -> GraphPass:
-        """The pass's working state: the stored guard state and a detector restored from it
-        (or the live one that wrote it)."""
+        """The pass's working state, with a detector restored (or the live one that wrote it)."""
         now = self._wall()
         config = self.config  # one configuration for the whole pass
         data = load_state(stored, thread)
@@ -320,10 +304,8 @@ class GraphGuard(GuardRuntime):
         return GraphPass(self, data=data, run=run, config=config, nudges=nudges, now=now)
 
     def _take_live(self, exported: object, config: LoopGuardConfig) -> LoopDetector | None:
-        """The detector that exported ``exported`` in an earlier pass, taken if it can go on (built
-        under ``config``, recording nothing: a listener belongs to one pass): restoring a detector
-        is half of a pass's work, and the next pass of a running graph reads the very object the
-        last one wrote. A second reader of that object restores its own copy."""
+        """The detector that exported ``exported`` in an earlier pass, if built under ``config``:
+        restoring one is half of a pass's work. A second reader of it restores its own copy."""
         with self._lock:
             entry = self._live.pop(id(exported), None)
         if entry is None or entry[0] is not exported or entry[1].config is not config:
@@ -341,8 +323,7 @@ class GraphGuard(GuardRuntime):
     def _in_context(
         self, messages: Sequence[AnyMessage], index: int, processed: str | None
     ) -> bool:
-        """Whether the model that answered ``messages[index]`` saw the run's previous answer
-        (SPEC §11 N2): the messages before its answer are what it read."""
+        """Whether the model saw the previous answer before ``messages[index]`` (SPEC §11 N2)."""
         return holds_answer(messages, index, processed)
 
     def _record(self, thread: str | None, events: list[DetectorEvent]) -> None:
@@ -396,8 +377,7 @@ def check_name(key: str, value: object) -> None:
 
 
 def graph_config() -> RunnableConfig | None:
-    """The config of the graph node running this pass; ``None`` outside a graph (a hook
-    called directly, in a test say)."""
+    """The config of the graph node running this pass; ``None`` outside a graph."""
     try:
         return get_config()
     except RuntimeError:

@@ -1,11 +1,6 @@
-"""One pass of a graph guard: the messages since the last pass, read into detector events.
-
-A pass runs before the model (the tool results since the last model call, then the start of a
-turn) or after it (the model's answer and each tool call in it; a refused call is answered with
-an error ``ToolMessage`` before any tool runs). The run settles a stopping verdict
-(:meth:`~langchain_loop_guard._engine.Run.settle`) into a nudge or the pass's stop; what a stop
-then does (raise, end, interrupt) is :class:`~langchain_loop_guard._graph_guard.GraphGuard`'s.
-"""
+"""One pass of a graph guard, before or after the model: the messages since the last pass, read
+into detector events, and a stopping verdict settled into a nudge or the pass's stop (what a stop
+then does is :class:`~langchain_loop_guard._graph_guard.GraphGuard`'s)."""
 
 from __future__ import annotations
 
@@ -92,8 +87,7 @@ class GraphPass:
         self.jump: Literal["model", "end"] | None = None
         self.stop: Verdict | None = None
         self.ending: list[BaseMessage] = []
-        """The messages that end the run, if the guard ends it: open calls' answers, the
-        stop message."""
+        """The messages that end the run, if the guard ends it: open calls' answers, the stop."""
         self.site: Site | None = None
         self.clear_stop = False
 
@@ -138,21 +132,18 @@ class GraphPass:
             self.data["turn"] = False
 
     def _feed(self, event: DetectorCall, *args: Any, **kwargs: Any) -> Verdict:
-        """Feed the run's detector and report what it decided, but a stop: it is reported
-        by :meth:`_settle`, once it is known whether it stops the run or is nudged."""
+        """Feed the run's detector and report its verdict, but a stop (:meth:`_settle` does)."""
         verdict = self.run.decide(event, *args, **kwargs)
         if verdict.tripped or not verdict.stops:
             self._reported(verdict)
         return verdict
 
     def _reported(self, verdict: Verdict, *, nudge: bool = False) -> None:
-        """Report a verdict that is not ``"allow"``, where the pass happened (the thread, and
-        the run: the caller's run id, or one the pass's state keeps)."""
+        """Report a verdict that is not ``"allow"``, at the pass's thread and run."""
         if verdict.action == "allow":
             return
         guard = self.guard
-        # LangGraph executes an interrupted node again on resume, and the pass reaches the same
-        # stop: it was reported when the thread paused.
+        # A resumed interrupt runs the pass again: its stop was reported when the thread paused.
         pauses = guard.on_stop == "interrupt" and verdict.stops and not verdict.tripped
         seen = (self.run_id, self.data.get("ai"), verdict.key, verdict.count)
         if pauses and not nudge and guard._reported_before(seen):
@@ -224,9 +215,8 @@ class GraphPass:
         if hard is None:
             self._check_calls(calls, answered)
         elif self._settle(hard, calls, answered):
-            # A verdict about the whole answer: its open calls carry the nudge (none runs,
-            # and none is fed: the model asked for them before it knew), or, for a final
-            # answer, the model gets one more turn to read it.
+            # About the whole answer: its open calls carry the nudge (none runs or is fed), or,
+            # for a final answer, the model gets one more turn to read it.
             text = nudge(hard.tool, hard.count, self.config.locale)
             open_calls = [c for c in calls if c[0] not in answered]
             self.messages += [tool_answer(c[0], c[1], text) for c in open_calls]
@@ -252,8 +242,7 @@ class GraphPass:
                 return
             text = nudge(verdict.tool or name, verdict.count, self.config.locale)
             if call_id in answered:
-                # Answered already (a structured-output call, answered by the agent itself):
-                # nothing to refuse, so the nudge follows the answers as a message of its own.
+                # Answered already (structured output): the nudge follows as its own message.
                 self.messages.append(nudge_message(text))
             else:
                 self.messages.append(tool_answer(call_id, name, text))
@@ -320,10 +309,9 @@ def _calls_of(message: AIMessage) -> list[_CallInfo]:
 def quiet_turn(
     messages: Sequence[AnyMessage], stored: object, config: LoopGuardConfig, now: float
 ) -> bool:
-    """Whether the pass before a model call can be left to the pass after it: it would only feed
-    successful results and count the turn, with no error, trip or soft warning due, and the pass
-    after the model feeds the same events in the same order. Anything unusual, or unreadable,
-    answers ``False``: the full pass decides."""
+    """Whether the pass before a model call can be left to the pass after it, which feeds the
+    same events: only successful results and the turn, no error, trip or warning due. Anything
+    unusual or unreadable answers ``False``."""
     if not isinstance(stored, Mapping):
         return stored is None  # a thread's first turn: nothing to feed yet
     exported = stored.get("detector")

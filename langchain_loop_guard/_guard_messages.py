@@ -1,9 +1,5 @@
-"""The messages a guard writes into a thread, and how to tell them from everyone else's.
-
-Nudges and answers to refused calls are made here; the "not executed" answers here too (history
-repair writes them as well), the stop message in :mod:`~langchain_loop_guard._stop`. Each is
-marked with its :data:`GuardKind` under :data:`GUARD_KEY`; the texts come from the catalogs.
-"""
+"""The messages a guard writes into a thread (the stop message is in ``_stop``), each marked
+with its :data:`GuardKind` under :data:`GUARD_KEY` to tell it from everyone else's."""
 
 from __future__ import annotations
 

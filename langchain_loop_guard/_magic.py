@@ -1,9 +1,5 @@
-"""``%loop_guard``: the guard's runtime commands as an IPython line magic (see :data:`_USAGE`
-and the README's "Commands"), loaded with ``%load_ext langchain_loop_guard``.
-
-It drives the guard picked with ``use``, else the newest guard object still alive (every guard
-registers itself, weakly), which each command then names first. Mistakes print one line
-(IPython's ``UsageError``), never a traceback.
+"""``%loop_guard``: the guard's runtime commands as an IPython line magic (:data:`_USAGE`), for
+the guard picked with ``use``, else the newest one alive. Mistakes print one line, no traceback.
 """
 
 from __future__ import annotations
@@ -169,8 +165,7 @@ class LoopGuardMagics(Magics):
         return chosen if chosen is not None else next(reversed(live_guards()), None)
 
     def _guard(self) -> GuardRuntime:
-        """The guard to drive (named first when not chosen with ``use``, so that the output is never
-        about a guard the reader did not mean); a usage error when there is none."""
+        """The guard to drive, named first unless chosen with ``use``; a usage error if none."""
         chosen = self._chosen() if self._chosen is not None else None
         guard = self._current()
         if guard is not None and chosen is None:
@@ -207,8 +202,7 @@ class LoopGuardMagics(Magics):
         return type(guard).__name__
 
     def _describe(self, guard: GuardRuntime) -> str:
-        """``#2 guard (LoopGuardCallbackHandler)``: its number in ``use``'s list, its variable
-        name (when a variable holds it) and its type."""
+        """``#2 guard (LoopGuardCallbackHandler)``: its number in ``use``'s list, name and type."""
         guards = live_guards()
         number = next((i for i, g in enumerate(guards, 1) if g is guard), 0)
         kind = type(guard).__name__

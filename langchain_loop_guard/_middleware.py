@@ -56,11 +56,8 @@ class LoopGuardMiddleware(GraphGuard, AgentMiddleware[LoopGuardAgentState, Any, 
 
     Each model answer, with every call in it (unknown tools and malformed arguments too), is
     decided in ``after_model`` before any tool runs; a refused call is answered there with an
-    error ``ToolMessage``, as LangChain's ``ToolCallLimitMiddleware`` refuses calls, and one
-    node orders parallel calls. ``wrap_model_call`` decides the tool results before the model
-    is paid for, and adds the anti-loop hint. Nothing is decided in ``wrap_tool_call``: each
-    call is its own parallel task there, so decisions could be neither ordered nor saved once,
-    and LangGraph re-runs a tool task after an ``interrupt()``.
+    error ``ToolMessage``. ``wrap_model_call`` decides the tool results before the model is
+    paid for, and adds the anti-loop hint.
 
     The detector's state is kept in the agent state under the private key ``"loop_guard"``
     (digests and counters only), so any checkpointer saves it. A run starts with a human
@@ -98,8 +95,7 @@ class LoopGuardMiddleware(GraphGuard, AgentMiddleware[LoopGuardAgentState, Any, 
         record_to: str | os.PathLike[str] | None = None,
     ) -> None:
         super().__init__(config, nudges=nudges, on_stop=on_stop, clock=clock, record_to=record_to)
-        # Whether the model's request held the run's previous answer, by the id of the answer
-        # it gave: ``after_model`` reads it (SPEC §11 N2). Ids and flags only, bounded.
+        # Whether the request held the previous answer, by answer id (SPEC §11 N2), bounded.
         self._seen_previous: dict[str, bool] = {}
         self._hint_message: SystemMessage | None = None
 
@@ -180,13 +176,9 @@ class LoopGuardMiddleware(GraphGuard, AgentMiddleware[LoopGuardAgentState, Any, 
     ) -> Coroutine[Any, Any, ModelResponse[Any] | ExtendedModelResponse[Any]]:
         """:meth:`wrap_model_call`, for async runs.
 
-        ``create_agent`` wraps every ``wrap_model_call`` hook in LangSmith's ``traceable``,
-        whose wrapper of a coroutine function moves to a worker thread twice per call, even
-        with tracing off: about 0.4 ms per model call, more than the guard's whole work (see
-        ``benchmarks/``). As a plain method returning the coroutine, the hook gets the
-        synchronous wrapper instead (about 0.05 ms). The price, with tracing on: this hook's
-        own span closes when the coroutine is made, not when the model has answered (the
-        model call keeps its span).
+        A plain method returning the coroutine, so that LangSmith's ``traceable`` takes its
+        cheaper synchronous path (``benchmarks/``); with tracing on, this hook's own span
+        closes when the coroutine is made (the model call keeps its span).
         """
         return self._awrap_model_call(request, handler)
 
@@ -216,8 +208,7 @@ class LoopGuardMiddleware(GraphGuard, AgentMiddleware[LoopGuardAgentState, Any, 
         return self._guard_pass(messages, stored, "before_model")
 
     def _note_context(self, request: ModelRequest[Any], response: ModelResponse[Any]) -> None:
-        """Remember whether the request (what the model read, which another middleware may have
-        trimmed) held the run's previous answer, for the answer given."""
+        """Remember, by answer id, whether the request held the run's previous answer."""
         if self.mode == "off" or not request.state:
             return
         with self.failing_open("LoopGuardMiddleware.wrap_model_call"):
@@ -233,8 +224,7 @@ class LoopGuardMiddleware(GraphGuard, AgentMiddleware[LoopGuardAgentState, Any, 
     def _in_context(
         self, messages: Sequence[AnyMessage], index: int, processed: str | None
     ) -> bool:
-        """What the model's request held, when ``wrap_model_call`` saw it; else the state's
-        messages before the answer."""
+        """What the model's request held (:meth:`_note_context`), else what the state held."""
         answer_id = messages[index].id
         if answer_id is not None:
             with self._lock:
@@ -263,12 +253,8 @@ class LoopGuardMiddleware(GraphGuard, AgentMiddleware[LoopGuardAgentState, Any, 
         return request
 
     def _hinted(self, current: SystemMessage | None, text: str) -> SystemMessage:
-        """``current`` with the hint, made for each model call: the guard keeps no copy of
-        the user's system prompt (SPEC §8: only counts and digests stay in memory).
-
-        Without a system prompt, the system message is the hint alone: that message is made
-        once and given to every call while it is as made (nobody changed it in place).
-        """
+        """``current`` with the hint, made for each call (SPEC §8: no copy of the user's prompt
+        is kept); without one, the hint alone, reused while nobody changed it in place."""
         if current is not None:
             return hinted_system(current, text)
         made = self._hint_message

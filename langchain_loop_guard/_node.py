@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from langchain_core.messages import AIMessage, AnyMessage, ToolMessage
 from langgraph.graph import END
 from langgraph.types import Command, Send
 
 from langchain_loop_guard._graph_guard import GraphGuard, check_name, graph_config
+from langchain_loop_guard._graph_pass import last_ai
 from langchain_loop_guard._graph_state import STATE_KEY
 from langchain_loop_guard._guard_messages import is_human_input
 from langchain_loop_guard._repair import repair_update
@@ -147,13 +148,10 @@ class LoopGuardNode(GraphGuard):
             return []  # the node itself runs next, to raise the stop (see ``__call__``)
         if is_human_input(messages[-1]):
             return self._model
-        index = len(messages) - 1
-        while index >= 0 and not isinstance(messages[index], AIMessage):
-            index -= 1
+        index = last_ai(messages, len(messages))
         if index < 0:
             return self._model
-        answer = messages[index]
-        assert isinstance(answer, AIMessage)  # the loop above stops on one
+        answer = cast(AIMessage, messages[index])
         if index == len(messages) - 1:
             return self._tools if answer.tool_calls else END
         answered = {m.tool_call_id for m in messages[index + 1 :] if isinstance(m, ToolMessage)}

@@ -1,11 +1,6 @@
-"""Where a guard's verdicts show besides its log: the traced run and the run's stream.
-
-:func:`publish` marks the traced LangSmith run of the step and its trace's top-level run
-(metadata, tags and an event, which LangChain's tracer sends when the run ends), dispatches a
-``"loop_guard"`` custom event and writes to the graph's custom stream, each only when it
-applies (``docs/observability.md``). :class:`CallbackStopFilter` keeps LangChain from logging
-each of the callback handler's deliberate stops a second time, as an error.
-"""
+"""Where a guard's verdicts show besides its log: the traced LangSmith runs, a custom event and
+the graph's custom stream (``docs/observability.md``); and the filter that keeps LangChain from
+logging each deliberate stop of the callback handler a second time, as an error."""
 
 from __future__ import annotations
 
@@ -69,10 +64,9 @@ def context_ids() -> tuple[str | None, str | None]:
     configurable = config.get("configurable") or {}
     metadata = config.get("metadata") or {}
     thread = configurable.get("thread_id", metadata.get("thread_id"))
-    run_id: Any = None
     runtime = configurable.get("__pregel_runtime")
     info = getattr(runtime, "execution_info", None)
-    run_id = getattr(info, "run_id", None)
+    run_id: Any = getattr(info, "run_id", None)
     if run_id is None:
         traced = _traced_runs(config)
         if traced is not None:
@@ -194,8 +188,7 @@ def _dispatch(data: dict[str, Any]) -> None:
 
 
 def _write(data: dict[str, Any], config: Mapping[str, Any]) -> None:
-    """Through the graph's stream writer (what ``langgraph.config.get_stream_writer()``
-    returns), read from the runtime LangGraph keeps in the config of every node."""
+    """Through the graph's stream writer, from the runtime in every node's config."""
     runtime = (config.get("configurable") or {}).get("__pregel_runtime")
     writer = getattr(runtime, "stream_writer", None)
     if callable(writer):
@@ -215,11 +208,9 @@ class CallbackStopFilter(logging.Filter):
     """Drop LangChain's ``Error in LoopGuardCallbackHandler.on_tool_start callback:
     LoopDetected(...)`` log line.
 
-    LangChain's callback manager logs every exception a callback raises at ``WARNING``, also
-    when the handler asks for it to propagate (``raise_error``), which is how the callback
-    handler stops a run; the guard has already logged the stop, once. This filter drops
-    exactly those lines: the message of a ``LoopDetected`` raised by a handler whose class
-    name it was given. Every other line passes, other handlers' errors included.
+    LangChain logs every exception a callback raises at ``WARNING``, also the ``LoopDetected``
+    the callback handler raises on purpose and has logged already. This filter drops exactly
+    those lines, of handlers whose class name it was given; every other line passes.
 
     :class:`~langchain_loop_guard.LoopGuardCallbackHandler` installs one on LangChain's logger
     (``"langchain_core.callbacks.manager"``) when it is created; to see LangChain's line

@@ -1,11 +1,5 @@
-"""Repair a thread that a stop or a crash left with tool calls no ``ToolMessage`` answers.
-
-Providers (OpenAI, Anthropic) reject a history where a model answer's ``tool_calls`` are not
-each answered right after it. The callback handler raises from inside a step, so LangGraph
-saves the thread without that step: the model answer is there, its calls' answers are not
-(:meth:`LoopDetected.repair <langchain_loop_guard._stop.LoopDetected.repair>`). The graph
-guards answer such calls themselves. This room imports no guard: the guards import it.
-"""
+"""Repair a thread that a stop or a crash left with tool calls no ``ToolMessage`` answers, which
+providers reject. It imports no guard: the guards import it."""
 
 from __future__ import annotations
 
@@ -87,10 +81,8 @@ def repaired_history(
 def repair_update(
     messages: Sequence[BaseMessage], locale: str | None = None
 ) -> list[BaseMessage] | None:
-    """A ``messages`` update that repairs ``messages``, ``None`` when nothing dangles: the
-    answers appended when they belong at the end, else the whole history rewritten
-    (``RemoveMessage(REMOVE_ALL_MESSAGES)`` first), since the ``add_messages`` reducer cannot
-    insert."""
+    """A ``messages`` update that repairs ``messages`` (``None`` when nothing dangles): the
+    answers appended, or the whole history rewritten, since ``add_messages`` cannot insert."""
     repaired = repaired_history(messages, locale)
     if repaired is None:
         return None

@@ -137,28 +137,18 @@ class GuardStatus:
             ),
         ]
         if self.recent:
-            sections.append(
-                _Section(
-                    tr.gettext("recent loops"),
-                    (
-                        tr.gettext("run"),
-                        tr.gettext("action"),
-                        tr.gettext("signal"),
-                        tr.gettext("tool"),
-                        tr.gettext("count"),
-                    ),
-                    tuple(
-                        (
-                            r.run_id,
-                            r.action,
-                            r.signal.value,
-                            r.tool or "-",
-                            f"{r.count}/{r.threshold}",
-                        )
-                        for r in self.recent
-                    ),
-                )
+            header = (
+                tr.gettext("run"),
+                tr.gettext("action"),
+                tr.gettext("signal"),
+                tr.gettext("tool"),
+                tr.gettext("count"),
             )
+            rows = tuple(
+                (r.run_id, r.action, r.signal.value, r.tool or "-", f"{r.count}/{r.threshold}")
+                for r in self.recent
+            )
+            sections.append(_Section(tr.gettext("recent loops"), header, rows))
         return sections
 
     # Set on each class, not in a shared base: IPython takes the first of ``_repr_pretty_`` or
@@ -199,21 +189,12 @@ class RunInspection:
             )
         ]
         if self.recent:
-            sections.append(
-                _Section(
-                    tr.gettext("recent tool calls"),
-                    (
-                        "#",
-                        tr.gettext("tool"),
-                        tr.gettext("digest"),
-                        tr.gettext("outcome"),
-                    ),
-                    tuple(
-                        (str(i - len(self.recent)), c.tool, c.digest, c.outcome)
-                        for i, c in enumerate(self.recent)
-                    ),
-                )
+            header = ("#", tr.gettext("tool"), tr.gettext("digest"), tr.gettext("outcome"))
+            rows = tuple(
+                (str(i - len(self.recent)), c.tool, c.digest, c.outcome)
+                for i, c in enumerate(self.recent)
             )
+            sections.append(_Section(tr.gettext("recent tool calls"), header, rows))
         return sections
 
     # as for GuardStatus

@@ -1,8 +1,5 @@
-"""What a stop is: ``LoopDetected``, the ``on_stop`` choices, and the stop's shapes as data:
-the result's ``"loop_guard_stop"`` (:func:`stop_state`), the human's interrupt
-(:func:`interrupt_payload`), the marker of a stop held for the next step (:func:`held_marker`)
-and the final message of a stopped run (:func:`stop_message`), each made from the verdict.
-"""
+"""What a stop is: ``LoopDetected``, the ``on_stop`` choices, and the stop's shapes as data
+(result key, interrupt, held marker, final message), each made from the verdict."""
 
 from __future__ import annotations
 
@@ -211,8 +208,7 @@ class LoopGuardStop(TypedDict):
 
 
 def _described(stop: Verdict | LoopDetected) -> dict[str, Any]:
-    """What every shape of a stop tells: names, counts and the stop's message, never
-    arguments, output or text."""
+    """What every shape of a stop tells: names, counts and its message, never content."""
     return {
         "tool": stop.tool,
         "tools": list(stop.tools),
@@ -247,8 +243,7 @@ def resume_action(answer: object) -> ResumeAction:
 
 
 def held_marker(stop: LoopDetected, token: str, answer_id: str | None) -> dict[str, Any]:
-    """The graph-state marker of a stop held for the next step: the answer whose calls were
-    answered first, and the token of the exception kept in memory."""
+    """The graph-state marker of a stop held for the next step (its answer, its token)."""
     return {"token": token, "ai": answer_id, "signal": stop.signal.value, **_described(stop)}
 
 
