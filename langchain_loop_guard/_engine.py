@@ -2,35 +2,15 @@
 
 A *run* (:class:`Run`) is what one detector watches: a top-level invocation, or with
 ``scope="thread"`` a LangGraph thread. The handler keeps its runs in a :class:`RunEngine`; the
-graph guards keep theirs in the graph state and make the record afresh for each pass. The
-adapters translate their host's events into these steps and act on what they return:
-
-====  ==============================  ========================  ===============================
-#     step                            here                      driven by
-====  ==============================  ========================  ===============================
-1     a run begins                    ``RunEngine.begin``       handler: a new top-level run
-                                      ``Run.restart``           graph: a human message (run
-                                                                scope); handler: ``reset``
-2     an event is decided             ``Run.decide``            handler: each callback; graph:
-                                                                each message since a pass
-3     a human message releases        ``Run.human_message``     handler: a model call with a
-      a thread                        ``Run.release``           new one; graph: one in a pass
-4     a stop is nudged or kept        ``Run.settle``            graph, while ``nudges`` last
-                                                                (the handler keeps every stop)
-5     a stop is held                  ``Run.hold``              handler: a stop in an answer
-                                                                (graph: a marker in the state)
-6     a held stop is raised           ``Run.due``               handler: each later step of the
-                                                                invocation, or its end
-7     a run ends                      ``RunEngine.end``         handler: its last invocation
-                                                                (graph: its state stays)
-8     the registry evicts             ``RunEngine.begin``       the least recently active idle
-                                                                run, when full
-====  ==============================  ========================  ===============================
-
-A graph guard holds a stop in the graph state instead (``GraphGuard._hold``), as the step
-that raises it may run in another process. Nothing here raises or touches a message:
-:class:`~langchain_loop_guard._runtime.GuardRuntime` reports, the adapters act. The handler
-calls every step under its lock; a graph pass owns its record alone.
+graph guards keep theirs in the graph state (a held stop too, ``GraphGuard._hold``, as the step
+that raises it may run in another process) and make the record afresh for each pass. The
+adapters drive the steps: a run begins (``RunEngine.begin``, ``Run.restart``), an event is
+decided (``Run.decide``), a human message releases a thread (``Run.human_message``), a stop
+is nudged or kept (``Run.settle``), held (``Run.hold``) and raised (``Run.due``), a run ends
+(``RunEngine.end``), and a full registry evicts its least recently active idle run. Nothing
+here raises or touches a message: :class:`~langchain_loop_guard._runtime.GuardRuntime`
+reports, the adapters act. The handler calls every step under its lock; a graph pass owns its
+record alone.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """The detector's signals: one small rule each, over one shared view of the run.
 
 :data:`RULES` is the list of hard signals, in the order they are reported when several fire on
-one event (SPEC §2, §11). Each rule reads a :class:`RunView` (the run's recent calls, digests
-only, and its streaks) and returns a :class:`Detection` or ``None``; it changes nothing. The
-view keeps the bookkeeping (history, streaks, turns); :class:`~._detector.LoopDetector` feeds
-the view and turns detections into verdicts. Adding a signal means adding a :class:`Signal`
-member, a rule function and its row in :data:`RULES`, without reading the other rules.
+one event (SPEC §2, §11). Each rule reads a :class:`RunView` and returns a :class:`Detection`
+or ``None``; it changes nothing. :class:`~._detector.LoopDetector` feeds the view and turns
+detections into verdicts.
 
 Nothing here imports LangChain, LangGraph or pydantic.
 """
@@ -83,13 +81,9 @@ def _same(a: Key | None, b: Key | None) -> bool:
 
 
 def _chain(sig: Key, earlier: Iterable[Call], aware: bool, ref: Key | None = None) -> int:
-    """How many of the ``earlier`` calls (newest first) count as repeats of ``sig``.
-
-    With progress awareness, occurrences count while their outcomes stay equal: counting
-    back from the newest, it ends at the first occurrence whose outcome differs from the
-    newer one's (SPEC §3, §11 N4). ``ref`` is the outcome of the call being decided, when
-    known.
-    """
+    """How many of the ``earlier`` calls (newest first) count as repeats of ``sig``: with
+    progress awareness, back to the first whose outcome differs from the newer one's (SPEC §3,
+    §11 N4). ``ref`` is the outcome of the call being decided, when known."""
     count = 0
     for call in earlier:
         if call.sig != sig:
@@ -104,9 +98,8 @@ def _chain(sig: Key, earlier: Iterable[Call], aware: bool, ref: Key | None = Non
 
 def _near_chain(cur: Call, earlier: Iterable[Call], ref: Call | None) -> int:
     """How many of the ``earlier`` occurrences of ``cur``'s signature (newest first) came
-    out nearly the same, each like the next newer one (``ref``: the call being decided, if it
-    returned), back to the first one made after a different call succeeded. The calls of one
-    answer count once (SPEC §12 N6).
+    out nearly the same as the next newer one (``ref``: the call being decided, if it returned),
+    back to the first made after a different call succeeded; an answer counts once (SPEC §12 N6).
     """
     count, sig, batch = 0, cur.sig, cur.batch
     for call in earlier:
@@ -124,9 +117,8 @@ def _near_chain(cur: Call, earlier: Iterable[Call], ref: Call | None) -> int:
 
 
 def _nearly(a: Call, b: Call) -> bool:
-    """Two results nearly the same: of one kind and one sketch, or the same outcome where a
-    sketch is missing (a restored or replayed older state). An unknown result is equal to any.
-    """
+    """Two results of one kind and one sketch (the same outcome where a sketch is missing);
+    an unknown result is equal to any."""
     if a.kind not in ("ok", "error") or b.kind not in ("ok", "error"):
         return True
     if a.kind != b.kind:
@@ -138,8 +130,7 @@ def _nearly(a: Call, b: Call) -> bool:
 
 def _repeats_pair(seq: Sequence[Call], index: int, window: int) -> bool:
     """Whether ``seq[index]`` repeats the latest (call, outcome) pair of its signature among
-    the ``window`` calls before it. An unknown outcome (pending, blocked) is equal to any.
-    """
+    the ``window`` calls before it."""
     call = seq[index]
     sig = call.sig
     for position in range(index - 1, max(-1, index - window - 1), -1):
@@ -256,13 +247,9 @@ def _first_of_each_answer(calls: list[Call]) -> list[Call]:
 
 
 def no_progress(view: RunView, seq: Sequence[Call], sigs: list[Key]) -> Detection | None:
-    """Each of the last N calls repeated the latest (call, outcome) pair of the window.
-
-    N is ``no_progress_calls``, raised to the highest repeat threshold of the streak's
-    tools. The work is at most N times the window, and nothing when the current call
-    repeats no call of the window. A call made after a different call succeeded is decided
-    on its result (:func:`no_progress_after_change`).
-    """
+    """Each of the last N calls repeated the latest (call, outcome) pair of the window; N is
+    ``no_progress_calls``, raised to the highest repeat threshold of the streak's tools. A
+    call made after a different call succeeded is decided on its result instead."""
     limits = view.limits
     window = limits.window
     if not limits.no_progress or sigs[-1] not in sigs[-window - 1 : -1] or seq[-1].changed:
@@ -370,12 +357,9 @@ def _sequence(seq: Sequence[Call], length: int, repeats: int) -> Detection:
 
 
 def near_repeat(view: RunView, seq: Sequence[Call], sigs: list[Key]) -> Detection | None:
-    """The same call again and again, its result only *nearly* the same each time: numbers
-    changed, lines repeated (an edit applied again and again, a counter that grows). Looser
-    than an exact repeat: ``near_repeat_threshold`` identical calls among the last twice as
-    many calls, never below the tool's repeat threshold (SPEC §11 R1). Only the call itself
-    can have changed the result: a different call that succeeded in between (an edit before
-    a test run) ends the count (N5).
+    """The same call again and again, its result only *nearly* the same each time (numbers
+    changed, lines repeated): ``near_repeat_threshold`` identical calls among the last twice as
+    many (SPEC §11 R1); a different call that succeeded in between ends the count (N5).
     """
     cur = seq[-1]
     threshold = view.limits.near_threshold(cur.name)
@@ -399,11 +383,8 @@ def _near(cur: Call, count: int, threshold: int) -> Detection | None:
 
 
 def no_new_info(view: RunView, *_: object) -> Detection | None:
-    """Model answers in a row whose calls brought nothing new: every result a failure, an
-    empty output, a search that found nothing or an output the run had seen. A call that
-    changed something (a write that prints nothing, SPEC §12 N9) or brought something new
-    ends the streak; the calls of one answer count once (SPEC §11 R6, §12 R8, N6).
-    """
+    """Model answers in a row whose calls brought nothing new, as :class:`RunView` counts
+    them (SPEC §11 R6, §12 R8, N6, N9)."""
     threshold = view.limits.no_new_info
     count = view.quiet
     if not threshold or not view.quiet_grew or count < threshold:
@@ -462,9 +443,8 @@ def _error(name: str, count: int, threshold: int, key: Key | None) -> Detection:
 
 
 def failing_turns(view: RunView, *_: object) -> Detection | None:
-    """``failing_turns`` model turns in a row in which no tool call succeeded, whatever the
-    error texts, or in which the model answered and was asked again (SPEC §11 R3, §12 N8).
-    """
+    """``failing_turns`` model turns in a row in which no tool call succeeded, or in which the
+    model answered and was asked again (SPEC §11 R3, §12 N8)."""
     threshold = view.limits.failing_turns
     if not threshold or not view.failing_grew or view.failing < threshold:
         return None
@@ -475,9 +455,7 @@ def failing_turns(view: RunView, *_: object) -> Detection | None:
 
 def repeated_response(view: RunView) -> Detection | None:
     """The same assistant text ``repeat_assistant_threshold`` times in a row, each produced
-    with the previous one in the model's input (SPEC §2, §11 N2), new human messages between
-    them or not (SPEC §12 R9).
-    """
+    with the previous one in the model's input (SPEC §2, §11 N2, §12 R9)."""
     key, count = view.assistant
     threshold = view.limits.assistant
     if key is None or count < threshold:
@@ -487,10 +465,7 @@ def repeated_response(view: RunView) -> Detection | None:
 
 def reply_cycle(view: RunView) -> Detection | None:
     """Replies going round: a cycle of 1..``reply_cycle_length`` replies, each nearly the
-    same as the one a lap before (equal but for numbers and punctuation, or sharing nearly all
-    their words), ``cycle_repeats`` laps, never fewer than the same reply in a row needs
-    (SPEC §12 R9).
-    """
+    same as the one a lap before, for ``Limits.reply_laps`` laps (SPEC §12 R9)."""
     limits = view.limits
     laps, replies = limits.reply_laps, view.replies
     for length in range(1, limits.reply_cycle + 1):

@@ -1,9 +1,4 @@
-"""The run as every rule sees it: recent calls, streaks and turns, digests and counts only.
-
-:class:`RunView` does the bookkeeping of each event (:meth:`~RunView.add_call`,
-:meth:`~RunView.add_result`, …) and exports and restores itself as JSON data; the rules in
-:mod:`~langchain_loop_guard._rules` only read it. :class:`Limits` holds the numbers the rules
-read, taken once from a configuration.
+"""The run as every rule sees it (:class:`RunView`), and the numbers they read (:class:`Limits`).
 
 Nothing here imports LangChain, LangGraph or pydantic.
 """
@@ -223,11 +218,11 @@ def limits_of(config: LoopGuardConfig) -> Limits:
 
 
 class RunView:
-    """The run as every rule sees it: recent calls and the streaks, digests and counts only.
+    """The run's recent calls, streaks and turns, digests and counts only.
 
-    The view does the bookkeeping of each event (:meth:`add_call`, :meth:`add_result`, …);
-    the rules only read it. ``calls`` is the history, oldest first, as deep as the longest
-    walk a rule looks for (``limits.history``); ``sigs`` their signatures, in the same order.
+    The view does the bookkeeping of each event (:meth:`add_call`, :meth:`add_result`, …) and
+    exports and restores itself as JSON data; the rules only read it. ``calls`` is the
+    history, oldest first, ``limits.history`` deep; ``sigs`` their signatures, in order.
     """
 
     __slots__ = (
@@ -426,16 +421,8 @@ class RunView:
             self.quiet_tools = (*tools[-3:], name)
 
     def _brought(self, call: Call, failed: bool) -> int:
-        """What a result brought: something new, silence, nothing new, or nothing to count;
-        and whether its call did work.
-
-        A failure and a search that found nothing bring nothing new; an empty output is
-        silence; anything else is new the first time the run sees it. Seen again, it is
-        nothing new when it echoed the call's arguments; a call asked again, or an
-        acknowledgement that echoes nothing (``ok``), is left to the repeat rules. A call
-        that changes something (a write, ``mkdir``, ``cd``) did work, whatever it printed: a
-        run of writes that print nothing is no loop (SPEC §12 N9).
-        """
+        """What a result brought, as the bits above: a call that changes something did work,
+        whatever it printed (SPEC §12 N9); a query asked again is left to the repeat rules."""
         if failed:
             return NOTHING
         info = call.info
