@@ -98,8 +98,7 @@ class Run:
 
     def human_message(self, latest: object) -> Verdict | None:
         """A model was called with ``latest`` as its last human message: a new one releases a
-        thread (the user saw the stop and answered). The first one a run sees in this process
-        is only remembered. Returns the detector's verdict when it was released."""
+        thread (the first one a run sees is only remembered); the verdict when released."""
         if latest is None or latest == self.human:
             return None
         seen, self.human = self.human, latest
@@ -110,10 +109,8 @@ class Run:
         return self.decide("user_message")
 
     def settle(self, verdict: Verdict, nudges: int) -> Verdict | None:
-        """Spend a nudge on a stopping ``verdict`` (the trip lifted, the history kept; ``None``), or
-        keep it as the run's stop, returned as reported: a stop on the loop nudged last counts the
-        attempts the nudge refused, and a call refused because the run stopped gives the real
-        reason."""
+        """Spend a nudge on a stopping ``verdict`` (``None``: the trip lifted, the history kept),
+        or keep it as the run's stop, returned as reported (with the real reason and count)."""
         if not verdict.tripped and self.nudged < nudges:
             self.detector.release()
             self.nudged += 1
@@ -153,9 +150,8 @@ R = TypeVar("R", bound=Run)
 
 
 class RunEngine(Generic[R]):
-    """The runs one guard keeps in memory, bounded as the handler's ``max_runs`` says: begun,
-    found, ended, forgotten. Ended runs leave their inspection, and a stopped run its record
-    for a while, for its late events."""
+    """The runs one guard keeps in memory, bounded by the handler's ``max_runs``; ended runs
+    leave their inspection, and stopped ones their record a while for late events."""
 
     def __init__(
         self,

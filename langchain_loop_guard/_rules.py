@@ -160,9 +160,8 @@ def repeated_call(view: RunView, seq: Sequence[Call], sigs: list[Key]) -> Detect
     earlier = reversed(seq[-threshold:-1])
     if 1 + _chain(cur.sig, earlier, view.limits.aware) < threshold:
         return None
-    return Detection(
-        Signal.REPEATED_TOOL_CALL, cur.name, (cur.name,), threshold, threshold, key_text(cur.sig)
-    )
+    key = key_text(cur.sig)
+    return Detection(Signal.REPEATED_TOOL_CALL, cur.name, (cur.name,), threshold, threshold, key)
 
 
 def cycle(view: RunView, seq: Sequence[Call], sigs: list[Key]) -> Detection | None:
@@ -184,24 +183,15 @@ def cycle(view: RunView, seq: Sequence[Call], sigs: list[Key]) -> Detection | No
             for p in range(length)
         ):
             continue  # a position of the pattern returned different outcomes
-        return Detection(
-            Signal.TOOL_CYCLE,
-            seq[-1].name,
-            tuple(c.name for c in seq[-length:]),
-            repeats,
-            repeats,
-            digest(*sorted(map(key_text, sigs[-length:]))),
-        )
+        tools = tuple(c.name for c in seq[-length:])
+        key = digest(*sorted(map(key_text, sigs[-length:])))
+        return Detection(Signal.TOOL_CYCLE, seq[-1].name, tools, repeats, repeats, key)
     return None
 
 
 def frequency(view: RunView, seq: Sequence[Call], sigs: list[Key]) -> Detection | None:
-    """A … A … A … A: ``threshold`` of the last ``window`` calls, the current one counted.
-
-    A call made after a different call succeeded is decided on its result instead
-    (:func:`frequency_after_change`). A tool whose threshold exceeds the window is,
-    deliberately, never stopped here.
-    """
+    """A … A … A … A: ``threshold`` of the last ``window`` calls, the current one counted (a
+    call made after a different call succeeded is decided on its result instead)."""
     cur = seq[-1]
     if cur.changed and view.limits.aware:
         return None
@@ -209,9 +199,8 @@ def frequency(view: RunView, seq: Sequence[Call], sigs: list[Key]) -> Detection 
 
 
 def frequency_after_change(view: RunView, call: Call | None, name: str) -> Detection | None:
-    """The window rule on the result of a call made after a different call succeeded: a
-    re-run after a change executes, and a 4th identical result still stops (SPEC §11 N1).
-    """
+    """The window rule on the result of a call made after a different call succeeded
+    (SPEC §11 N1)."""
     if call is None or not call.changed or not view.limits.aware or call.kind == "blocked":
         return None
     seq = view.calls  # the call is there: results are only matched to calls in it
@@ -275,14 +264,9 @@ def _no_progress(view: RunView, seq: Sequence[Call], last: int) -> Detection | N
         threshold = max(limits.no_progress, highest)
         if count >= threshold:
             streak = seq[index : last + 1]
-            return Detection(
-                Signal.NO_PROGRESS,
-                streak[-1].name,
-                tuple(dict.fromkeys(c.name for c in streak)),
-                count,
-                threshold,
-                digest(*sorted({key_text(c.sig) for c in streak})),
-            )
+            tools = tuple(dict.fromkeys(c.name for c in streak))
+            key = digest(*sorted({key_text(c.sig) for c in streak}))
+            return Detection(Signal.NO_PROGRESS, streak[-1].name, tools, count, threshold, key)
     return None
 
 
@@ -323,8 +307,8 @@ def repeated_sequence(view: RunView, seq: Sequence[Call], sigs: list[Key]) -> De
 
 
 def _walked_again(view: RunView, seq: Sequence[Call], sigs: list[Key]) -> Detection | None:
-    """A longer block (up to twice ``max_sequence_length`` calls) walked exactly the same
-    way, its calls and their results, ``cycle_repeats - 1`` times and begun once more."""
+    """A block of up to twice ``max_sequence_length`` calls walked again exactly, results
+    included, ``cycle_repeats - 1`` times and begun once more."""
     if seq[-1].changed is None:
         return None  # a call the history does not hold walks no path again
     limits = view.limits
@@ -346,14 +330,9 @@ def _walked_again(view: RunView, seq: Sequence[Call], sigs: list[Key]) -> Detect
 
 
 def _sequence(seq: Sequence[Call], length: int, repeats: int) -> Detection:
-    return Detection(
-        Signal.REPEATED_SEQUENCE,
-        seq[-1].name,
-        tuple(c.name for c in seq[-length:]),
-        repeats,
-        repeats,
-        digest(*sorted({c.name for c in seq[-length * repeats :]})),
-    )
+    tools = tuple(c.name for c in seq[-length:])
+    key = digest(*sorted({c.name for c in seq[-length * repeats :]}))
+    return Detection(Signal.REPEATED_SEQUENCE, seq[-1].name, tools, repeats, repeats, key)
 
 
 def near_repeat(view: RunView, seq: Sequence[Call], sigs: list[Key]) -> Detection | None:
@@ -372,14 +351,8 @@ def near_repeat(view: RunView, seq: Sequence[Call], sigs: list[Key]) -> Detectio
 def _near(cur: Call, count: int, threshold: int) -> Detection | None:
     if count < threshold:
         return None
-    return Detection(
-        Signal.NEAR_REPEAT,
-        cur.name,
-        (cur.name,),
-        count,
-        threshold,
-        digest("near", key_text(cur.sig)),
-    )
+    key = digest("near", key_text(cur.sig))
+    return Detection(Signal.NEAR_REPEAT, cur.name, (cur.name,), count, threshold, key)
 
 
 def no_new_info(view: RunView, *_: object) -> Detection | None:
@@ -432,14 +405,8 @@ def repeated_error(view: RunView, call: Call | None, name: str) -> Detection | N
 
 
 def _error(name: str, count: int, threshold: int, key: Key | None) -> Detection:
-    return Detection(
-        Signal.REPEATED_TOOL_ERROR,
-        name,
-        (name,),
-        count,
-        threshold,
-        None if key is None else key_text(key),
-    )
+    shown = None if key is None else key_text(key)
+    return Detection(Signal.REPEATED_TOOL_ERROR, name, (name,), count, threshold, shown)
 
 
 def failing_turns(view: RunView, *_: object) -> Detection | None:
@@ -476,14 +443,8 @@ def reply_cycle(view: RunView) -> Detection | None:
         if all(
             _same_reply(replies[-1 - i], replies[-1 - i - length]) for i in range(span - length)
         ):
-            return Detection(
-                Signal.REPLY_CYCLE,
-                None,
-                (),
-                laps,
-                laps,
-                digest("replies", *sorted({key for key, _ in replies[-length:]})),
-            )
+            key = digest("replies", *sorted({reply[0] for reply in replies[-length:]}))
+            return Detection(Signal.REPLY_CYCLE, None, (), laps, laps, key)
     return None
 
 

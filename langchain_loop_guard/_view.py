@@ -37,9 +37,8 @@ __all__ = [
 OutcomeKind = Literal["pending", "ok", "error", "blocked"]
 
 Key = int | str
-"""A call's signature or a result's key as the view keeps it: a digest of 16 hex digits (the
-package's) as its number, which takes half the memory, any other text as it is. Equal texts
-give equal keys and different texts different ones."""
+"""A call's signature or a result's key as the view keeps it: a digest of 16 hex digits as its
+number (half the memory), any other text as it is."""
 
 
 def key_of(digest: str) -> Key:
@@ -67,6 +66,9 @@ NOTHING = 2  # a failure, an empty output, a search that found nothing, an outpu
 WORK = 4  # a call that changed something (a write, ``mkdir``, ``cd``): the streak ends
 NEUTRAL = 0  # a query asked again, an acknowledgement seen before: neither counts nor ends
 
+_TURN = ("expected", "results", "worked", "brought", "judged", "answered", "failing")
+"""The current turn's fields (:meth:`RunView.clear` says what each is), as a state lists them."""
+
 StateError = (KeyError, TypeError, ValueError)
 """What reading a malformed exported state raises."""
 
@@ -75,16 +77,13 @@ class Call:
     """One tool call of the history: digests only.
 
     ``outcome`` is the digest of the normalized result (``None`` while pending or when
-    blocked, which counts as equal to any); ``near`` a sketch of its lines with the numbers
-    left out, for long results only (:func:`~._signature.near_equal` compares two); ``info``
-    what the result says once the call's own argument values are removed (``""``: nothing;
-    ``"="``: a result that echoes nothing, which says its ``outcome``; ``"!"``: a search that
-    found nothing); ``changed`` whether a different call succeeded between this call and the
-    previous one with its signature (``None``: the history held no call with its signature);
-    ``batch`` the first call of the model answer that asked for it (the calls of one answer
-    share it; a call no answer announced is its own); ``fresh``
-    whether its result brought something the run had not seen.
-    ``tokens`` are keyed hashes of the argument values, kept only while the call is pending.
+    blocked, which counts as equal to any); ``near`` a sketch of a long result's lines
+    (:func:`~._signature.near_equal`); ``info`` what the result says once the call's own
+    argument values are removed (``""``: nothing; ``"="``: it echoes nothing; ``"!"``: a
+    search that found nothing); ``changed`` whether a different call succeeded since the
+    previous call with its signature (``None``: none in the history); ``batch`` the first call
+    of the model answer that asked for it; ``fresh`` whether its result brought something new;
+    ``tokens`` keyed hashes of the argument values, kept only while the call is pending.
     """
 
     __slots__ = (
@@ -470,15 +469,7 @@ class RunView:
             "batch": [self.batch is not None, self.due],
             "infos": self.infos.tolist(),
             "quiet": [self.quiet, list(self.quiet_tools)],
-            "turn": [
-                self.expected,
-                self.results,
-                self.worked,
-                self.brought,
-                self.judged,
-                self.answered,
-                self.failing,
-            ],
+            "turn": [getattr(self, name) for name in _TURN],
             "error": [None if self.error[0] is None else key_text(self.error[0]), self.error[1]],
             "assistant": list(self.assistant),
             "replies": [list(reply) for reply in self.replies],
@@ -527,15 +518,8 @@ class RunView:
         self.batch = calls[-1].batch if started and calls else None
         self.infos, self.quiet, self.quiet_tools = infos, quiet, quiet_tools
         self.assistant, self.error = assistant, error
-        (
-            self.expected,
-            self.results,
-            self.worked,
-            self.brought,
-            self.judged,
-            self.answered,
-            self.failing,
-        ) = turn
+        for name, value in zip(_TURN, turn, strict=True):
+            setattr(self, name, value)
         del self.infos[:-_MAX_INFO]
 
 
