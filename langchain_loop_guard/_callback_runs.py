@@ -1,7 +1,6 @@
 """The callback handler's runs: the calls each awaits, and the tree callbacks are placed in.
 
-The top-level run is the one without a parent run id. Everything here is bounded: late events
-of runs that ended or were not tracked are ignored, not taken for new runs.
+Everything here is bounded; late events of runs that ended or were not tracked are ignored.
 """
 
 from __future__ import annotations
@@ -45,8 +44,8 @@ class CallbackRun(Run):
     tools: dict[UUID, tuple[str, str | None, frozenset[int]]] = field(default_factory=dict)
     """Tool runs in flight: tool name, call id and argument tokens."""
     announced: dict[str, tuple[str, str, frozenset[int]]] = field(default_factory=dict)
-    """Calls the model named (by call id) that no tool has started yet: name and signature
-    (a digest: the arguments themselves are not kept, SPEC §8)."""
+    """Calls the model named (by call id) that no tool has started yet: name, signature, tokens
+    (digests: the arguments themselves are not kept, SPEC §8)."""
     paused: dict[str, bool] = field(default_factory=dict)
     """Call ids whose tool was interrupted; its resumption is not a new call."""
     said: tuple[str | None, str] | None = None

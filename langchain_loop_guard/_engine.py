@@ -2,15 +2,10 @@
 
 A *run* (:class:`Run`) is what one detector watches: a top-level invocation, or with
 ``scope="thread"`` a LangGraph thread. The handler keeps its runs in a :class:`RunEngine`; the
-graph guards keep theirs in the graph state (a held stop too, ``GraphGuard._hold``, as the step
-that raises it may run in another process) and make the record afresh for each pass. The
-adapters drive the steps: a run begins (``RunEngine.begin``, ``Run.restart``), an event is
-decided (``Run.decide``), a human message releases a thread (``Run.human_message``), a stop
-is nudged or kept (``Run.settle``), held (``Run.hold``) and raised (``Run.due``), a run ends
-(``RunEngine.end``), and a full registry evicts its least recently active idle run. Nothing
-here raises or touches a message: :class:`~langchain_loop_guard._runtime.GuardRuntime`
-reports, the adapters act. The handler calls every step under its lock; a graph pass owns its
-record alone.
+graph guards keep theirs (and a held stop) in the graph state, making the record afresh for
+each pass. The adapters drive the steps, from ``RunEngine.begin`` to ``RunEngine.end``, and
+act on what they return: nothing here raises or touches a message. The handler calls every
+step under its lock; a graph pass owns its record alone.
 """
 
 from __future__ import annotations
@@ -81,7 +76,6 @@ class Run:
     """The last human message the run's model was called with (its id, or position and text)."""
     held: Held | None = None
     nudged: int = 0
-    """Nudges given in this run."""
     last_nudge: object = None
     """``[key, count]`` of the verdict the last nudge answered (as stored: checked when read)."""
 
@@ -154,10 +148,7 @@ class RunEngine(Generic[R]):
     leave their inspection, and stopped ones their record a while for late events."""
 
     def __init__(
-        self,
-        guard: GuardRuntime,
-        make: Callable[..., R],
-        capacity: Callable[[], int],
+        self, guard: GuardRuntime, make: Callable[..., R], capacity: Callable[[], int]
     ) -> None:
         self.guard = guard
         self.capacity = capacity

@@ -145,14 +145,12 @@ def _splice(data: bytes, spans: list[tuple[int, int]]) -> bytes:
 
 
 def masked(text: str, *, digits: bool) -> bytes:
-    """``text`` as UTF-8 with whitespace collapsed and the volatile parts masked (SPEC §3).
-
-    Durations, timestamps, UUIDs, hex pointers, numbers of six or more digits, hex runs of
-    eight or more characters, prefixed ids (``req_…``, ``toolu_…``, ``chatcmpl-…``) and
-    bash's ``line N:`` are masked. With ``digits`` false, every other digit run becomes ``#``
-    too. A text longer than :data:`LARGE` is masked in its first and last parts; in between
-    digits and whitespace are left out and the rest is taken as it is, in one C-speed pass,
-    so the time stays near a plain digest's.
+    """``text`` as UTF-8 with whitespace collapsed and the volatile parts masked (SPEC §3):
+    durations, timestamps, UUIDs, hex pointers, numbers of six or more digits, hex runs, prefixed
+    ids (``req_…``, ``toolu_…``) and bash's ``line N:``; with ``digits`` false, other digit runs
+    as ``#``.
+    A text longer than :data:`LARGE` is masked in its first and last parts; in between only
+    digits and whitespace are left out, so the time stays near a plain digest's.
     """
     if len(text) > LARGE:
         hasher = OUTCOME_HASH.copy()

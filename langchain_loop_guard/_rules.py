@@ -369,15 +369,10 @@ def no_new_info(view: RunView, *_: object) -> Detection | None:
 
 
 def repeated_error(view: RunView, call: Call | None, name: str) -> Detection | None:
-    """The same failure again (SPEC §2, §11 R4, §12 R4'), counted three ways, the calls of
-    one answer once:
-
-    - one tool's error ``repeat_error_threshold`` times in a row (any success ends it);
-    - the same call failing the same way that often within the window, when nothing that
-      came between brought something new (a ``think`` step, a silent edit);
-    - one tool's error ``error_often`` times within the window, more often than anything new
-      came back since the first of them: the agent keeps hitting the same wall.
-    """
+    """The same failure again (SPEC §2, §11 R4, §12 R4'), an answer's calls counted once: one
+    tool's error ``repeat_error_threshold`` times in a row; the same call failing the same way
+    that often within the window with nothing new in between; or one tool's error
+    ``error_often`` times within the window, more often than anything new came back since."""
     if call is None or call.kind != "error":
         return None
     limits = view.limits
@@ -475,8 +470,7 @@ class Rule:
     signal: Signal
     on_call: CallCheck | None = None
     new_calls: bool = False
-    """Whether ``on_call`` can fire on a call whose signature the history does not hold
-    (most rules look for a repeat of the call, and are not asked then)."""
+    """Whether ``on_call`` can fire on a call whose signature the history does not hold."""
     on_result: ResultCheck | None = None
     on_turn: TurnCheck | None = None
     on_answer: TurnCheck | None = None
@@ -488,17 +482,9 @@ class Rule:
 RULES: tuple[Rule, ...] = (
     Rule(Signal.REPEATED_TOOL_CALL, on_call=repeated_call),
     Rule(Signal.TOOL_CYCLE, on_call=cycle),
+    Rule(Signal.TOOL_FREQUENCY, on_call=frequency, on_result=frequency_after_change, needs=CHANGED),
     Rule(
-        Signal.TOOL_FREQUENCY,
-        on_call=frequency,
-        on_result=frequency_after_change,
-        needs=CHANGED,
-    ),
-    Rule(
-        Signal.NO_PROGRESS,
-        on_call=no_progress,
-        on_result=no_progress_after_change,
-        needs=CHANGED,
+        Signal.NO_PROGRESS, on_call=no_progress, on_result=no_progress_after_change, needs=CHANGED
     ),
     Rule(Signal.REPEATED_SEQUENCE, on_call=repeated_sequence, new_calls=True),
     Rule(Signal.NEAR_REPEAT, on_call=near_repeat),
