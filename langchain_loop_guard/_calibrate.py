@@ -1,8 +1,5 @@
-"""Calibration: one trace replayed under several values of one setting, in one pass per scope.
-
-:func:`calibrate` says, per value, how many runs would stop, where, and which runs change
-between neighbouring values (``loop-guard replay --sweep KEY=V1,V2,...``).
-"""
+"""Calibration: one trace replayed under several values of one setting, in one pass per scope
+(``loop-guard replay --sweep KEY=V1,V2,...``)."""
 
 from __future__ import annotations
 
@@ -90,8 +87,7 @@ class Calibration:
 
     def lines(self) -> Iterator[str]:
         """The text report: a line per value, then the runs each change of value moves."""
-        for line in self._lines():
-            yield terminal_safe(line)
+        return map(terminal_safe, self._lines())
 
     def _lines(self) -> Iterator[str]:
         tr = translator(self.reports[0].locale)

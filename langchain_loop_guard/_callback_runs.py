@@ -1,9 +1,6 @@
 """The callback handler's runs: the calls each awaits, and the tree callbacks are placed in.
 
-LangChain gives every chain, model, tool and retriever call a run id and its parent's; the
-top-level run is the one without a parent (LangChain's own tracer resolves the tree the same
-way). Everything here is bounded, as the limits below say: late events of runs that ended or
-were not tracked are ignored, not taken for new runs.
+Everything here is bounded; late events of runs that ended or were not tracked are ignored.
 """
 
 from __future__ import annotations
@@ -48,8 +45,8 @@ class CallbackRun(Run):
     tools: dict[UUID, tuple[str, str | None, frozenset[int]]] = field(default_factory=dict)
     """Tool runs in flight: tool name, call id and argument tokens."""
     announced: dict[str, tuple[str, str, frozenset[int]]] = field(default_factory=dict)
-    """Calls the model named (by call id) that no tool has started yet: name and signature
-    (a digest: the arguments themselves are not kept, SPEC §8)."""
+    """Calls the model named (by call id) that no tool has started yet: name, signature, tokens
+    (digests: the arguments themselves are not kept, SPEC §8)."""
     paused: dict[str, bool] = field(default_factory=dict)
     """Call ids whose tool was interrupted; its resumption is not a new call."""
     said: tuple[str | None, str] | None = None
@@ -84,10 +81,9 @@ class CallbackRun(Run):
         model_run: UUID,
     ) -> Verdict:
         """Feed a model's answer: it repeats the previous one only if the model's input held that
-        one (SPEC §11 N2; a grader answering ``yes`` to each new document is no loop). An answer
-        with several calls, one of which would stop the run, is stopped whole: each call is its own
-        parallel task, and refusing only the stopping call's tool would not keep its siblings from
-        running (the graph guards decide such an answer the same way)."""
+        one (SPEC §11 N2). An answer with several calls, one of which would stop the run, is
+        stopped whole: refusing only that call's tool would not keep its parallel siblings from
+        running."""
         event = DetectorEvent(
             kind="assistant_message",
             digest=key,
@@ -106,8 +102,7 @@ class CallbackRun(Run):
         return verdict
 
     def _stops_any(self, named: Sequence[_Named]) -> bool:
-        """Whether one of an answer's calls, made in order, would stop the run (a dry run on
-        a copy of the run's detector)."""
+        """Whether one of an answer's calls, made in order, would stop the run (a dry run)."""
         probe = self.guard.new_detector(config=self.detector.config)
         if not probe.restore_state(self.detector.export_state()):
             return False
@@ -125,9 +120,8 @@ class CallbackRun(Run):
 
     def model_called(self, model_run: UUID, sent: Sequence[BaseMessage]) -> list[Verdict]:
         """A chat model was called with ``sent``, and a turn begins: calls the model named that
-        never reached a tool are counted first, and a human message the thread's model has not seen
-        yet releases a stopped thread (not with ``scope="run"``, where a human message a node writes
-        inside an invocation, a critic's, is no new run)."""
+        never reached a tool are counted first, and (with ``scope="thread"``) a human message the
+        thread's model has not seen yet releases a stopped thread."""
         if self.per_thread:
             self.human_message(_latest_human(sent))
         bounded_put(self.in_context, model_run, _holds(sent, self.said), _MAX_TOOLS)
@@ -173,8 +167,7 @@ class CallbackRun(Run):
 
     def unexecuted_calls(self, messages: Sequence[BaseMessage]) -> list[Verdict]:
         """Count the calls the model named that no tool started but the agent answered (an
-        unknown tool's error message after the model's last message in its next input, say);
-        calls nobody answered (a structured-output call) are not counted."""
+        unknown tool's error message, say); calls nobody answered are not counted."""
         verdicts: list[Verdict] = []
         if not self.announced:
             return verdicts
@@ -236,9 +229,8 @@ class RunTree:
         metadata: Mapping[str, Any] | None,
         event: str = "chain",
     ) -> CallbackRun | None:
-        """A step starts: place it in the tree, and refuse it (raise the held stop again, without
-        reporting it) after a stopped answer of its invocation, each parallel sibling's included,
-        so none of the answer's calls runs. A refused step will not report an end."""
+        """A step starts: place it in the tree, and refuse it (:meth:`refuse`) after a stopped
+        answer of its invocation, so none of the answer's calls runs."""
         run = self.start(run_id, parent_run_id, metadata, event)
         if run is not None:
             self.refuse(run, run_id)
@@ -261,11 +253,9 @@ class RunTree:
         metadata: Mapping[str, Any] | None,
         event: str = "chain",
     ) -> CallbackRun | None:
-        """Place a starting run in the tree; the record of its top-level run. ``None`` for a late
-        event of a run that ended (a worker thread still finishing), unless the run was stopped,
-        whose record is kept a while so that such an event is stopped too; ``None`` too under a
-        top-level run not tracked (shed, forgotten): a late event never starts a detector of its
-        own."""
+        """Place a starting run in the tree; the record of its top-level run, or ``None`` for a
+        late event of a run that ended (unless stopped: its record is kept a while) or is not
+        tracked: a late event never starts a detector of its own."""
         root = None
         if parent_run_id is not None:
             if parent_run_id in self.shed:
@@ -307,7 +297,7 @@ class RunTree:
         self, root_id: UUID, metadata: Mapping[str, Any] | None
     ) -> tuple[Root, CallbackRun] | None:
         """Register a top-level run, keyed by its id or (``scope="thread"``) its thread; ``None``
-        when the registry is full of runs in flight (the run is not tracked)."""
+        when the registry is full of runs in flight."""
         thread_id = (metadata or {}).get("thread_id")
         per_thread = self.engine.guard.config.scope == "thread" and thread_id not in (None, "")
         run = self.engine.begin(
@@ -363,8 +353,7 @@ class RunTree:
     ) -> bool:
         """Hold a stop decided at the answer of ``model_run`` for the later steps of its
         invocation; whether it is held: only inside a chain still open that the handler saw
-        start. A model run of its own, or under a parent never seen, may have no later event:
-        its stop is raised at once."""
+        start (otherwise no later event may come, and the stop is raised at once)."""
         root = self.open.get(model_run)
         if root is None or root.ended or parent_run_id not in self.open:
             return False
@@ -440,8 +429,7 @@ class RunTree:
         stop: bool = True,
     ) -> None:
         """Report the verdicts of the callback ``where`` of ``run_id``, then raise a stopping
-        one (unless ``stop`` is false: a held stop is raised later, see :meth:`hold`). Called
-        without the guard's lock: reporting runs other code (listeners, handlers)."""
+        one if ``stop``. Called without the guard's lock: reporting runs other code."""
         reported = [verdict for verdict in verdicts if verdict.action != "allow"]
         if not reported:
             return
@@ -462,8 +450,7 @@ class RunTree:
                 raise LoopDetected.from_verdict(verdict, run_id=key)
 
     def forget(self, run: CallbackRun) -> None:
-        """The registry forgot ``run``: forget its invocations, remembering their ids a while
-        so that their late events are ignored rather than taken for a new run."""
+        """The registry forgot ``run``: forget its invocations, their ids kept in :attr:`shed`."""
         for root_id in run.invocations:
             bounded_put(self.shed, root_id, None, _MAX_SHED)
             root = self.roots.pop(root_id, None)
@@ -494,8 +481,7 @@ def _latest_human(messages: Sequence[BaseMessage]) -> object:
 
 def _holds(messages: Sequence[BaseMessage], said: tuple[str | None, str] | None) -> bool:
     """Whether the last model answer in ``messages`` is the run's previous one (``said``): by
-    message id when it had one (so a few-shot example with the same text is not it), by key
-    otherwise."""
+    message id when it had one (a few-shot example with the same text is not it), by key."""
     if said is None:
         return False
     answer = previous_answer(messages)

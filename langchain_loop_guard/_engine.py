@@ -2,35 +2,10 @@
 
 A *run* (:class:`Run`) is what one detector watches: a top-level invocation, or with
 ``scope="thread"`` a LangGraph thread. The handler keeps its runs in a :class:`RunEngine`; the
-graph guards keep theirs in the graph state and make the record afresh for each pass. The
-adapters translate their host's events into these steps and act on what they return:
-
-====  ==============================  ========================  ===============================
-#     step                            here                      driven by
-====  ==============================  ========================  ===============================
-1     a run begins                    ``RunEngine.begin``       handler: a new top-level run
-                                      ``Run.restart``           graph: a human message (run
-                                                                scope); handler: ``reset``
-2     an event is decided             ``Run.decide``            handler: each callback; graph:
-                                                                each message since a pass
-3     a human message releases        ``Run.human_message``     handler: a model call with a
-      a thread                        ``Run.release``           new one; graph: one in a pass
-4     a stop is nudged or kept        ``Run.settle``            graph, while ``nudges`` last
-                                                                (the handler keeps every stop)
-5     a stop is held                  ``Run.hold``              handler: a stop in an answer
-                                                                (graph: a marker in the state)
-6     a held stop is raised           ``Run.due``               handler: each later step of the
-                                                                invocation, or its end
-7     a run ends                      ``RunEngine.end``         handler: its last invocation
-                                                                (graph: its state stays)
-8     the registry evicts             ``RunEngine.begin``       the least recently active idle
-                                                                run, when full
-====  ==============================  ========================  ===============================
-
-A graph guard holds a stop in the graph state instead (``GraphGuard._hold``), as the step
-that raises it may run in another process. Nothing here raises or touches a message:
-:class:`~langchain_loop_guard._runtime.GuardRuntime` reports, the adapters act. The handler
-calls every step under its lock; a graph pass owns its record alone.
+graph guards keep theirs (and a held stop) in the graph state, making the record afresh for
+each pass. The adapters drive the steps, from ``RunEngine.begin`` to ``RunEngine.end``, and
+act on what they return: nothing here raises or touches a message. The handler calls every
+step under its lock; a graph pass owns its record alone.
 """
 
 from __future__ import annotations
@@ -101,7 +76,6 @@ class Run:
     """The last human message the run's model was called with (its id, or position and text)."""
     held: Held | None = None
     nudged: int = 0
-    """Nudges given in this run."""
     last_nudge: object = None
     """``[key, count]`` of the verdict the last nudge answered (as stored: checked when read)."""
 
@@ -118,8 +92,7 @@ class Run:
 
     def human_message(self, latest: object) -> Verdict | None:
         """A model was called with ``latest`` as its last human message: a new one releases a
-        thread (the user saw the stop and answered). The first one a run sees in this process
-        is only remembered. Returns the detector's verdict when it was released."""
+        thread (the first one a run sees is only remembered); the verdict when released."""
         if latest is None or latest == self.human:
             return None
         seen, self.human = self.human, latest
@@ -130,10 +103,8 @@ class Run:
         return self.decide("user_message")
 
     def settle(self, verdict: Verdict, nudges: int) -> Verdict | None:
-        """Spend a nudge on a stopping ``verdict`` (the trip lifted, the history kept; ``None``), or
-        keep it as the run's stop, returned as reported: a stop on the loop nudged last counts the
-        attempts the nudge refused, and a call refused because the run stopped gives the real
-        reason."""
+        """Spend a nudge on a stopping ``verdict`` (``None``: the trip lifted, the history kept),
+        or keep it as the run's stop, returned as reported (with the real reason and count)."""
         if not verdict.tripped and self.nudged < nudges:
             self.detector.release()
             self.nudged += 1
@@ -173,15 +144,11 @@ R = TypeVar("R", bound=Run)
 
 
 class RunEngine(Generic[R]):
-    """The runs one guard keeps in memory, bounded as the handler's ``max_runs`` says: begun,
-    found, ended, forgotten. Ended runs leave their inspection, and a stopped run its record
-    for a while, for its late events."""
+    """The runs one guard keeps in memory, bounded by the handler's ``max_runs``; ended runs
+    leave their inspection, and stopped ones their record a while for late events."""
 
     def __init__(
-        self,
-        guard: GuardRuntime,
-        make: Callable[..., R],
-        capacity: Callable[[], int],
+        self, guard: GuardRuntime, make: Callable[..., R], capacity: Callable[[], int]
     ) -> None:
         self.guard = guard
         self.capacity = capacity

@@ -1,12 +1,8 @@
 """What changes in a tool's output without meaning progress, masked (SPEC §3, §11 R2).
 
-:func:`masked` turns a result's text into the bytes its outcome digest is taken of:
-whitespace collapsed; durations, timestamps, UUIDs, hex pointers, long numbers and ids
-(hex runs, vendor-prefixed ids, bash's ``line N:``) replaced by ``<#>``. It runs on every
-tool result, so it works on UTF-8 bytes with C-speed steps: a regular expression is tried
-only where a C-speed search found a place it can match, never at every byte.
-
-Only bytes leave this module; nothing is kept.
+:func:`masked` turns a result's text into the bytes its outcome digest is taken of. It runs on
+every tool result, so a regular expression is tried only where a C-speed search found a place
+it can match, never at every byte.
 """
 
 from __future__ import annotations
@@ -73,8 +69,7 @@ _VOLATILE = re.compile(
 )
 
 # Ids that carry no progress (SPEC §11 R2): hex runs of eight or more characters with a digit,
-# ids with a vendor's prefix, bash's ``line N:``. Each is tried only where a C-speed search
-# found a candidate: most texts have none.
+# ids with a vendor's prefix, bash's ``line N:``.
 _VENDORS: tuple[bytes, ...] = tuple(
     b"req msg toolu call chatcmpl run lc resp evt sess conv file batch job".split()
 )
@@ -106,13 +101,9 @@ _IDS = re.compile(
 
 
 def _id_spans(data: bytes) -> list[tuple[int, int]]:
-    """Where :data:`_IDS` matches in ``data``, as ``_IDS.sub`` would replace them.
-
-    ``_IDS`` begins with a look-behind, so a search tries it at every byte. Every match
-    starts where a C-speed search finds a candidate (a run of eight or more hex characters
-    in a shape of the text, a vendor prefix found from its separator, the end of ``line ``),
-    so it is tried only there, left to right, each match skipping the candidates it covers.
-    """
+    """Where :data:`_IDS` matches in ``data``, as ``_IDS.sub`` would replace them: tried only
+    where a C-speed search found a candidate (a hex run, a vendor prefix, ``line ``), since
+    its look-behind would make a search try every byte."""
     starts: list[int] = []
     hex_shape = data.translate(_HEX_SHAPE)
     at = hex_shape.find(_HEX_RUN)
@@ -154,14 +145,12 @@ def _splice(data: bytes, spans: list[tuple[int, int]]) -> bytes:
 
 
 def masked(text: str, *, digits: bool) -> bytes:
-    """``text`` as UTF-8 with whitespace collapsed and the volatile parts masked (SPEC §3).
-
-    Durations, timestamps, UUIDs, hex pointers, numbers of six or more digits, hex runs of
-    eight or more characters, prefixed ids (``req_…``, ``toolu_…``, ``chatcmpl-…``) and
-    bash's ``line N:`` are masked. With ``digits`` false, every other digit run becomes ``#``
-    too. A text longer than :data:`LARGE` is masked in its first and last parts; in between
-    digits and whitespace are left out and the rest is taken as it is, in one C-speed pass,
-    so the time stays near a plain digest's.
+    """``text`` as UTF-8 with whitespace collapsed and the volatile parts masked (SPEC §3):
+    durations, timestamps, UUIDs, hex pointers, numbers of six or more digits, hex runs, prefixed
+    ids (``req_…``, ``toolu_…``) and bash's ``line N:``; with ``digits`` false, other digit runs
+    as ``#``.
+    A text longer than :data:`LARGE` is masked in its first and last parts; in between only
+    digits and whitespace are left out, so the time stays near a plain digest's.
     """
     if len(text) > LARGE:
         hasher = OUTCOME_HASH.copy()

@@ -1,11 +1,9 @@
 """What the integrations feed the detector from LangChain objects (SPEC §11).
 
-:func:`tool_outcome` turns a tool's result, whatever shape a host gives it (a value, a
-``ToolMessage``, a ``Command`` carrying one, a list of those), into the one thing the detector
-digests, so that every integration keys the same result the same way: a message by its content,
-never its ids; an error when a ``ToolMessage`` says ``status="error"``, the text a ``ToolNode``
-writes for invalid arguments without the arguments it quotes (new invalid values every time
-repeat one error). :func:`holds_answer` tells whether a model saw the run's previous answer.
+:func:`tool_outcome` turns a tool's result, whatever shape a host gives it, into the one thing
+the detector digests, so that every integration keys the same result the same way: a message
+by its content, never its ids. :func:`holds_answer` tells whether a model saw the run's
+previous answer.
 """
 
 from __future__ import annotations
@@ -87,8 +85,10 @@ def _message_outcome(messages: Sequence[object], result: object) -> Outcome:
     tool_messages = [m for m in messages if _kind(m) == "tool"] or list(messages)
     if not tool_messages:
         return Outcome(_command_view(result))
-    contents = [_content(m) for m in tool_messages]
-    failed = [c for m, c in zip(tool_messages, contents, strict=True) if _status(m) == "error"]
+    contents = [_field(m, "content") for m in tool_messages]
+    failed = [
+        c for m, c in zip(tool_messages, contents, strict=True) if _field(m, "status") == "error"
+    ]
     if failed:
         errors = [_without_arguments(c) for c in failed]
         return Outcome(None, errors[0] if len(errors) == 1 else errors)
@@ -123,16 +123,10 @@ def _kind(item: object) -> str | None:
     return None
 
 
-def _content(message: object) -> object:
+def _field(message: object, name: str) -> object:
     if isinstance(message, Mapping):
-        return message.get("content")
-    return getattr(message, "content", None)
-
-
-def _status(message: object) -> object:
-    if isinstance(message, Mapping):
-        return message.get("status")
-    return getattr(message, "status", None)
+        return message.get(name)
+    return getattr(message, name, None)
 
 
 def _command_view(result: object) -> object:

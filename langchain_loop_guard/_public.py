@@ -1,11 +1,9 @@
 """What may leave the process: digests keyed with a secret, tool names made safe to show.
 
-Inside the process the detector's unkeyed digests are all that is needed. Where they leave it
-(a ``record_to=`` trace, a log record, ``inspect``, an exception, a custom event) a digest of a
-small value (a PIN, a yes/no answer) could be reversed by hashing every candidate, so each goes
-through :func:`public_digest`: keyed with a secret this process draws and never writes. Tool
-names (:func:`safe_tool_name`) and text printed from a trace (:func:`terminal_safe`,
-:func:`json_text`) are bounded and escaped, so that a made-up name cannot forge a log line.
+A digest of a small value (a PIN, a yes/no answer) could be reversed by hashing every
+candidate, so a digest that leaves the process (a trace, a log record, an exception…) is keyed
+(:func:`public_digest`) with a secret this process never writes. Names and text shown are
+bounded and escaped, so that a made-up name cannot forge a log line.
 """
 
 from __future__ import annotations

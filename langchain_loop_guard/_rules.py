@@ -1,11 +1,9 @@
 """The detector's signals: one small rule each, over one shared view of the run.
 
 :data:`RULES` is the list of hard signals, in the order they are reported when several fire on
-one event (SPEC §2, §11). Each rule reads a :class:`RunView` (the run's recent calls, digests
-only, and its streaks) and returns a :class:`Detection` or ``None``; it changes nothing. The
-view keeps the bookkeeping (history, streaks, turns); :class:`~._detector.LoopDetector` feeds
-the view and turns detections into verdicts. Adding a signal means adding a :class:`Signal`
-member, a rule function and its row in :data:`RULES`, without reading the other rules.
+one event (SPEC §2, §11). Each rule reads a :class:`RunView` and returns a :class:`Detection`
+or ``None``; it changes nothing. :class:`~._detector.LoopDetector` feeds the view and turns
+detections into verdicts.
 
 Nothing here imports LangChain, LangGraph or pydantic.
 """
@@ -83,13 +81,9 @@ def _same(a: Key | None, b: Key | None) -> bool:
 
 
 def _chain(sig: Key, earlier: Iterable[Call], aware: bool, ref: Key | None = None) -> int:
-    """How many of the ``earlier`` calls (newest first) count as repeats of ``sig``.
-
-    With progress awareness, occurrences count while their outcomes stay equal: counting
-    back from the newest, it ends at the first occurrence whose outcome differs from the
-    newer one's (SPEC §3, §11 N4). ``ref`` is the outcome of the call being decided, when
-    known.
-    """
+    """How many of the ``earlier`` calls (newest first) count as repeats of ``sig``: with
+    progress awareness, back to the first whose outcome differs from the newer one's (SPEC §3,
+    §11 N4). ``ref`` is the outcome of the call being decided, when known."""
     count = 0
     for call in earlier:
         if call.sig != sig:
@@ -104,9 +98,8 @@ def _chain(sig: Key, earlier: Iterable[Call], aware: bool, ref: Key | None = Non
 
 def _near_chain(cur: Call, earlier: Iterable[Call], ref: Call | None) -> int:
     """How many of the ``earlier`` occurrences of ``cur``'s signature (newest first) came
-    out nearly the same, each like the next newer one (``ref``: the call being decided, if it
-    returned), back to the first one made after a different call succeeded. The calls of one
-    answer count once (SPEC §12 N6).
+    out nearly the same as the next newer one (``ref``: the call being decided, if it returned),
+    back to the first made after a different call succeeded; an answer counts once (SPEC §12 N6).
     """
     count, sig, batch = 0, cur.sig, cur.batch
     for call in earlier:
@@ -124,9 +117,8 @@ def _near_chain(cur: Call, earlier: Iterable[Call], ref: Call | None) -> int:
 
 
 def _nearly(a: Call, b: Call) -> bool:
-    """Two results nearly the same: of one kind and one sketch, or the same outcome where a
-    sketch is missing (a restored or replayed older state). An unknown result is equal to any.
-    """
+    """Two results of one kind and one sketch (the same outcome where a sketch is missing);
+    an unknown result is equal to any."""
     if a.kind not in ("ok", "error") or b.kind not in ("ok", "error"):
         return True
     if a.kind != b.kind:
@@ -138,8 +130,7 @@ def _nearly(a: Call, b: Call) -> bool:
 
 def _repeats_pair(seq: Sequence[Call], index: int, window: int) -> bool:
     """Whether ``seq[index]`` repeats the latest (call, outcome) pair of its signature among
-    the ``window`` calls before it. An unknown outcome (pending, blocked) is equal to any.
-    """
+    the ``window`` calls before it."""
     call = seq[index]
     sig = call.sig
     for position in range(index - 1, max(-1, index - window - 1), -1):
@@ -169,9 +160,8 @@ def repeated_call(view: RunView, seq: Sequence[Call], sigs: list[Key]) -> Detect
     earlier = reversed(seq[-threshold:-1])
     if 1 + _chain(cur.sig, earlier, view.limits.aware) < threshold:
         return None
-    return Detection(
-        Signal.REPEATED_TOOL_CALL, cur.name, (cur.name,), threshold, threshold, key_text(cur.sig)
-    )
+    key = key_text(cur.sig)
+    return Detection(Signal.REPEATED_TOOL_CALL, cur.name, (cur.name,), threshold, threshold, key)
 
 
 def cycle(view: RunView, seq: Sequence[Call], sigs: list[Key]) -> Detection | None:
@@ -193,24 +183,15 @@ def cycle(view: RunView, seq: Sequence[Call], sigs: list[Key]) -> Detection | No
             for p in range(length)
         ):
             continue  # a position of the pattern returned different outcomes
-        return Detection(
-            Signal.TOOL_CYCLE,
-            seq[-1].name,
-            tuple(c.name for c in seq[-length:]),
-            repeats,
-            repeats,
-            digest(*sorted(map(key_text, sigs[-length:]))),
-        )
+        tools = tuple(c.name for c in seq[-length:])
+        key = digest(*sorted(map(key_text, sigs[-length:])))
+        return Detection(Signal.TOOL_CYCLE, seq[-1].name, tools, repeats, repeats, key)
     return None
 
 
 def frequency(view: RunView, seq: Sequence[Call], sigs: list[Key]) -> Detection | None:
-    """A … A … A … A: ``threshold`` of the last ``window`` calls, the current one counted.
-
-    A call made after a different call succeeded is decided on its result instead
-    (:func:`frequency_after_change`). A tool whose threshold exceeds the window is,
-    deliberately, never stopped here.
-    """
+    """A … A … A … A: ``threshold`` of the last ``window`` calls, the current one counted (a
+    call made after a different call succeeded is decided on its result instead)."""
     cur = seq[-1]
     if cur.changed and view.limits.aware:
         return None
@@ -218,9 +199,8 @@ def frequency(view: RunView, seq: Sequence[Call], sigs: list[Key]) -> Detection 
 
 
 def frequency_after_change(view: RunView, call: Call | None, name: str) -> Detection | None:
-    """The window rule on the result of a call made after a different call succeeded: a
-    re-run after a change executes, and a 4th identical result still stops (SPEC §11 N1).
-    """
+    """The window rule on the result of a call made after a different call succeeded
+    (SPEC §11 N1)."""
     if call is None or not call.changed or not view.limits.aware or call.kind == "blocked":
         return None
     seq = view.calls  # the call is there: results are only matched to calls in it
@@ -256,13 +236,9 @@ def _first_of_each_answer(calls: list[Call]) -> list[Call]:
 
 
 def no_progress(view: RunView, seq: Sequence[Call], sigs: list[Key]) -> Detection | None:
-    """Each of the last N calls repeated the latest (call, outcome) pair of the window.
-
-    N is ``no_progress_calls``, raised to the highest repeat threshold of the streak's
-    tools. The work is at most N times the window, and nothing when the current call
-    repeats no call of the window. A call made after a different call succeeded is decided
-    on its result (:func:`no_progress_after_change`).
-    """
+    """Each of the last N calls repeated the latest (call, outcome) pair of the window; N is
+    ``no_progress_calls``, raised to the highest repeat threshold of the streak's tools. A
+    call made after a different call succeeded is decided on its result instead."""
     limits = view.limits
     window = limits.window
     if not limits.no_progress or sigs[-1] not in sigs[-window - 1 : -1] or seq[-1].changed:
@@ -288,14 +264,9 @@ def _no_progress(view: RunView, seq: Sequence[Call], last: int) -> Detection | N
         threshold = max(limits.no_progress, highest)
         if count >= threshold:
             streak = seq[index : last + 1]
-            return Detection(
-                Signal.NO_PROGRESS,
-                streak[-1].name,
-                tuple(dict.fromkeys(c.name for c in streak)),
-                count,
-                threshold,
-                digest(*sorted({key_text(c.sig) for c in streak})),
-            )
+            tools = tuple(dict.fromkeys(c.name for c in streak))
+            key = digest(*sorted({key_text(c.sig) for c in streak}))
+            return Detection(Signal.NO_PROGRESS, streak[-1].name, tools, count, threshold, key)
     return None
 
 
@@ -336,8 +307,8 @@ def repeated_sequence(view: RunView, seq: Sequence[Call], sigs: list[Key]) -> De
 
 
 def _walked_again(view: RunView, seq: Sequence[Call], sigs: list[Key]) -> Detection | None:
-    """A longer block (up to twice ``max_sequence_length`` calls) walked exactly the same
-    way, its calls and their results, ``cycle_repeats - 1`` times and begun once more."""
+    """A block of up to twice ``max_sequence_length`` calls walked again exactly, results
+    included, ``cycle_repeats - 1`` times and begun once more."""
     if seq[-1].changed is None:
         return None  # a call the history does not hold walks no path again
     limits = view.limits
@@ -359,23 +330,15 @@ def _walked_again(view: RunView, seq: Sequence[Call], sigs: list[Key]) -> Detect
 
 
 def _sequence(seq: Sequence[Call], length: int, repeats: int) -> Detection:
-    return Detection(
-        Signal.REPEATED_SEQUENCE,
-        seq[-1].name,
-        tuple(c.name for c in seq[-length:]),
-        repeats,
-        repeats,
-        digest(*sorted({c.name for c in seq[-length * repeats :]})),
-    )
+    tools = tuple(c.name for c in seq[-length:])
+    key = digest(*sorted({c.name for c in seq[-length * repeats :]}))
+    return Detection(Signal.REPEATED_SEQUENCE, seq[-1].name, tools, repeats, repeats, key)
 
 
 def near_repeat(view: RunView, seq: Sequence[Call], sigs: list[Key]) -> Detection | None:
-    """The same call again and again, its result only *nearly* the same each time: numbers
-    changed, lines repeated (an edit applied again and again, a counter that grows). Looser
-    than an exact repeat: ``near_repeat_threshold`` identical calls among the last twice as
-    many calls, never below the tool's repeat threshold (SPEC §11 R1). Only the call itself
-    can have changed the result: a different call that succeeded in between (an edit before
-    a test run) ends the count (N5).
+    """The same call again and again, its result only *nearly* the same each time (numbers
+    changed, lines repeated): ``near_repeat_threshold`` identical calls among the last twice as
+    many (SPEC §11 R1); a different call that succeeded in between ends the count (N5).
     """
     cur = seq[-1]
     threshold = view.limits.near_threshold(cur.name)
@@ -388,22 +351,13 @@ def near_repeat(view: RunView, seq: Sequence[Call], sigs: list[Key]) -> Detectio
 def _near(cur: Call, count: int, threshold: int) -> Detection | None:
     if count < threshold:
         return None
-    return Detection(
-        Signal.NEAR_REPEAT,
-        cur.name,
-        (cur.name,),
-        count,
-        threshold,
-        digest("near", key_text(cur.sig)),
-    )
+    key = digest("near", key_text(cur.sig))
+    return Detection(Signal.NEAR_REPEAT, cur.name, (cur.name,), count, threshold, key)
 
 
 def no_new_info(view: RunView, *_: object) -> Detection | None:
-    """Model answers in a row whose calls brought nothing new: every result a failure, an
-    empty output, a search that found nothing or an output the run had seen. A call that
-    changed something (a write that prints nothing, SPEC §12 N9) or brought something new
-    ends the streak; the calls of one answer count once (SPEC §11 R6, §12 R8, N6).
-    """
+    """Model answers in a row whose calls brought nothing new, as :class:`RunView` counts
+    them (SPEC §11 R6, §12 R8, N6, N9)."""
     threshold = view.limits.no_new_info
     count = view.quiet
     if not threshold or not view.quiet_grew or count < threshold:
@@ -415,15 +369,10 @@ def no_new_info(view: RunView, *_: object) -> Detection | None:
 
 
 def repeated_error(view: RunView, call: Call | None, name: str) -> Detection | None:
-    """The same failure again (SPEC §2, §11 R4, §12 R4'), counted three ways, the calls of
-    one answer once:
-
-    - one tool's error ``repeat_error_threshold`` times in a row (any success ends it);
-    - the same call failing the same way that often within the window, when nothing that
-      came between brought something new (a ``think`` step, a silent edit);
-    - one tool's error ``error_often`` times within the window, more often than anything new
-      came back since the first of them: the agent keeps hitting the same wall.
-    """
+    """The same failure again (SPEC §2, §11 R4, §12 R4'), an answer's calls counted once: one
+    tool's error ``repeat_error_threshold`` times in a row; the same call failing the same way
+    that often within the window with nothing new in between; or one tool's error
+    ``error_often`` times within the window, more often than anything new came back since."""
     if call is None or call.kind != "error":
         return None
     limits = view.limits
@@ -451,20 +400,13 @@ def repeated_error(view: RunView, call: Call | None, name: str) -> Detection | N
 
 
 def _error(name: str, count: int, threshold: int, key: Key | None) -> Detection:
-    return Detection(
-        Signal.REPEATED_TOOL_ERROR,
-        name,
-        (name,),
-        count,
-        threshold,
-        None if key is None else key_text(key),
-    )
+    shown = None if key is None else key_text(key)
+    return Detection(Signal.REPEATED_TOOL_ERROR, name, (name,), count, threshold, shown)
 
 
 def failing_turns(view: RunView, *_: object) -> Detection | None:
-    """``failing_turns`` model turns in a row in which no tool call succeeded, whatever the
-    error texts, or in which the model answered and was asked again (SPEC §11 R3, §12 N8).
-    """
+    """``failing_turns`` model turns in a row in which no tool call succeeded, or in which the
+    model answered and was asked again (SPEC §11 R3, §12 N8)."""
     threshold = view.limits.failing_turns
     if not threshold or not view.failing_grew or view.failing < threshold:
         return None
@@ -475,9 +417,7 @@ def failing_turns(view: RunView, *_: object) -> Detection | None:
 
 def repeated_response(view: RunView) -> Detection | None:
     """The same assistant text ``repeat_assistant_threshold`` times in a row, each produced
-    with the previous one in the model's input (SPEC §2, §11 N2), new human messages between
-    them or not (SPEC §12 R9).
-    """
+    with the previous one in the model's input (SPEC §2, §11 N2, §12 R9)."""
     key, count = view.assistant
     threshold = view.limits.assistant
     if key is None or count < threshold:
@@ -487,10 +427,7 @@ def repeated_response(view: RunView) -> Detection | None:
 
 def reply_cycle(view: RunView) -> Detection | None:
     """Replies going round: a cycle of 1..``reply_cycle_length`` replies, each nearly the
-    same as the one a lap before (equal but for numbers and punctuation, or sharing nearly all
-    their words), ``cycle_repeats`` laps, never fewer than the same reply in a row needs
-    (SPEC §12 R9).
-    """
+    same as the one a lap before, for ``Limits.reply_laps`` laps (SPEC §12 R9)."""
     limits = view.limits
     laps, replies = limits.reply_laps, view.replies
     for length in range(1, limits.reply_cycle + 1):
@@ -501,14 +438,8 @@ def reply_cycle(view: RunView) -> Detection | None:
         if all(
             _same_reply(replies[-1 - i], replies[-1 - i - length]) for i in range(span - length)
         ):
-            return Detection(
-                Signal.REPLY_CYCLE,
-                None,
-                (),
-                laps,
-                laps,
-                digest("replies", *sorted({key for key, _ in replies[-length:]})),
-            )
+            key = digest("replies", *sorted({reply[0] for reply in replies[-length:]}))
+            return Detection(Signal.REPLY_CYCLE, None, (), laps, laps, key)
     return None
 
 
@@ -539,8 +470,7 @@ class Rule:
     signal: Signal
     on_call: CallCheck | None = None
     new_calls: bool = False
-    """Whether ``on_call`` can fire on a call whose signature the history does not hold
-    (most rules look for a repeat of the call, and are not asked then)."""
+    """Whether ``on_call`` can fire on a call whose signature the history does not hold."""
     on_result: ResultCheck | None = None
     on_turn: TurnCheck | None = None
     on_answer: TurnCheck | None = None
@@ -552,17 +482,9 @@ class Rule:
 RULES: tuple[Rule, ...] = (
     Rule(Signal.REPEATED_TOOL_CALL, on_call=repeated_call),
     Rule(Signal.TOOL_CYCLE, on_call=cycle),
+    Rule(Signal.TOOL_FREQUENCY, on_call=frequency, on_result=frequency_after_change, needs=CHANGED),
     Rule(
-        Signal.TOOL_FREQUENCY,
-        on_call=frequency,
-        on_result=frequency_after_change,
-        needs=CHANGED,
-    ),
-    Rule(
-        Signal.NO_PROGRESS,
-        on_call=no_progress,
-        on_result=no_progress_after_change,
-        needs=CHANGED,
+        Signal.NO_PROGRESS, on_call=no_progress, on_result=no_progress_after_change, needs=CHANGED
     ),
     Rule(Signal.REPEATED_SEQUENCE, on_call=repeated_sequence, new_calls=True),
     Rule(Signal.NEAR_REPEAT, on_call=near_repeat),

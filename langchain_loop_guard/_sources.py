@@ -1,9 +1,7 @@
 """The JSON values of a trace file, streamed: plain or gzip, a file or a directory of files.
 
-Whatever the layout (JSON Lines, values one after the other, or one JSON array of them), the
-text is read in chunks and each value decoded as soon as it is complete: time is linear in the
-file's size and memory bounded by the largest value, never the whole file. Every problem
-(invalid JSON or UTF-8, a damaged gzip, a value over :data:`MAX_VALUE_CHARS`…) is a
+JSON Lines, values one after the other or one JSON array of them, decoded chunk by chunk: time
+linear in the file's size, memory bounded by the largest value. Every problem is a
 :class:`~langchain_loop_guard._trace.TraceFormatError` naming the file and the line.
 """
 
@@ -38,9 +36,8 @@ _PARQUET_BATCH: Final = 1024
 
 
 def trace_files(path: str | os.PathLike[str]) -> list[Path]:
-    """The files to read: ``path`` itself, or the regular files of a directory not hidden, sorted
-    by name; :class:`TraceFormatError` for a directory without files, ``OSError`` for no ``path``.
-    """
+    """``path`` itself, or a directory's regular files not hidden, by name; raises
+    :class:`TraceFormatError` for a directory without files, ``OSError`` for no ``path``."""
     root = Path(path)
     if not root.is_dir():
         os.stat(root)  # the missing file's OSError, with its errno
@@ -56,9 +53,8 @@ def trace_files(path: str | os.PathLike[str]) -> list[Path]:
 def json_values(
     path: Path, *, items: bool = True, progress: Callable[[int], None] | None = None
 ) -> Iterator[tuple[int, Any]]:
-    """``(line, value)`` for each JSON value of ``path`` (plain or gzip), in order: the items of a
-    top-level array when ``items``; ``progress`` is told the bytes read after each chunk.
-    :class:`TraceFormatError` (naming the line) when it is not a sequence of JSON values."""
+    """``(line, value)`` for each JSON value of ``path`` (the items of a top-level array when
+    ``items``); ``progress`` is told the bytes read after each chunk."""
     with path.open("rb") as raw:
         binary: IO[bytes] | gzip.GzipFile = raw
         magic = raw.read(4)
@@ -76,9 +72,8 @@ def json_values(
 def parquet_rows(
     path: Path, *, progress: Callable[[int], None] | None = None
 ) -> Iterator[tuple[int, Any]]:
-    """``(row, object)`` for each row of a Parquet file (a LangSmith bulk export), in batches;
-    :class:`TraceFormatError` when pyarrow is missing (saying how to install it) or the file is
-    not valid Parquet."""
+    """``(row, object)`` for each row of a Parquet file (a LangSmith bulk export); raises
+    :class:`TraceFormatError` when pyarrow is missing or the file is not valid Parquet."""
     try:
         pq: Any = importlib.import_module("pyarrow.parquet")  # an optional extra
     except ImportError:
@@ -103,17 +98,7 @@ def parquet_rows(
 class _Scanner:
     """A chunked JSON scanner: a window of text, its start line, and a position in it."""
 
-    __slots__ = (
-        "_binary",
-        "_decoder",
-        "_eof",
-        "_line",
-        "_path",
-        "_pos",
-        "_tell",
-        "_text",
-        "_utf8",
-    )
+    __slots__ = ("_binary", "_decoder", "_eof", "_line", "_path", "_pos", "_tell", "_text", "_utf8")
 
     def __init__(
         self, path: Path, binary: IO[bytes] | gzip.GzipFile, tell: Callable[[], None] | None
@@ -216,24 +201,20 @@ class _Scanner:
 
     def _items(self) -> Iterator[tuple[int, Any]]:
         self._advance(self._pos + 1)  # the "["
-        if self._peek() == "]":
-            self._advance(self._pos + 1)
-        else:
-            while True:
-                if not self._peek():
-                    raise self.fail("the JSON array is not closed")
-                line = self._line
-                yield line, self._value()
+        after = self._peek()
+        while after != "]":
+            if not after:
+                raise self.fail("the JSON array is not closed")
+            line = self._line
+            yield line, self._value()
+            after = self._peek()
+            if after == ",":
+                self._advance(self._pos + 1)
                 after = self._peek()
                 if after == "]":
-                    self._advance(self._pos + 1)
-                    break
-                if not after:
-                    raise self.fail("the JSON array is not closed")
-                if after != ",":
-                    raise self.fail("expected ',' or ']' between the items of the array")
-                self._advance(self._pos + 1)
-                if self._peek() == "]":
                     raise self.fail("expected an item after ',' in the array")
+            elif after and after != "]":
+                raise self.fail("expected ',' or ']' between the items of the array")
+        self._advance(self._pos + 1)  # the "]"
         if self._peek():
             raise self.fail("text after the JSON array")

@@ -67,11 +67,7 @@ def _run(path: str, line: int, value: object, scope: str) -> Iterator[TraceItem]
 
 
 def _event(
-    event: Mapping[str, Any],
-    index: int,
-    fail: Any,
-    scope: str,
-    tokens: dict[str, frozenset[int]],
+    event: Mapping[str, Any], index: int, fail: Any, scope: str, tokens: dict[str, frozenset[int]]
 ) -> DetectorEvent:
     kind = event.get("t")
     if kind not in _KINDS:

@@ -1,9 +1,4 @@
-"""The run as every rule sees it: recent calls, streaks and turns, digests and counts only.
-
-:class:`RunView` does the bookkeeping of each event (:meth:`~RunView.add_call`,
-:meth:`~RunView.add_result`, …) and exports and restores itself as JSON data; the rules in
-:mod:`~langchain_loop_guard._rules` only read it. :class:`Limits` holds the numbers the rules
-read, taken once from a configuration.
+"""The run as every rule sees it (:class:`RunView`), and the numbers they read (:class:`Limits`).
 
 Nothing here imports LangChain, LangGraph or pydantic.
 """
@@ -42,9 +37,8 @@ __all__ = [
 OutcomeKind = Literal["pending", "ok", "error", "blocked"]
 
 Key = int | str
-"""A call's signature or a result's key as the view keeps it: a digest of 16 hex digits (the
-package's) as its number, which takes half the memory, any other text as it is. Equal texts
-give equal keys and different texts different ones."""
+"""A call's signature or a result's key as the view keeps it: a digest of 16 hex digits as its
+number (half the memory), any other text as it is."""
 
 
 def key_of(digest: str) -> Key:
@@ -72,6 +66,9 @@ NOTHING = 2  # a failure, an empty output, a search that found nothing, an outpu
 WORK = 4  # a call that changed something (a write, ``mkdir``, ``cd``): the streak ends
 NEUTRAL = 0  # a query asked again, an acknowledgement seen before: neither counts nor ends
 
+_TURN = ("expected", "results", "worked", "brought", "judged", "answered", "failing")
+"""The current turn's fields (:meth:`RunView.clear` says what each is), as a state lists them."""
+
 StateError = (KeyError, TypeError, ValueError)
 """What reading a malformed exported state raises."""
 
@@ -80,16 +77,13 @@ class Call:
     """One tool call of the history: digests only.
 
     ``outcome`` is the digest of the normalized result (``None`` while pending or when
-    blocked, which counts as equal to any); ``near`` a sketch of its lines with the numbers
-    left out, for long results only (:func:`~._signature.near_equal` compares two); ``info``
-    what the result says once the call's own argument values are removed (``""``: nothing;
-    ``"="``: a result that echoes nothing, which says its ``outcome``; ``"!"``: a search that
-    found nothing); ``changed`` whether a different call succeeded between this call and the
-    previous one with its signature (``None``: the history held no call with its signature);
-    ``batch`` the first call of the model answer that asked for it (the calls of one answer
-    share it; a call no answer announced is its own); ``fresh``
-    whether its result brought something the run had not seen.
-    ``tokens`` are keyed hashes of the argument values, kept only while the call is pending.
+    blocked, which counts as equal to any); ``near`` a sketch of a long result's lines
+    (:func:`~._signature.near_equal`); ``info`` what the result says once the call's own
+    argument values are removed (``""``: nothing; ``"="``: it echoes nothing; ``"!"``: a
+    search that found nothing); ``changed`` whether a different call succeeded since the
+    previous call with its signature (``None``: none in the history); ``batch`` the first call
+    of the model answer that asked for it; ``fresh`` whether its result brought something new;
+    ``tokens`` keyed hashes of the argument values, kept only while the call is pending.
     """
 
     __slots__ = (
@@ -223,11 +217,11 @@ def limits_of(config: LoopGuardConfig) -> Limits:
 
 
 class RunView:
-    """The run as every rule sees it: recent calls and the streaks, digests and counts only.
+    """The run's recent calls, streaks and turns, digests and counts only.
 
-    The view does the bookkeeping of each event (:meth:`add_call`, :meth:`add_result`, …);
-    the rules only read it. ``calls`` is the history, oldest first, as deep as the longest
-    walk a rule looks for (``limits.history``); ``sigs`` their signatures, in the same order.
+    The view does the bookkeeping of each event (:meth:`add_call`, :meth:`add_result`, …) and
+    exports and restores itself as JSON data; the rules only read it. ``calls`` is the
+    history, oldest first, ``limits.history`` deep; ``sigs`` their signatures, in order.
     """
 
     __slots__ = (
@@ -426,16 +420,8 @@ class RunView:
             self.quiet_tools = (*tools[-3:], name)
 
     def _brought(self, call: Call, failed: bool) -> int:
-        """What a result brought: something new, silence, nothing new, or nothing to count;
-        and whether its call did work.
-
-        A failure and a search that found nothing bring nothing new; an empty output is
-        silence; anything else is new the first time the run sees it. Seen again, it is
-        nothing new when it echoed the call's arguments; a call asked again, or an
-        acknowledgement that echoes nothing (``ok``), is left to the repeat rules. A call
-        that changes something (a write, ``mkdir``, ``cd``) did work, whatever it printed: a
-        run of writes that print nothing is no loop (SPEC §12 N9).
-        """
+        """What a result brought, as the bits above: a call that changes something did work,
+        whatever it printed (SPEC §12 N9); a query asked again is left to the repeat rules."""
         if failed:
             return NOTHING
         info = call.info
@@ -483,15 +469,7 @@ class RunView:
             "batch": [self.batch is not None, self.due],
             "infos": self.infos.tolist(),
             "quiet": [self.quiet, list(self.quiet_tools)],
-            "turn": [
-                self.expected,
-                self.results,
-                self.worked,
-                self.brought,
-                self.judged,
-                self.answered,
-                self.failing,
-            ],
+            "turn": [getattr(self, name) for name in _TURN],
             "error": [None if self.error[0] is None else key_text(self.error[0]), self.error[1]],
             "assistant": list(self.assistant),
             "replies": [list(reply) for reply in self.replies],
@@ -540,15 +518,8 @@ class RunView:
         self.batch = calls[-1].batch if started and calls else None
         self.infos, self.quiet, self.quiet_tools = infos, quiet, quiet_tools
         self.assistant, self.error = assistant, error
-        (
-            self.expected,
-            self.results,
-            self.worked,
-            self.brought,
-            self.judged,
-            self.answered,
-            self.failing,
-        ) = turn
+        for name, value in zip(_TURN, turn, strict=True):
+            setattr(self, name, value)
         del self.infos[:-_MAX_INFO]
 
 
