@@ -2,10 +2,28 @@
 
 A *run* (:class:`Run`) is what one detector watches: a top-level invocation, or with
 ``scope="thread"`` a LangGraph thread. The handler keeps its runs in a :class:`RunEngine`; the
-graph guards keep theirs (and a held stop) in the graph state, making the record afresh for
-each pass. The adapters drive the steps, from ``RunEngine.begin`` to ``RunEngine.end``, and
-act on what they return: nothing here raises or touches a message. The handler calls every
-step under its lock; a graph pass owns its record alone.
+graph guards keep theirs (and a held stop, as the step that raises it may run in another
+process) in the graph state, making the record afresh for each pass. The adapters drive the
+steps and act on what they return: nothing here raises or touches a message.
+
+====  ==========================  ========================  ==================================
+#     step                        here                      driven by
+====  ==========================  ========================  ==================================
+1     a run begins                ``RunEngine.begin``,      handler: a new top-level run;
+                                  ``Run.restart``           graph: a human message (run scope)
+2     an event is decided         ``Run.decide``            each callback; each message of a
+                                                            graph pass
+3     a human message releases    ``Run.human_message``     a model call with a new one; one
+      a thread                                              in a graph pass
+4     a stop is nudged or kept    ``Run.settle``            graph, while ``nudges`` last
+5     a stop is held              ``Run.hold``              handler: a stop in an answer
+6     a held stop is raised       ``Run.due``               handler: the invocation's next
+                                                            step, or its end
+7     a run ends                  ``RunEngine.end``         handler: its last invocation
+8     the registry evicts         ``RunEngine.begin``       the least recently active idle run
+====  ==========================  ========================  ==================================
+
+The handler calls every step under its lock; a graph pass owns its record alone.
 """
 
 from __future__ import annotations
