@@ -236,7 +236,7 @@ class LoopDetector:
         if listener is None and name in self._ignore:
             return self._soft()
         failed = error is not None
-        call = self._find(name, call_id)
+        call = self._view.find(name, call_id)
         key, near, info = result_digests(output, error, name, None if call is None else call.tokens)
         verdict = self._tool_result(call, name, int(key, 16), failed, call_id, near=near, info=info)
         if listener is not None:
@@ -271,11 +271,7 @@ class LoopDetector:
         """
         if self._off:
             return ALLOW
-        kind = type(tool_calls)
-        if kind is list or kind is tuple or isinstance(tool_calls, Sized):
-            count = len(tool_calls)  # type: ignore[arg-type]
-        else:
-            count = sum(1 for _ in tool_calls)
+        count = _count(tool_calls)
         if self._listener is None:
             # a message that calls tools is left to the tool-call signals: no key needed
             if self._aware and count:
@@ -384,25 +380,15 @@ class LoopDetector:
         near: str | None,
         info: str | None,
     ) -> Verdict:
-        """A result of ``name``; ``call`` is the call it belongs to (:meth:`_find`)."""
+        """A result of ``name``; ``call`` is the call it belongs to (:meth:`RunView.find`)."""
         if name in self._ignore:
             return self._soft()
+        if call is not None and call.kind != "pending":
+            return self._soft()  # a second result, or the result of a blocked call
         view = self._view
-        facts = 0
-        if call is not None:
-            if call.kind != "pending":
-                return self._soft()  # a second result, or the result of a blocked call
-            call.outcome, call.kind = outcome, "error" if failed else "ok"
-            # a result that echoes nothing says what its outcome is: kept once, as the outcome
-            call.near, call.tokens = near, None
-            call.info = "=" if info is not None and info[:1] == "=" else info
-            facts = (CHANGED if call.changed else 0) | (FAILED if failed else 0)
-        elif failed:
-            call = Call(name, "", call_id)  # a result nobody asked for still fails
-            call.outcome, call.kind = outcome, "error"
-            facts = FAILED
-        view.add_result(call, name, failed)
+        call = view.add_result(call, name, outcome, failed, call_id=call_id, near=near, info=info)
         if self._tripped is None:
+            facts = (FAILED if failed else 0) | (CHANGED if call and call.changed else 0)
             facts |= (QUIET if view.quiet_grew else 0) | (FAILING if view.failing_grew else 0)
             for check in RESULT_CHECKS[facts]:
                 found = check(view, call, name)
@@ -427,28 +413,16 @@ class LoopDetector:
                     return self._report(found, "abort")
         return self._soft()
 
-    # --- history -------------------------------------------------------------------------------
-
-    def _find(self, name: str, call_id: str | None) -> Call | None:
-        """The call a result of ``name`` belongs to: the newest with its id, or else the
-        oldest pending call of that tool (with an unknown id, only a call without an id can
-        be the one: a call that has an id waits for its own)."""
-        calls = self._view.calls
-        if call_id is not None:
-            for call in reversed(calls):
-                if call.call_id == call_id:
-                    return call
-        for call in calls:
-            if (
-                call.kind == "pending"
-                and call.name == name
-                and (call.call_id is None or call_id is None)
-            ):
-                return call
-        return None
-
     # --- verdicts: what a detection means in the configured mode (in _reporting.py) ----------
 
     _report = report
     _still_tripped = still_tripped
     _soft = soft
+
+
+def _count(items: Iterable[object]) -> int:
+    """How many ``items`` there are: a list's length, or the items of an iterator counted."""
+    kind = type(items)
+    if kind is list or kind is tuple or isinstance(items, Sized):
+        return len(items)  # type: ignore[arg-type]
+    return sum(1 for _ in items)

@@ -93,7 +93,7 @@ def replay(detector: LoopDetector, event: DetectorEvent) -> Verdict:
     elif kind == "tool_result":
         name, call_id = tool or "", event.call_id
         verdict = detector._tool_result(
-            detector._find(name, call_id),
+            detector._view.find(name, call_id),
             name,
             key_of(value or ""),
             event.error,

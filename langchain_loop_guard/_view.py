@@ -358,8 +358,46 @@ class RunView:
         if kept:
             self.replies = (*self.replies[len(self.replies) + 1 - kept :], (key, sketch))
 
-    def add_result(self, call: Call | None, name: str, failed: bool) -> None:
-        """A result came in (``call`` is ``None`` when no pending call could be found)."""
+    def find(self, name: str, call_id: str | None) -> Call | None:
+        """The call a result of ``name`` belongs to: the newest with its id, or else the
+        oldest pending call of that tool (with an unknown id, only a call without an id can
+        be the one: a call that has an id waits for its own)."""
+        calls = self.calls
+        if call_id is not None:
+            for call in reversed(calls):
+                if call.call_id == call_id:
+                    return call
+        for call in calls:
+            if (
+                call.kind == "pending"
+                and call.name == name
+                and (call.call_id is None or call_id is None)
+            ):
+                return call
+        return None
+
+    def add_result(
+        self,
+        call: Call | None,
+        name: str,
+        outcome: Key,
+        failed: bool,
+        *,
+        call_id: str | None,
+        near: str | None,
+        info: str | None,
+    ) -> Call | None:
+        """A result came in for the pending ``call`` (``None`` when none could be found: a
+        failure nobody asked for still counts, as a call of its own). Returns the call it was
+        recorded on."""
+        if call is not None:
+            call.outcome, call.kind = outcome, "error" if failed else "ok"
+            # a result that echoes nothing says what its outcome is: kept once, as the outcome
+            call.near, call.tokens = near, None
+            call.info = "=" if info is not None and info[:1] == "=" else info
+        elif failed:
+            call = Call(name, "", call_id)
+            call.outcome, call.kind = outcome, "error"
         self.failing_grew = self.quiet_grew = False
         if not failed or call is None:
             self.error = (None, 0)  # any success ends the streak of an error in a row
@@ -379,6 +417,7 @@ class RunView:
             self._count_quiet()  # a call no answer announced: a unit of its own
         elif self.results >= self.expected:
             self._judge()
+        return call
 
     def user_message(self) -> None:
         """A new human message: successful calls before it stop counting as repeats, and
