@@ -208,9 +208,11 @@ class CallbackStopFilter(logging.Filter):
     """Drop LangChain's ``Error in LoopGuardCallbackHandler.on_tool_start callback:
     LoopDetected(...)`` log line.
 
-    LangChain logs every exception a callback raises at ``WARNING``, also the ``LoopDetected``
-    the callback handler raises on purpose and has logged already. This filter drops exactly
-    those lines, of handlers whose class name it was given; every other line passes.
+    LangChain's callback manager logs every exception a callback raises at ``WARNING``, also
+    when the handler asks for it to propagate (``raise_error``), which is how the callback
+    handler stops a run; the guard has already logged the stop, once. This filter drops
+    exactly those lines: the message of a ``LoopDetected`` raised by a handler whose class
+    name it was given. Every other line passes, other handlers' errors included.
 
     :class:`~langchain_loop_guard.LoopGuardCallbackHandler` installs one on LangChain's logger
     (``"langchain_core.callbacks.manager"``) when it is created; to see LangChain's line
