@@ -10,12 +10,9 @@ Sources, lowest first (SPEC §5):
 5. values passed in code;
 6. runtime commands (:meth:`LoopGuardConfig.merged`).
 
-Each value is checked as it is read, so an error can name its source, key, value and what is
-allowed; every problem is reported at once, and a configuration is either complete and valid or
-not built at all. Pydantic owns the per-field schema (types and bounds); this module adds the
-sources (read in :mod:`~langchain_loop_guard._config_sources`), the seed's ``enabled`` alias,
-the cross-field rule and readable errors on top. Pydantic calls an overridden ``__init__``
-from ``model_validate`` too, so every way in is checked.
+Each value is checked as it is read, and every problem is reported at once. Pydantic owns the
+per-field schema; this module adds the sources (read in :mod:`~._config_sources`), the seed's
+``enabled`` alias, the cross-field rule and readable errors.
 """
 
 from __future__ import annotations
@@ -136,7 +133,6 @@ class _FrozenMapping(Mapping[str, int]):
 
 
 _Threshold = Annotated[int, Field(strict=True, ge=2, le=MAX_COUNT)]
-_Positive = Annotated[int, Field(strict=True, ge=1)]
 _ZeroOrThreshold = Annotated[
     int, Field(strict=True, ge=0, le=MAX_COUNT), AfterValidator(_zero_or_at_least_two)
 ]
@@ -267,12 +263,8 @@ class LoopGuardConfig(BaseModel):
         environ: Mapping[str, str] | None = None,
         cwd: Path | None = None,
     ) -> Self:
-        """:meth:`load` on ``environ`` (default :data:`os.environ`, which also gives
-        ``XDG_CONFIG_HOME`` and ``HOME``) and ``cwd`` (default :func:`Path.cwd`).
-
-        The hooks are separate from ``values`` (a mapping, never spread into keywords), so no
-        configuration source can reach them.
-        """
+        """:meth:`load` on ``environ`` and ``cwd`` (by default the process's); ``values`` is a
+        mapping, never spread into keywords, so no configuration source can reach these hooks."""
         environ = os.environ if environ is None else environ
         cwd = Path.cwd() if cwd is None else cwd
         layers = [
@@ -375,20 +367,12 @@ def _mapping_layer(data: Mapping[str, object], source: str) -> Layer:
             continue
         where = f"{source}, key {key!r}"
         field = _FIELD_FOR_KEY.get(key)
-        if isinstance(key, str) and key.startswith("_"):
-            problems.append(
-                config_problem(
-                    where=source,
-                    source=source,
-                    key=key,
-                    value=value,
-                    what=f"private key {key!r} is not configuration",
-                    allowed=_KEYS_ALLOWED,
-                )
-            )
-        elif field is None:
-            what = f"unknown key {key!r} = {show(value)}"
-            what += suggestion(str(key), [*_FIELD_FOR_KEY, _ENABLED])
+        if field is None:  # no field name starts with "_"
+            if isinstance(key, str) and key.startswith("_"):
+                what = f"private key {key!r} is not configuration"
+            else:
+                what = f"unknown key {key!r} = {show(value)}"
+                what += suggestion(str(key), [*_FIELD_FOR_KEY, _ENABLED])
             problems.append(
                 config_problem(
                     where=source,
