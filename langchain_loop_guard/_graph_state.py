@@ -172,6 +172,5 @@ _CHECKS: tuple[tuple[str, Callable[[object], bool]], ...] = (
     ("nudged", lambda value: type(value) is int and value >= 0),
     ("at", lambda value: type(value) in (int, float) and math.isfinite(cast(float, value))),
 )
-"""What :func:`_malformed` checks of each field of a stored guard state, in order (made
-once: the state is read at every step)."""
+"""What :func:`_malformed` checks of each field, in order (made once: read at every step)."""
 _REQUIRED = frozenset({"pending"})
