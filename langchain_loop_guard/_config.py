@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Iterable, Iterator, Mapping
-from functools import cache
+from functools import cache, partial
 from pathlib import Path
 from types import MappingProxyType
 from typing import Annotated, Any, Final, Literal, NamedTuple, Self, final
@@ -399,26 +399,16 @@ def _mapping_layer(data: Mapping[str, object], source: str) -> Layer:
 def _apply_enabled(enabled: object, entries: dict[str, Entry], source: str) -> ConfigProblem | None:
     """Apply the seed's ``enabled`` key: ``false`` sets ``mode`` to ``"off"``."""
     where = f"{source}, key {_ENABLED!r}"
+    problem = partial(config_problem, where=where, source=source, key=_ENABLED, value=enabled)
     if not isinstance(enabled, bool):
-        return config_problem(
-            where=where,
-            source=source,
-            key=_ENABLED,
-            value=enabled,
-            what=f"got {show(enabled)}",
-            allowed="true or false",
-        )
+        return problem(what=f"got {show(enabled)}", allowed="true or false")
     mode = entries.get("mode")
     if enabled or (mode is not None and _any_case(mode.value) == "off"):
         return None
     if mode is None:
         entries["mode"] = Entry("mode", "off", source=source, key=_ENABLED, where=where, raw=False)
         return None
-    return config_problem(
-        where=where,
-        source=source,
-        key=_ENABLED,
-        value=enabled,
+    return problem(
         what=f"false contradicts mode {show(mode.value)} in the same place",
         allowed="enabled false with mode 'off' or no mode; or enabled true",
     )

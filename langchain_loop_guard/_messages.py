@@ -1,9 +1,7 @@
-"""Localized text: every message a user or a model reads comes from the gettext catalogs.
-
-Their sources are ``locales/<lang>/LC_MESSAGES/langchain_loop_guard.po`` at the top of the
-repository, compiled by the build into ``langchain_loop_guard/locales``. The locale is passed
-per call, else taken from a :class:`~contextvars.ContextVar` (never per thread), else ``"en"``.
-Look messages up with ``translator(locale).gettext("...")``, which ``pybabel extract`` finds.
+"""Localized text: every message a user or a model reads comes from the gettext catalogs
+(``locales/<lang>/LC_MESSAGES/langchain_loop_guard.po``, compiled by the build). The locale is
+passed per call, else taken from a :class:`~contextvars.ContextVar`, else ``"en"``. Look messages
+up with ``translator(locale).gettext("...")``, which ``pybabel extract`` finds.
 """
 
 from __future__ import annotations
