@@ -1,8 +1,7 @@
 """Canonical serialization: any Python value as deterministic JSON text, and its digest.
 
-Nothing here raises: every Python value serializes (cycles, deep nesting, objects whose
-``__repr__`` raises, mappings whose ``items()`` raises). A tool call's signature is its name and
-its canonical arguments, digested.
+Nothing here raises: every Python value serializes, cycles and hostile objects too. A tool
+call's signature is its name and its canonical arguments, digested.
 """
 
 from __future__ import annotations

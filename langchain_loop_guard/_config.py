@@ -1,14 +1,8 @@
 """Configuration: the validated, frozen ``LoopGuardConfig`` and where its values come from.
 
-Sources, lowest first (SPEC §5):
-
-1. built-in defaults;
-2. the global file ``$XDG_CONFIG_HOME/loop-guard/config.json`` (``~/.config/…`` by default);
-3. the project file ``.loop-guard.json`` in the working directory, or the file that
-   ``LOOP_GUARD_CONFIG`` names;
-4. ``LOOP_GUARD_*`` environment variables;
-5. values passed in code;
-6. runtime commands (:meth:`LoopGuardConfig.merged`).
+Sources, lowest first (SPEC §5): built-in defaults; the global file, the project file
+(:meth:`LoopGuardConfig.load`); ``LOOP_GUARD_*`` environment variables; values passed in code;
+runtime commands (:meth:`LoopGuardConfig.merged`).
 
 Each value is checked as it is read, and every problem is reported at once. Pydantic owns the
 per-field schema; this module adds the sources (read in :mod:`~._config_sources`), the seed's
@@ -70,11 +64,8 @@ def _any_case(value: object) -> object:
 
 
 def _catalog_locale(value: object) -> object:
-    """A locale identifier → the catalog that serves it (``"ko_KR.UTF-8"`` → ``"ko"``).
-
-    A real locale without a catalog (``"fr_FR"``) falls back to ``"en"`` with a WARNING that
-    names it; text that is no locale at all is left for validation to reject.
-    """
+    """A locale identifier → the catalog that serves it (``"ko_KR.UTF-8"`` → ``"ko"``), else
+    ``"en"`` with a WARNING; text that is no locale is left for validation to reject."""
     if not isinstance(value, str):
         return value
     try:
@@ -203,9 +194,7 @@ class LoopGuardConfig(BaseModel):
     """Per-tool repeat thresholds, ``{tool: N}``; read-only."""
     progress_aware: StrictBool = Field(True, alias="progressAware")
     """Count a repeat only when it returned the same outcome (SPEC §3)."""
-    no_progress_calls: Annotated[
-        int, Field(strict=True, ge=0, le=MAX_COUNT), AfterValidator(_zero_or_at_least_two)
-    ] = Field(8, alias="noProgressCalls")
+    no_progress_calls: _ZeroOrThreshold = Field(8, alias="noProgressCalls")
     """Calls in a row that only repeat recent (call, outcome) pairs; 0 turns the signal off."""
     near_repeat_threshold: _ZeroOrThreshold = Field(4, alias="nearRepeatThreshold")
     """Identical calls whose outputs are nearly the same (numbers aside); 0 turns it off."""
@@ -471,11 +460,8 @@ _THRESHOLD: Final = "repeat_frequency_threshold"
 def _window_problem(
     values: Mapping[str, Any], chosen: Mapping[str, Entry], rank: Mapping[str, int]
 ) -> ConfigProblem | None:
-    """The merged window must hold its threshold.
-
-    The problem is put on whichever of the two came from the higher source (on the window if
-    they came from the same one), and names where the other one came from.
-    """
+    """The merged window must hold its threshold: the problem is on whichever of the two came
+    from the higher source (the window on a tie), naming where the other came from."""
     fields = LoopGuardConfig.model_fields
     window = values.get(_WINDOW, fields[_WINDOW].default)
     threshold = values.get(_THRESHOLD, fields[_THRESHOLD].default)

@@ -1,9 +1,7 @@
 """What a graph guard keeps in LangGraph state, and how it reads it back.
 
-A thread's detector state lives under one key (:data:`STATE_KEY`): names, digests, counters and
-call ids, never content (:class:`GuardData`). Whatever checkpointer the graph runs saves it, so
-detection survives ``interrupt()``/resume and restarts; one node writes it per step, so it
-needs no reducer.
+One key (:data:`STATE_KEY`) holds names, digests, counters and call ids, never content; the
+graph's checkpointer saves it across ``interrupt()``/resume and restarts. One node writes it.
 """
 
 from __future__ import annotations
@@ -107,8 +105,7 @@ class Update:
     clear_stop: bool = False
 
     def stop_update(self) -> dict[str, LoopGuardStop | None]:
-        """The :data:`STOP_KEY` part of the state update: the stop, a clearing ``None``, or
-        nothing."""
+        """The :data:`STOP_KEY` part of the state update: the stop, a clearing ``None``, or none."""
         if self.stop is not None:
             return {STOP_KEY: self.stop}
         return {STOP_KEY: None} if self.clear_stop else {}

@@ -104,10 +104,8 @@ def _error_text(error: object) -> str:
 def error_key(tool: str, error: object) -> str:
     """The key of an error: tool name plus its text, variable parts masked (SPEC §2).
 
-    What :func:`normalize_outcome` masks is masked and the other digit runs collapsed, so
-    ``line 12`` and ``line 14`` share a key. What a validation error echoes of the invalid
-    input (``input_value=…``, ``input_type=…``) is left out: a model that sends new invalid
-    values every time repeats one error (SPEC §11).
+    Digit runs are collapsed too (``line 12`` and ``line 14`` share a key), and what a
+    validation error echoes of the invalid input (``input_value=…``) is left out (SPEC §11).
     """
     return _error_key(tool, masked(_error_text(error), digits=False))
 
@@ -486,11 +484,8 @@ def _has_digit(word: bytes) -> bool:
 
 
 def assistant_key(text: object) -> str | None:
-    """The key of an assistant response: its text trimmed, whitespace collapsed.
-
-    ``None`` for an empty response, which is skipped. Text that is not a string (a list of
-    content blocks, a message) is taken as :func:`normalize_outcome` takes outputs.
-    """
+    """The key of an assistant response, its text with whitespace collapsed (``None`` when
+    empty); content blocks or a message are read as :func:`normalize_outcome` reads outputs."""
     collapsed = collapse(_text_of(text))
     if not collapsed:
         return None
