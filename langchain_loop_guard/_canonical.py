@@ -1,8 +1,7 @@
 """Canonical serialization: any Python value as deterministic JSON text, and its digest.
 
-Nothing here raises: every Python value serializes (cycles, deep nesting, objects whose
-``__repr__`` raises, mappings whose ``items()`` raises). A tool call's signature is its name and
-its canonical arguments, digested.
+Nothing here raises: every Python value serializes, cycles and hostile objects too. A tool
+call's signature is its name and its canonical arguments, digested.
 """
 
 from __future__ import annotations
@@ -50,11 +49,8 @@ _HEX = re.compile(r"\b0x[0-9a-fA-F]+")  # memory addresses in reprs
 def _compact_json() -> Callable[[object], str]:
     """``json.dumps`` with sorted keys, no spaces, no NaN, for values known to be acyclic.
 
-    ``JSONEncoder.encode`` builds a new C encoder on every call, which costs as much as
-    encoding a small tool call's arguments; this builds it once. The values it is given are
-    plain JSON data (see :func:`_is_plain`) or :func:`_normalize` output, never cyclic, so the
-    encoder keeps no markers to detect cycles. Where the C encoder is missing or has another
-    signature (it is private to :mod:`json`), ``encode`` is used as it is.
+    The C encoder is built once (``JSONEncoder.encode`` builds one per call, which costs as
+    much as encoding small arguments), without cycle markers; ``encode`` where it is missing.
     """
     encoder = json.JSONEncoder(
         sort_keys=True, ensure_ascii=False, separators=(",", ":"), allow_nan=False
@@ -97,11 +93,8 @@ def digest(*parts: str | bytes) -> str:
 
 
 def _is_plain(obj: object, depth: int = 0) -> bool:
-    """True when ``obj`` is JSON already (str keys, no floats, not too deep).
-
-    Such values go straight to the C encoder; anything else is normalized first. Scalars are
-    tested inline rather than by a call per value: this walk is on every tool call's path.
-    """
+    """True when ``obj`` is JSON already (str keys, no floats, not too deep): such values go
+    straight to the C encoder. Scalars are tested inline: this is on every tool call's path."""
     values: Iterable[object]
     if type(obj) is dict:
         for key in obj:
@@ -154,11 +147,8 @@ def _int(value: int) -> object:
 class _Budget:
     """What is left for normalizing one value: items, characters and time.
 
-    A hostile value (a mapping whose ``items()`` never ends, a huge nested structure) is cut
-    when the items or the time run out: each container being walked gets a ``"$truncated"``
-    mark (``"items"`` or ``"time"``) and the ones after it are empty but for the mark. Strings
-    and bytes beyond the character budget are written as their digest, which keeps them
-    apart without keeping them in memory twice.
+    When items or time run out, each container being walked gets a ``"$truncated"`` mark
+    (``"items"`` or ``"time"``); strings and bytes beyond the characters become their digest.
     """
 
     __slots__ = ("chars", "deadline", "items", "reason")
@@ -196,11 +186,9 @@ class _Budget:
 def _normalize(obj: object, depth: int, path: set[int], budget: _Budget) -> object:
     """Turn ``obj`` into plain JSON data (str keys, no NaN), marking what JSON cannot say.
 
-    ``path`` holds the ids of the containers being walked, to cut cycles; ``budget`` bounds
-    the work. A value that fails to serialize (a mapping whose ``items()`` raises, say)
-    becomes its ``repr`` alone; the rest of the structure still counts. Exact scalars come
-    first, before the depth cut, so that a value normalizes to what :func:`_is_plain` lets
-    through unchanged.
+    ``path`` holds the ids of the containers being walked (cycles are cut); a value that fails
+    to serialize becomes its ``repr``. Exact scalars come before the depth cut, as in
+    :func:`_is_plain`.
     """
     kind = type(obj)
     if kind is str:
@@ -277,10 +265,7 @@ def _normalize_object(obj: object, depth: int, path: set[int], budget: _Budget) 
 
 
 def canonical(obj: object) -> str:
-    """Deterministic JSON text of ``obj``: key order ignored, ``1 == 1.0``.
-
-    It raises for no value (only an exhausted stack or memory could make it fail).
-    """
+    """Deterministic JSON text of ``obj``: key order ignored, ``1 == 1.0``; never raises."""
     if _is_plain(obj):
         try:
             return _dumps(obj)

@@ -1,21 +1,12 @@
 """Configuration: the validated, frozen ``LoopGuardConfig`` and where its values come from.
 
-Sources, lowest first (SPEC §5):
+Sources, lowest first (SPEC §5): built-in defaults; the global file, the project file
+(:meth:`LoopGuardConfig.load`); ``LOOP_GUARD_*`` environment variables; values passed in code;
+runtime commands (:meth:`LoopGuardConfig.merged`).
 
-1. built-in defaults;
-2. the global file ``$XDG_CONFIG_HOME/loop-guard/config.json`` (``~/.config/…`` by default);
-3. the project file ``.loop-guard.json`` in the working directory, or the file that
-   ``LOOP_GUARD_CONFIG`` names;
-4. ``LOOP_GUARD_*`` environment variables;
-5. values passed in code;
-6. runtime commands (:meth:`LoopGuardConfig.merged`).
-
-Each value is checked as it is read, so an error can name its source, key, value and what is
-allowed; every problem is reported at once, and a configuration is either complete and valid or
-not built at all. Pydantic owns the per-field schema (types and bounds); this module adds the
-sources (read in :mod:`~langchain_loop_guard._config_sources`), the seed's ``enabled`` alias,
-the cross-field rule and readable errors on top. Pydantic calls an overridden ``__init__``
-from ``model_validate`` too, so every way in is checked.
+Each value is checked as it is read, and every problem is reported at once. Pydantic owns the
+per-field schema; this module adds the sources (read in :mod:`~._config_sources`), the seed's
+``enabled`` alias, the cross-field rule and readable errors.
 """
 
 from __future__ import annotations
@@ -23,7 +14,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Iterable, Iterator, Mapping
-from functools import cache
+from functools import cache, partial
 from pathlib import Path
 from types import MappingProxyType
 from typing import Annotated, Any, Final, Literal, NamedTuple, Self, final
@@ -73,11 +64,8 @@ def _any_case(value: object) -> object:
 
 
 def _catalog_locale(value: object) -> object:
-    """A locale identifier → the catalog that serves it (``"ko_KR.UTF-8"`` → ``"ko"``).
-
-    A real locale without a catalog (``"fr_FR"``) falls back to ``"en"`` with a WARNING that
-    names it; text that is no locale at all is left for validation to reject.
-    """
+    """A locale identifier → the catalog that serves it (``"ko_KR.UTF-8"`` → ``"ko"``), else
+    ``"en"`` with a WARNING; text that is no locale is left for validation to reject."""
     if not isinstance(value, str):
         return value
     try:
@@ -136,7 +124,6 @@ class _FrozenMapping(Mapping[str, int]):
 
 
 _Threshold = Annotated[int, Field(strict=True, ge=2, le=MAX_COUNT)]
-_Positive = Annotated[int, Field(strict=True, ge=1)]
 _ZeroOrThreshold = Annotated[
     int, Field(strict=True, ge=0, le=MAX_COUNT), AfterValidator(_zero_or_at_least_two)
 ]
@@ -207,9 +194,7 @@ class LoopGuardConfig(BaseModel):
     """Per-tool repeat thresholds, ``{tool: N}``; read-only."""
     progress_aware: StrictBool = Field(True, alias="progressAware")
     """Count a repeat only when it returned the same outcome (SPEC §3)."""
-    no_progress_calls: Annotated[
-        int, Field(strict=True, ge=0, le=MAX_COUNT), AfterValidator(_zero_or_at_least_two)
-    ] = Field(8, alias="noProgressCalls")
+    no_progress_calls: _ZeroOrThreshold = Field(8, alias="noProgressCalls")
     """Calls in a row that only repeat recent (call, outcome) pairs; 0 turns the signal off."""
     near_repeat_threshold: _ZeroOrThreshold = Field(4, alias="nearRepeatThreshold")
     """Identical calls whose outputs are nearly the same (numbers aside); 0 turns it off."""
@@ -267,12 +252,8 @@ class LoopGuardConfig(BaseModel):
         environ: Mapping[str, str] | None = None,
         cwd: Path | None = None,
     ) -> Self:
-        """:meth:`load` on ``environ`` (default :data:`os.environ`, which also gives
-        ``XDG_CONFIG_HOME`` and ``HOME``) and ``cwd`` (default :func:`Path.cwd`).
-
-        The hooks are separate from ``values`` (a mapping, never spread into keywords), so no
-        configuration source can reach them.
-        """
+        """:meth:`load` on ``environ`` and ``cwd`` (by default the process's); ``values`` is a
+        mapping, never spread into keywords, so no configuration source can reach these hooks."""
         environ = os.environ if environ is None else environ
         cwd = Path.cwd() if cwd is None else cwd
         layers = [
@@ -375,20 +356,12 @@ def _mapping_layer(data: Mapping[str, object], source: str) -> Layer:
             continue
         where = f"{source}, key {key!r}"
         field = _FIELD_FOR_KEY.get(key)
-        if isinstance(key, str) and key.startswith("_"):
-            problems.append(
-                config_problem(
-                    where=source,
-                    source=source,
-                    key=key,
-                    value=value,
-                    what=f"private key {key!r} is not configuration",
-                    allowed=_KEYS_ALLOWED,
-                )
-            )
-        elif field is None:
-            what = f"unknown key {key!r} = {show(value)}"
-            what += suggestion(str(key), [*_FIELD_FOR_KEY, _ENABLED])
+        if field is None:  # no field name starts with "_"
+            if isinstance(key, str) and key.startswith("_"):
+                what = f"private key {key!r} is not configuration"
+            else:
+                what = f"unknown key {key!r} = {show(value)}"
+                what += suggestion(str(key), [*_FIELD_FOR_KEY, _ENABLED])
             problems.append(
                 config_problem(
                     where=source,
@@ -415,26 +388,16 @@ def _mapping_layer(data: Mapping[str, object], source: str) -> Layer:
 def _apply_enabled(enabled: object, entries: dict[str, Entry], source: str) -> ConfigProblem | None:
     """Apply the seed's ``enabled`` key: ``false`` sets ``mode`` to ``"off"``."""
     where = f"{source}, key {_ENABLED!r}"
+    problem = partial(config_problem, where=where, source=source, key=_ENABLED, value=enabled)
     if not isinstance(enabled, bool):
-        return config_problem(
-            where=where,
-            source=source,
-            key=_ENABLED,
-            value=enabled,
-            what=f"got {show(enabled)}",
-            allowed="true or false",
-        )
+        return problem(what=f"got {show(enabled)}", allowed="true or false")
     mode = entries.get("mode")
     if enabled or (mode is not None and _any_case(mode.value) == "off"):
         return None
     if mode is None:
         entries["mode"] = Entry("mode", "off", source=source, key=_ENABLED, where=where, raw=False)
         return None
-    return config_problem(
-        where=where,
-        source=source,
-        key=_ENABLED,
-        value=enabled,
+    return problem(
         what=f"false contradicts mode {show(mode.value)} in the same place",
         allowed="enabled false with mode 'off' or no mode; or enabled true",
     )
@@ -497,11 +460,8 @@ _THRESHOLD: Final = "repeat_frequency_threshold"
 def _window_problem(
     values: Mapping[str, Any], chosen: Mapping[str, Entry], rank: Mapping[str, int]
 ) -> ConfigProblem | None:
-    """The merged window must hold its threshold.
-
-    The problem is put on whichever of the two came from the higher source (on the window if
-    they came from the same one), and names where the other one came from.
-    """
+    """The merged window must hold its threshold: the problem is on whichever of the two came
+    from the higher source (the window on a tie), naming where the other came from."""
     fields = LoopGuardConfig.model_fields
     window = values.get(_WINDOW, fields[_WINDOW].default)
     threshold = values.get(_THRESHOLD, fields[_THRESHOLD].default)

@@ -1,12 +1,9 @@
 """The ``loop-guard demo``: a real, offline agent run that falls into a loop and is stopped.
 
-Each scenario (:mod:`~langchain_loop_guard._demo_scenarios`) runs a LangChain agent on a
-scripted model and tools, with no network or API key. Its timeline is recorded while the run
-happens, by a callback handler of this module and by the guard's own verdict listener, and
-names tools and digests, never arguments, outputs or message text.
-
-Every script is finite (the scripted model raises when it runs out) and the graph runs under a
-recursion limit, so a demo cannot run forever even if the guard failed to stop it.
+Each scenario (:mod:`~._demo_scenarios`) runs a LangChain agent on a scripted model and tools.
+Its timeline, recorded by a callback handler and the guard's verdict listener, names tools and
+digests, never content. Scripts are finite and the graph has a recursion limit, so a demo ends
+even if the guard failed to stop it.
 """
 
 from __future__ import annotations
@@ -384,19 +381,16 @@ class _DemoRun:
         builder.add_edge(START, "agent")
         builder.add_edge("agent", "loop_guard")
         builder.add_edge("tools", "loop_guard")
-        if self.scenario.review:
-            timeline = self.timeline
+        timeline, review = self.timeline, self.scenario.review
 
-            def route(state: _GraphState) -> str | list[Send]:
-                destination = guard.route(state)
-                if destination == END and _needs_review(state["messages"][-1]):
-                    timeline.add(SentBack())  # the output check sends it back to the model
-                    return "agent"
-                return destination
+        def route(state: _GraphState) -> str | list[Send]:
+            destination = guard.route(state)
+            if review and destination == END and _needs_review(state["messages"][-1]):
+                timeline.add(SentBack())  # the output check sends it back to the model
+                return "agent"
+            return destination
 
-            builder.add_conditional_edges("loop_guard", route, list(guard.destinations))
-        else:
-            builder.add_conditional_edges("loop_guard", guard.route, list(guard.destinations))
+        builder.add_conditional_edges("loop_guard", route, list(guard.destinations))
         graph = builder.compile()
         graph.invoke({"messages": [HumanMessage(_TASK)]}, self.run_config())
 

@@ -1,9 +1,6 @@
-"""A detector's events as its listener receives them, and their replay.
-
-A listener of a :class:`~._detector.LoopDetector` gets a :class:`DetectorEvent` per event it
-decides: digests and counters, never content. :meth:`~._detector.LoopDetector.replay` feeds such
-events back and reaches the same verdicts under the same configuration. The functions here are
-the bodies of the detector's ``replay``, ``_emit`` and ``_decided``.
+"""A detector's events as its listener receives them (digests and counters, never content), and
+their replay, which reaches the same verdicts under the same configuration: the bodies of the
+detector's ``replay``, ``_emit`` and ``_decided``.
 """
 
 from __future__ import annotations
@@ -106,20 +103,12 @@ def replay(detector: LoopDetector, event: DetectorEvent) -> Verdict:
     else:
         verdict = detector._soft()
     if detector._listener is not None:
-        emit(
-            detector,
-            kind,
-            verdict,
-            tool=tool,
-            digest=value,
-            call_id=event.call_id,
-            error=event.error,
-            calls=event.calls,
-            in_context=event.in_context,
-            near=event.near,
-            info=event.info,
-        )
+        emit(detector, kind, verdict, **{name: getattr(event, name) for name in _CARRIED})
     return verdict
+
+
+_CARRIED = ("tool", "digest", "call_id", "error", "calls", "in_context", "near", "info")
+"""The fields a replayed event passes on to the listener as they are."""
 
 
 def decided(detector: LoopDetector, kind: EventKind, verdict: Verdict) -> Verdict:

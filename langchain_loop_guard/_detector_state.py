@@ -1,9 +1,5 @@
-"""A detector's state: the snapshot it shows, and the state it exports and restores.
-
-The bodies of :meth:`~._detector.LoopDetector.snapshot`, ``export_state`` and ``restore_state``:
-tool names, digests and counters, never content. The run's history is the view's
-(:meth:`~._view.RunView.export_state`); this adds the clock, the warnings, the loops observe mode
-reported and the verdict that tripped the run.
+"""The bodies of the detector's ``snapshot``, ``export_state`` and ``restore_state``: the view's
+history plus the clock, the warnings, the loops observe mode reported and the tripping verdict.
 """
 
 from __future__ import annotations

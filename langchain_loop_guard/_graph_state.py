@@ -1,9 +1,7 @@
 """What a graph guard keeps in LangGraph state, and how it reads it back.
 
-A thread's detector state lives under one key (:data:`STATE_KEY`): names, digests, counters and
-call ids, never content (:class:`GuardData`). Whatever checkpointer the graph runs saves it, so
-detection survives ``interrupt()``/resume and restarts; one node writes it per step, so it
-needs no reducer.
+One key (:data:`STATE_KEY`) holds names, digests, counters and call ids, never content; the
+graph's checkpointer saves it across ``interrupt()``/resume and restarts. One node writes it.
 """
 
 from __future__ import annotations
@@ -107,8 +105,7 @@ class Update:
     clear_stop: bool = False
 
     def stop_update(self) -> dict[str, LoopGuardStop | None]:
-        """The :data:`STOP_KEY` part of the state update: the stop, a clearing ``None``, or
-        nothing."""
+        """The :data:`STOP_KEY` part of the state update: the stop, a clearing ``None``, or none."""
         if self.stop is not None:
             return {STOP_KEY: self.stop}
         return {STOP_KEY: None} if self.clear_stop else {}
@@ -172,6 +169,5 @@ _CHECKS: tuple[tuple[str, Callable[[object], bool]], ...] = (
     ("nudged", lambda value: type(value) is int and value >= 0),
     ("at", lambda value: type(value) in (int, float) and math.isfinite(cast(float, value))),
 )
-"""What :func:`_malformed` checks of each field of a stored guard state, in order (made
-once: the state is read at every step)."""
+"""What :func:`_malformed` checks of each field, in order (made once: read at every step)."""
 _REQUIRED = frozenset({"pending"})

@@ -107,7 +107,6 @@ class _HintedChatPromptTemplate(_Live, ChatPromptTemplate):
         return self.loop_hint.messages(super().format_messages(**kwargs))
 
     async def aformat_messages(self, **kwargs: Any) -> list[BaseMessage]:
-        """Format the template, then add the hint to its system message."""
         return self.loop_hint.messages(await super().aformat_messages(**kwargs))
 
     def __add__(self, other: Any) -> ChatPromptTemplate:

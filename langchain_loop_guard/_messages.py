@@ -1,9 +1,7 @@
-"""Localized text: every message a user or a model reads comes from the gettext catalogs.
-
-Their sources are ``locales/<lang>/LC_MESSAGES/langchain_loop_guard.po`` at the top of the
-repository, compiled by the build into ``langchain_loop_guard/locales``. The locale is passed
-per call, else taken from a :class:`~contextvars.ContextVar` (never per thread), else ``"en"``.
-Look messages up with ``translator(locale).gettext("...")``, which ``pybabel extract`` finds.
+"""Localized text: every message a user or a model reads comes from the gettext catalogs
+(``locales/<lang>/LC_MESSAGES/langchain_loop_guard.po``, compiled by the build). The locale is
+passed per call, else taken from a :class:`~contextvars.ContextVar`, else ``"en"``. Look messages
+up with ``translator(locale).gettext("...")``, which ``pybabel extract`` finds.
 """
 
 from __future__ import annotations
@@ -66,11 +64,8 @@ def _cached(locale: str) -> _gettext.NullTranslations:
 
 
 def negotiate_locale(identifier: str) -> str | None:
-    """The catalog locale for a locale identifier, or ``None`` when no catalog serves it. Case,
-    region, script, encoding and modifier are what POSIX and BCP 47 write around a language:
-    ``"KO"``, ``"ko_KR"``, ``"ko-KR"``, ``"ko_KR.UTF-8"`` and ``"ko-Kore-KR"`` give ``"ko"``,
-    ``"en_US"`` and ``"C"`` give ``"en"``, a real locale without a catalog (``"fr_FR"``) gives
-    ``None``; Babel parses the identifier and picks the catalog.
+    """The catalog locale for a POSIX or BCP 47 identifier (``"ko_KR.UTF-8"``, ``"ko-Kore-KR"``
+    give ``"ko"``, ``"C"`` gives ``"en"``), or ``None`` when no catalog serves it (``"fr_FR"``).
 
     Raises:
         ValueError: ``identifier`` is not a locale Babel knows (``"korean"``, ``"kr"``, ``""``).

@@ -1,10 +1,6 @@
-"""What a detection means in the configured mode: the verdicts a :class:`~._detector.LoopDetector`
-reports.
-
-In ``"on"`` mode a hard detection stops the run (it is *tripped*: later calls get
-:func:`still_tripped`); in ``"observe"`` mode it is reported once per loop and the run goes on.
-The soft limits (turn count, elapsed time) warn once per run and never stop. These are the
-detector's own methods (``_report``, ``_still_tripped``, ``_soft``), kept in this room.
+"""What a detection means in the configured mode (the detector's ``_report``, ``_still_tripped``
+and ``_soft``): in ``"on"`` mode a hard detection stops the run, in ``"observe"`` mode it is
+reported once per loop; the soft limits (turn count, elapsed time) warn once per run.
 """
 
 from __future__ import annotations
@@ -74,10 +70,7 @@ def still_tripped(
 
 
 def soft(detector: LoopDetector) -> Verdict:
-    """The soft signals, checked on every event: each warns once per run, never stops.
-
-    A tripped run is over: it gets no more warnings.
-    """
+    """The soft signals, checked on every event: each warns once per run (a tripped run, none)."""
     if detector._tripped is not None:
         return ALLOW
     turns = detector._view.turns

@@ -36,11 +36,8 @@ __all__ = [
     "reply_sketch",
 ]
 
-# One BLAKE2b per domain, personalized by its tag: a personalization is another hash function,
-# so these never collide with each other or with :func:`digest`'s. Each digest copies the
-# domain's fresh hasher (never updated itself), which is cheaper than building one.
-_PLAIN_HASH = PLAIN_HASH
-_OUTCOME_HASH = OUTCOME_HASH
+# One BLAKE2b per domain, personalized by its tag, so domains never collide; each digest copies
+# the domain's fresh hasher, which is cheaper than building one.
 _ASSISTANT_HASH = hashlib.blake2b(digest_size=DIGEST_SIZE, person=b"assistant")
 _INFO_HASH = hashlib.blake2b(digest_size=DIGEST_SIZE, person=b"info")
 
@@ -79,7 +76,7 @@ def normalize_outcome(output: object) -> str:
 
 def outcome_digest(output: object) -> str:
     """Digest of a successful result's normalized text."""
-    return _tagged(_OUTCOME_HASH, masked(_text_of(output), digits=True))
+    return _tagged(OUTCOME_HASH, masked(_text_of(output), digits=True))
 
 
 def error_text(error: object) -> str:
@@ -107,15 +104,13 @@ def _error_text(error: object) -> str:
 def error_key(tool: str, error: object) -> str:
     """The key of an error: tool name plus its text, variable parts masked (SPEC §2).
 
-    What :func:`normalize_outcome` masks is masked and the other digit runs collapsed, so
-    ``line 12`` and ``line 14`` share a key. What a validation error echoes of the invalid
-    input (``input_value=…``, ``input_type=…``) is left out: a model that sends new invalid
-    values every time repeats one error (SPEC §11).
+    Digit runs are collapsed too (``line 12`` and ``line 14`` share a key), and what a
+    validation error echoes of the invalid input (``input_value=…``) is left out (SPEC §11).
     """
     return _error_key(tool, masked(_error_text(error), digits=False))
 
 
-_ERROR_HASH = _PLAIN_HASH.copy()
+_ERROR_HASH = PLAIN_HASH.copy()
 _ERROR_HASH.update(b"\x05\x00\x00\x00\x00\x00\x00\x00error")  # digest("error", ...) begun
 
 
@@ -191,13 +186,9 @@ EFFECT = 1 << 32
 
 
 def arg_tokens(args: object, name: str = "") -> frozenset[int]:
-    """Hashes of the words in a call's argument values, to find them in its result, and
-    :data:`EFFECT` when the call changes something (:func:`changes_something`).
-
-    32-bit CRCs, the same in every process (a pending call's hashes are part of the exported
-    state, which sits next to the messages that hold the arguments themselves). At most
-    :data:`_MAX_WORDS` words, from string values of a few KB each.
-    """
+    """CRC-32s of the words in a call's argument values (the same in every process: they are
+    exported state), to find them in its result, and :data:`EFFECT` for a call that changes
+    something. At most :data:`_MAX_WORDS` words, from string values of a few KB each."""
     strings: list[str] = []
     # a hostile mapping (values() raising) ends the walk: what was collected is enough (a
     # try statement: contextlib.suppress costs as much as the walk of a typical call)
@@ -321,11 +312,7 @@ _MAX_WORDS = 4 * _SHORT
 
 
 def _words(text: str) -> list[bytes]:
-    """The words of ``text`` (UTF-8): runs between whitespace, quotes, brackets and ``,;:=``.
-
-    Bytes operations only (a translation and a split), so arguments and results are cut the
-    same way at C speed.
-    """
+    """The words of ``text`` (UTF-8): runs between whitespace, quotes, brackets and ``,;:=``."""
     return text.encode("utf-8", "surrogatepass").translate(_DELIMITERS).split()
 
 
@@ -359,14 +346,10 @@ _NOTHING = frozenset(
 
 
 def _info(text: str, key: str, tokens: frozenset[int] | None, words: _Words | None = None) -> str:
-    """What a result says, for the no-new-information streak: ``""`` when nothing (empty, or
-    only the call's own argument values); for a short result that echoed them, ``"~"`` and a
-    digest of the rest, or ``"!"`` and one when the rest says nothing was found
-    (``No matches found for "<arg>"``); ``"="`` and its key for any other (a result that
-    echoes nothing is what it is: an ``ok`` is no search that came back empty). The result of
-    a call that changes something (:data:`EFFECT`) has a ``"."`` in front: work was done.
-    ``words`` are the text's words and those of them that are argument words, when known.
-    """
+    """What a result says, for the no-new-information streak: ``""`` nothing (empty, or only
+    the call's argument values); for a short result that echoed them, ``"~"`` and a digest of
+    the rest, or ``"!"`` and one when the rest says nothing was found; ``"="`` and its key for
+    any other. A call that changes something (:data:`EFFECT`) gets a ``"."`` in front."""
     if tokens and EFFECT in tokens:
         return "." + _said(text, key, tokens, words)
     return _said(text, key, tokens, words)
@@ -400,11 +383,9 @@ def _said(text: str, key: str, tokens: frozenset[int] | None, words: _Words | No
 
 
 def _without(text: str, words: _Words) -> str:
-    """``text`` without what echoes the call's argument values (``words``: its words, and
-    those that are no argument words): the lines made mostly of them (the code of an edit
-    that a linter refused, say), and the argument words of short lines (``sudo: nano:
-    command not found``). Lines left with no word go too, once anything was echoed. Numbers
-    are never taken for echoes."""
+    """``text`` without the lines made mostly of the call's argument words, and without those
+    words in short lines (``sudo: nano: command not found``), and, once anything was echoed,
+    without lines left with no word. Numbers are never echoes."""
     every, kept_words = words
     if len(kept_words) == len(every):
         return text  # it echoes nothing
@@ -459,7 +440,7 @@ def result_digests(
             key = _error_key(tool, masked(text, digits=False))
     else:
         text = output if type(output) is str else _text_of(output)
-        key = _tagged(_OUTCOME_HASH, masked(text, digits=True))
+        key = _tagged(OUTCOME_HASH, masked(text, digits=True))
     # at least NEAR_LINES lines: counted in the first part, and further only when needed
     lines = text.count("\n", 0, LARGE) + 1
     if lines < NEAR_LINES and len(text) > LARGE:
@@ -503,11 +484,8 @@ def _has_digit(word: bytes) -> bool:
 
 
 def assistant_key(text: object) -> str | None:
-    """The key of an assistant response: its text trimmed, whitespace collapsed.
-
-    ``None`` for an empty response, which is skipped. Text that is not a string (a list of
-    content blocks, a message) is taken as :func:`normalize_outcome` takes outputs.
-    """
+    """The key of an assistant response, its text with whitespace collapsed (``None`` when
+    empty); content blocks or a message are read as :func:`normalize_outcome` reads outputs."""
     collapsed = collapse(_text_of(text))
     if not collapsed:
         return None
