@@ -206,63 +206,18 @@ def arg_tokens(args: object, name: str = "") -> frozenset[int]:
 # its shell command does: a command that changes the shell or the files, a redirect into a file,
 # a here-document, an in-place ``sed``. An empty result of such a call is work done, not a search
 # that found nothing (SPEC §12 N9).
-_NAME_VERBS = frozenset(
-    [
-        "write",
-        "create",
-        "mkdir",
-        "touch",
-        "save",
-        "store",
-        "put",
-        "set",
-        "update",
-        "upsert",
-        "insert",
-        "append",
-        "delete",
-        "remove",
-        "move",
-        "copy",
-        "rename",
-        "edit",
-        "patch",
-        "replace",
-        "apply",
-        "install",
-        "uninstall",
-        "commit",
-        "push",
-        "upload",
-        "send",
-        "post",
-    ]
-)
-_SHELL_VERBS = frozenset(
-    [
-        "cd",
-        "pushd",
-        "popd",
-        "export",
-        "unset",
-        "source",
-        "alias",
-        "mkdir",
-        "rmdir",
-        "touch",
-        "rm",
-        "mv",
-        "cp",
-        "ln",
-        "chmod",
-        "chown",
-        "tee",
-        "truncate",
-        "install",
-        "kill",
-        "pkill",
-    ]
-)
+# fmt: off
+_NAME_VERBS = frozenset([
+    "write", "create", "mkdir", "touch", "save", "store", "put", "set", "update", "upsert",
+    "insert", "append", "delete", "remove", "move", "copy", "rename", "edit", "patch",
+    "replace", "apply", "install", "uninstall", "commit", "push", "upload", "send", "post",
+])
+_SHELL_VERBS = frozenset([
+    "cd", "pushd", "popd", "export", "unset", "source", "alias",  # the shell's own state
+    "mkdir", "rmdir", "touch", "rm", "mv", "cp", "ln", "chmod", "chown", "tee", "truncate",
+    "install", "kill", "pkill",
+])
+# fmt: on
 _NAME_WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
 _COMMAND_KEYS = ("command", "cmd", "script")
 
