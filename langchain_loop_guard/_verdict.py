@@ -53,6 +53,63 @@ ALLOW = Verdict()
 """The verdict of an event that changes nothing."""
 
 
+def N_(message: str) -> str:
+    """Mark ``message`` for the catalogs (Babel extracts ``N_``); it is translated where used."""
+    return message
+
+
+# The reason of each signal, in English: the catalogs' message ids.
+_REASONS: dict[Signal, str] = {
+    Signal.REPEATED_TOOL_CALL: N_(
+        "`{tool}` was called {count} times in a row with the same arguments (limit {threshold})."
+    ),
+    Signal.TOOL_CYCLE: N_(
+        "the tool calls {cycle} repeated as a cycle {count} times (limit {threshold})."
+    ),
+    Signal.TOOL_FREQUENCY: N_(
+        "`{tool}` was called with the same arguments {count} times in the last {window} "
+        "tool calls (limit {threshold})."
+    ),
+    Signal.NO_PROGRESS: N_(
+        "the last {count} tool calls ({cycle}) only repeated earlier calls with the same "
+        "results (limit {threshold})."
+    ),
+    Signal.REPEATED_SEQUENCE: N_(
+        "the tool calls {cycle} repeated as a sequence {count} times with the same results "
+        "(limit {threshold})."
+    ),
+    Signal.NEAR_REPEAT: N_(
+        "`{tool}` was called {count} times with the same arguments and nearly the same "
+        "result (limit {threshold}). If it is meant to repeat, raise its limit with "
+        "`tool_threshold_overrides` or list it in `ignore_tools`."
+    ),
+    Signal.NO_NEW_INFO: N_(
+        "the last {count} model turns called tools ({cycle}) that brought nothing new: "
+        "failures, empty results, searches that found nothing (limit {threshold})."
+    ),
+    Signal.FAILING_TURNS: N_(
+        "no tool call succeeded in {count} model turns in a row (limit {threshold})."
+    ),
+    Signal.REPEATED_TOOL_ERROR: N_(
+        "`{tool}` failed with the same error {count} times within {window} tool calls "
+        "(limit {threshold})."
+    ),
+    Signal.REPEATED_ASSISTANT_RESPONSE: N_(
+        "the assistant gave the same response {count} times in a row (limit {threshold})."
+    ),
+    Signal.REPLY_CYCLE: N_(
+        "the assistant's replies went round {count} times, nearly the same each time "
+        "(limit {threshold})."
+    ),
+    Signal.TURN_COUNT: N_(
+        "Loop guard warning: the run has made {count} model calls (more than {threshold})."
+    ),
+    Signal.ELAPSED_TIME: N_(
+        "Loop guard warning: the run has been going for {count} s (more than {threshold} s)."
+    ),
+}
+
+
 def reason(
     signal: Signal,
     *,
@@ -64,68 +121,7 @@ def reason(
     window: int = 0,
 ) -> str:
     """The localized, user-facing reason of ``signal``: tool names and counts, no content."""
-    tr = translator(locale)
-    if signal is Signal.REPEATED_TOOL_CALL:
-        text = tr.gettext(
-            "`{tool}` was called {count} times in a row with the same arguments "
-            "(limit {threshold})."
-        )
-    elif signal is Signal.TOOL_CYCLE:
-        text = tr.gettext(
-            "the tool calls {cycle} repeated as a cycle {count} times (limit {threshold})."
-        )
-    elif signal is Signal.TOOL_FREQUENCY:
-        text = tr.gettext(
-            "`{tool}` was called with the same arguments {count} times in the last {window} "
-            "tool calls (limit {threshold})."
-        )
-    elif signal is Signal.NO_PROGRESS:
-        text = tr.gettext(
-            "the last {count} tool calls ({cycle}) only repeated earlier calls with the same "
-            "results (limit {threshold})."
-        )
-    elif signal is Signal.REPEATED_SEQUENCE:
-        text = tr.gettext(
-            "the tool calls {cycle} repeated as a sequence {count} times with the same results "
-            "(limit {threshold})."
-        )
-    elif signal is Signal.NEAR_REPEAT:
-        text = tr.gettext(
-            "`{tool}` was called {count} times with the same arguments and nearly the same "
-            "result (limit {threshold}). If it is meant to repeat, raise its limit with "
-            "`tool_threshold_overrides` or list it in `ignore_tools`."
-        )
-    elif signal is Signal.NO_NEW_INFO:
-        text = tr.gettext(
-            "the last {count} model turns called tools ({cycle}) that brought nothing new: "
-            "failures, empty results, searches that found nothing (limit {threshold})."
-        )
-    elif signal is Signal.FAILING_TURNS:
-        text = tr.gettext(
-            "no tool call succeeded in {count} model turns in a row (limit {threshold})."
-        )
-    elif signal is Signal.REPEATED_TOOL_ERROR:
-        text = tr.gettext(
-            "`{tool}` failed with the same error {count} times within {window} tool calls "
-            "(limit {threshold})."
-        )
-    elif signal is Signal.REPEATED_ASSISTANT_RESPONSE:
-        text = tr.gettext(
-            "the assistant gave the same response {count} times in a row (limit {threshold})."
-        )
-    elif signal is Signal.REPLY_CYCLE:
-        text = tr.gettext(
-            "the assistant's replies went round {count} times, nearly the same each time "
-            "(limit {threshold})."
-        )
-    elif signal is Signal.TURN_COUNT:
-        text = tr.gettext(
-            "Loop guard warning: the run has made {count} model calls (more than {threshold})."
-        )
-    else:
-        text = tr.gettext(
-            "Loop guard warning: the run has been going for {count} s (more than {threshold} s)."
-        )
+    text = translator(locale).gettext(_REASONS[signal])
     cycle = " → ".join(f"`{name}`" for name in tools)
     return text.format(tool=tool, cycle=cycle, count=count, threshold=threshold, window=window)
 
