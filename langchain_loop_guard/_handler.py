@@ -1,10 +1,5 @@
-"""``LoopGuardCallbackHandler``: each LangChain callback translated into events of its run.
-
-The :class:`~langchain_loop_guard._callback_runs.RunTree` resolves a callback to its top-level
-run (or thread), whose :class:`~langchain_loop_guard._callback_runs.CallbackRun` makes the
-detector events; what LangChain gives a callback is digested outside the lock. A stop raises
-:class:`~langchain_loop_guard._stop.LoopDetected` from the callback (``raise_error``).
-"""
+"""``LoopGuardCallbackHandler``: each LangChain callback translated into events of its run
+(:mod:`~langchain_loop_guard._callback_runs`), digested outside the lock."""
 
 from __future__ import annotations
 
@@ -45,8 +40,7 @@ _Callback = TypeVar("_Callback", bound=Callable[..., None])
 
 
 def _guarded(method: _Callback) -> _Callback:
-    """Run a callback only when the guard is on, failing open around it (the rule of
-    :meth:`GuardRuntime.failing_open`, inlined: callbacks are hot)."""
+    """Run a callback only when the guard is on, failing open (``failing_open``, inlined)."""
     where = method.__name__
 
     @functools.wraps(method)
@@ -191,8 +185,7 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
 
     @_guarded
     def on_chain_end(self, outputs: Any, *, run_id: UUID, **kwargs: Any) -> None:
-        """Forget the chain; the top-level run's end ends the run (and raises a stop held for
-        it that no step raised, see ``RunTree.end_invocation``)."""
+        """Forget the chain; the top-level run's end ends the run (``RunTree.end_invocation``)."""
         with self._lock:
             self._tree.end_invocation(run_id)
 
@@ -242,8 +235,7 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
         metadata: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
-        """A model turn begins; a stopped run is aborted here, before the model is paid for
-        (see :meth:`CallbackRun.model_called` for what its input tells)."""
+        """A model turn begins; a stopped run is aborted here, before the model is paid for."""
         self._tree.model_started(run_id, parent_run_id, metadata, messages[0] if messages else ())
 
     @_guarded
@@ -262,22 +254,15 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
 
     @_guarded
     def on_llm_end(
-        self,
-        response: LLMResult,
-        *,
-        run_id: UUID,
-        parent_run_id: UUID | None = None,
-        **kwargs: Any,
+        self, response: LLMResult, *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any
     ) -> None:
-        """The model answered (:meth:`CallbackRun.answer`); a stop is reported here and held
-        for the next step (see the class docstring and :meth:`RunTree.hold`)."""
+        """The model answered; a stop is reported here and held for the next step."""
         with self._lock:
             tracked = self._tree.resolve(run_id, parent_run_id) is not None
         if tracked:  # digested outside the lock: other runs' callbacks need not wait
             text, tool_calls, answer_id = _answer(response)
             key = assistant_key(text)
-            # a reply's word sketch: only for a reply (no calls) in a thread, where replies can
-            # go round (SPEC §12 R9)
+            # a reply's word sketch: only for a reply in a thread (SPEC §12 R9)
             thread = self.config.scope == "thread"
             sketch = reply_sketch(text) if key is not None and not tool_calls and thread else None
             named = [
@@ -378,8 +363,7 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
     def _tool_ended(
         self, where: str, run_id: UUID, parent_run_id: UUID | None, result: Outcome
     ) -> None:
-        """Feed a tool's result. Normalizing a large result is the heaviest work the handler
-        does, so it happens outside the lock: only the tool's name is looked up under it."""
+        """Feed a tool's result, digested outside the lock (the handler's heaviest work)."""
         with self._lock:
             run = self._tree.resolve(run_id, parent_run_id, touch=False)
             started = run.tools.get(run_id) if run is not None else None
@@ -397,8 +381,7 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
 
 
 def _answer(response: LLMResult) -> tuple[str, list[tuple[str, Any, str | None]], str | None]:
-    """The text, the tool calls ``(name, args, id)`` and the message id of a model's first
-    generation."""
+    """The text, tool calls ``(name, args, id)`` and message id of a model's first generation."""
     if not response.generations or not response.generations[0]:
         return "", [], None
     generation = response.generations[0][0]
