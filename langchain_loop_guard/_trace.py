@@ -96,9 +96,8 @@ class TraceFormatError(LoopGuardError, ValueError):
 
 @dataclass(frozen=True, slots=True)
 class TraceItem:
-    """One event of a trace, ready to replay: its run (or thread), the 1-based line it comes from,
-    and the event, digests only, whose ``elapsed`` drives the replay's clock and whose ``verdict``
-    is what the live guard decided when ``recorded`` (else ``ALLOW``)."""
+    """One event of a trace, ready to replay: its run (or thread), 1-based line and event, whose
+    ``verdict`` is the live guard's when ``recorded``."""
 
     run: str
     line: int
@@ -191,11 +190,7 @@ class TraceRecorder:
 
     def listener(self, run: str) -> Callable[[DetectorEvent], None]:
         """A detector listener that records the events of ``run``."""
-
-        def record(event: DetectorEvent) -> None:
-            self.write(run, (event,))
-
-        return record
+        return lambda event: self.write(run, (event,))
 
     def write(self, run: str, events: Iterable[DetectorEvent]) -> None:
         """Append ``events`` of ``run``, one line each, then flush; never raises."""
@@ -217,7 +212,6 @@ class TraceRecorder:
                 if self._file is None:  # created private: small values' digests are guessable
                     fd = os.open(self._path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
                     self._file = open(fd, "a", encoding="utf-8")  # noqa: SIM115 - kept open
-                    # closed when the recorder goes (with its guard), if not before
                     self._finalizer = weakref.finalize(self, self._file.close)
                 self._file.write(text)
                 self._file.flush()
@@ -286,7 +280,6 @@ def read_trace(path: str | os.PathLike[str], lines: Iterable[str]) -> Iterator[T
 
 def decode_event(path: str | os.PathLike[str], number: int, line: Mapping[str, Any]) -> TraceItem:
     """One trace line's event; :class:`TraceFormatError` names what is wrong with it."""
-
     fail = functools.partial(TraceFormatError, path, number)  # fail(problem) names the line
     version = line.get("v")
     if version != TRACE_VERSION or type(version) is not int:
