@@ -1,10 +1,6 @@
-"""The ``loop-guard`` console command (also ``python -m langchain_loop_guard``).
-
-Subcommands are :class:`Command` values in :data:`COMMANDS`; adding one is adding an entry.
-Exit statuses: :data:`_EXIT_STATUS`. A CLI process has no live agent runs, so there is no
-``status`` subcommand: ``loop-guard config`` shows the part of ``status`` it can know, the
-effective configuration and the source of each value.
-"""
+"""The ``loop-guard`` console command (also ``python -m langchain_loop_guard``): the
+subcommands of :data:`COMMANDS`. A CLI process has no live runs, so no ``status``: ``loop-guard
+config`` shows the effective configuration."""
 
 from __future__ import annotations
 
@@ -52,10 +48,8 @@ exit status:
 
 @dataclass(frozen=True, slots=True)
 class Command:
-    """A ``loop-guard`` subcommand: the word typed after ``loop-guard``, its line in ``--help``, its
-    own ``--help`` text, a function that declares its options on its parser, one that runs it and
-    returns the exit status, and the text after the options (or a function building it when the
-    parser is built)."""
+    """A ``loop-guard`` subcommand: its name, ``--help`` line and text, the functions declaring
+    its options and running it (returning the exit status), and its epilog (or its builder)."""
 
     name: str
     summary: str
@@ -178,16 +172,15 @@ def _logging(*, verbose: bool) -> Iterator[None]:
     timeline shows every verdict, which Python would also print as warnings)."""
     root = logging.getLogger()
     package = logging.getLogger("langchain_loop_guard")
+    level = package.level
     handler: logging.Handler
     if verbose:
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+        package.setLevel(logging.INFO)
     else:
         handler = logging.NullHandler()
-    level = package.level
     root.addHandler(handler)
-    if verbose:
-        package.setLevel(logging.INFO)
     try:
         yield
     finally:
@@ -334,9 +327,8 @@ def _run_replay(args: argparse.Namespace) -> int:
         else:
             key, tried = sweep
             result = calibrate(args.trace, key, tried, config, format=trace_format, progress=bar)
-        where = args.html
-        if where is not None:
-            with open(where, "w", encoding="utf-8") as page:
+        if args.html is not None:
+            with open(args.html, "w", encoding="utf-8") as page:
                 page.write(result.to_html())
     except (LoopGuardConfigError, TraceFormatError) as exc:
         return _usage(exc, terminal_safe)

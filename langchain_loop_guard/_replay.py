@@ -178,8 +178,7 @@ class ReplayReport:
 
     def lines(self) -> Iterator[str]:
         """The text report, line by line, in the report's locale (control characters escaped)."""
-        for line in self._lines():
-            yield terminal_safe(line)
+        return map(terminal_safe, self._lines())
 
     def _title(self, tr: Any) -> str:
         """The first line of a text report (a calibration's too)."""

@@ -218,8 +218,6 @@ class GuardRuntime:
         config = config if config is not None else self._config
         if listener is None and run_id is not None and self._recorder is not None:
             listener = self._recorder.listener(run_id)
-        if listener is None:
-            return LoopDetector(config, clock=clock)
         return LoopDetector(config, clock=clock, listener=listener)
 
     def inspection(self, run_id: str, detector: LoopDetector) -> RunInspection:
@@ -280,9 +278,8 @@ class GuardRuntime:
         """Without arguments: the guard's ``record_to=`` trace replayed under its configuration
         (mode ``"on"``), a :class:`~langchain_loop_guard.ReplayReport` that Jupyter draws
         (``%loop_guard report``). With a run and a verdict (what adapters call): log the verdict
-        (a stop at ``WARNING``, warnings, observe-mode reports and nudges at ``INFO``, a stopped
-        run's blocks at ``DEBUG``), count it for ``status``, tell the verdict listeners (not of a
-        ``nudge``, which let the run go on) and publish it (:mod:`~langchain_loop_guard._publish`).
+        (at the levels ``docs/observability.md`` lists), count it for ``status``, tell the verdict
+        listeners (not of a ``nudge``) and publish it (:mod:`~langchain_loop_guard._publish`).
 
         Raises:
             LoopGuardConfigError: no arguments, and the guard records no trace.
@@ -432,7 +429,7 @@ def _is_graph_control_flow(exc: BaseException) -> bool:
 def _log_verdict(
     verdict: Verdict, action: Action, run: str, thread: str | None, nudge: bool
 ) -> None:
-    """The verdict's log line (the levels :meth:`GuardRuntime.report` names)."""
+    """The verdict's log line: a stop at WARNING, a stopped run's blocks at DEBUG, else INFO."""
     if verdict.tripped:
         level = logging.DEBUG
     elif verdict.stops and not nudge:
