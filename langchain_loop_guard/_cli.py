@@ -59,9 +59,6 @@ class Command:
     epilog: str | Callable[[], str] = _EXIT_STATUS
 
 
-# --- loop-guard demo ---------------------------------------------------------------------------
-
-
 def _demo_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--loop",
@@ -143,18 +140,15 @@ def _run_demo(args: argparse.Namespace) -> int:
     locale = _demo_locale(args.locale)
     if locale is None:
         return EXIT_USAGE
-    args.locale = locale
     with _logging(verbose=args.verbose):
-        result = run_demo(
-            args.loop, mode=args.mode, locale=args.locale, integration=args.integration
-        )
+        result = run_demo(args.loop, mode=args.mode, locale=locale, integration=args.integration)
     for line in render(result):
         print(line)
     if result.error is not None:
         return EXIT_FAILURE
     designed = expected_signal(args.loop) if args.mode != "off" else None
     if result.first_signal != designed:
-        tr = translator(args.locale)
+        tr = translator(locale)
         message = tr.gettext(
             "The demo did not go as designed: expected {expected}, got {actual}. "
             "Please report this."
@@ -201,9 +195,6 @@ behaves the same everywhere; only its language follows LOOP_GUARD_LOCALE (or --l
     run=_run_demo,
     epilog=_demo_epilog,
 )
-
-
-# --- loop-guard config --------------------------------------------------------------------------
 
 
 def _config_arguments(parser: argparse.ArgumentParser) -> None:
@@ -256,9 +247,6 @@ configuration prints one line per problem on stderr and exits with status 2.""",
     add_arguments=_config_arguments,
     run=_run_config,
 )
-
-
-# --- loop-guard replay --------------------------------------------------------------------------
 
 
 def _replay_arguments(parser: argparse.ArgumentParser) -> None:
@@ -443,9 +431,6 @@ turning the guard on.""",
 
 COMMANDS: tuple[Command, ...] = (DEMO, CONFIG, REPLAY)
 """The subcommands, in ``--help`` order."""
-
-
-# --- the parser and the entry point ---------------------------------------------------------------
 
 
 def build_parser() -> argparse.ArgumentParser:

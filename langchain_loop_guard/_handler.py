@@ -125,8 +125,6 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
         """The handler's own trace events are not for it."""
         return True
 
-    # --- runtime commands ---------------------------------------------------------------------
-
     def inspect(self, run_id: str | UUID | None = None) -> RunInspection | None:
         """The recent tool calls of a run (tool names, digests, outcome kinds, no content), or
         ``None`` when the run is unknown.
@@ -160,8 +158,6 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
     def _config_changed(self, config: LoopGuardConfig) -> None:
         if self._engine.configure(config):
             self._tree.clear()
-
-    # --- chains, retrievers and the run tree ----------------------------------------------------
 
     @_guarded
     def on_chain_start(
@@ -216,8 +212,6 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
         """Forget the retriever."""
         with self._lock:
             self._tree.end(run_id)
-
-    # --- models ----------------------------------------------------------------------------------
 
     @_guarded
     def on_chat_model_start(
@@ -293,8 +287,6 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
             if run is not None:
                 run.in_context.pop(run_id, None)
             self._tree.end(run_id)
-
-    # --- tools ---------------------------------------------------------------------------------
 
     @_guarded
     def on_tool_start(
