@@ -60,9 +60,7 @@ _IDS_ONLY: Final = (
 
 def looks_like_langsmith(obj: Mapping[str, Any]) -> bool:
     """Whether a JSON object is LangSmith data: a run, a run tree or a page of runs."""
-    if "run_type" in obj or "child_runs" in obj:
-        return True
-    if isinstance(obj.get("runs"), list):
+    if "run_type" in obj or "child_runs" in obj or isinstance(obj.get("runs"), list):
         return True
     return ("run_id" in obj and "start_time" in obj) or _ids_only(obj)
 
@@ -295,10 +293,9 @@ def _check_io(runs: Iterable[_Run]) -> None:
     lacking = [run for run in runs if run.kind in ("llm", "tool") and not run.io]
     if lacking:
         first = min(lacking, key=lambda run: (run.path, run.line))
-        total = sum(1 for run in lacking)
         msg = (
-            f"{total} model or tool run(s) have no inputs or outputs, which the loop signals "
-            f"need: {MISSING_IO_HELP}"
+            f"{len(lacking)} model or tool run(s) have no inputs or outputs, which the loop "
+            f"signals need: {MISSING_IO_HELP}"
         )
         raise TraceFormatError(first.path, first.line, msg)
 
