@@ -1,10 +1,6 @@
-"""The ``loop-guard`` console command (also ``python -m langchain_loop_guard``).
-
-Subcommands are :class:`Command` values in :data:`COMMANDS`; adding one is adding an entry.
-Exit statuses: :data:`_EXIT_STATUS`. A CLI process has no live agent runs, so there is no
-``status`` subcommand: ``loop-guard config`` shows the part of ``status`` it can know, the
-effective configuration and the source of each value.
-"""
+"""The ``loop-guard`` console command (also ``python -m langchain_loop_guard``): the
+subcommands of :data:`COMMANDS`. A CLI process has no live runs, so no ``status``: ``loop-guard
+config`` shows the effective configuration."""
 
 from __future__ import annotations
 
@@ -52,10 +48,8 @@ exit status:
 
 @dataclass(frozen=True, slots=True)
 class Command:
-    """A ``loop-guard`` subcommand: the word typed after ``loop-guard``, its line in ``--help``, its
-    own ``--help`` text, a function that declares its options on its parser, one that runs it and
-    returns the exit status, and the text after the options (or a function building it when the
-    parser is built)."""
+    """A ``loop-guard`` subcommand: its name, ``--help`` line and text, the functions declaring
+    its options and running it (returning the exit status), and its epilog (or its builder)."""
 
     name: str
     summary: str
@@ -63,9 +57,6 @@ class Command:
     add_arguments: Callable[[argparse.ArgumentParser], None]
     run: Callable[[argparse.Namespace], int]
     epilog: str | Callable[[], str] = _EXIT_STATUS
-
-
-# --- loop-guard demo ---------------------------------------------------------------------------
 
 
 def _demo_arguments(parser: argparse.ArgumentParser) -> None:
@@ -149,18 +140,15 @@ def _run_demo(args: argparse.Namespace) -> int:
     locale = _demo_locale(args.locale)
     if locale is None:
         return EXIT_USAGE
-    args.locale = locale
     with _logging(verbose=args.verbose):
-        result = run_demo(
-            args.loop, mode=args.mode, locale=args.locale, integration=args.integration
-        )
+        result = run_demo(args.loop, mode=args.mode, locale=locale, integration=args.integration)
     for line in render(result):
         print(line)
     if result.error is not None:
         return EXIT_FAILURE
     designed = expected_signal(args.loop) if args.mode != "off" else None
     if result.first_signal != designed:
-        tr = translator(args.locale)
+        tr = translator(locale)
         message = tr.gettext(
             "The demo did not go as designed: expected {expected}, got {actual}. "
             "Please report this."
@@ -178,16 +166,15 @@ def _logging(*, verbose: bool) -> Iterator[None]:
     timeline shows every verdict, which Python would also print as warnings)."""
     root = logging.getLogger()
     package = logging.getLogger("langchain_loop_guard")
+    level = package.level
     handler: logging.Handler
     if verbose:
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+        package.setLevel(logging.INFO)
     else:
         handler = logging.NullHandler()
-    level = package.level
     root.addHandler(handler)
-    if verbose:
-        package.setLevel(logging.INFO)
     try:
         yield
     finally:
@@ -208,9 +195,6 @@ behaves the same everywhere; only its language follows LOOP_GUARD_LOCALE (or --l
     run=_run_demo,
     epilog=_demo_epilog,
 )
-
-
-# --- loop-guard config --------------------------------------------------------------------------
 
 
 def _config_arguments(parser: argparse.ArgumentParser) -> None:
@@ -263,9 +247,6 @@ configuration prints one line per problem on stderr and exits with status 2.""",
     add_arguments=_config_arguments,
     run=_run_config,
 )
-
-
-# --- loop-guard replay --------------------------------------------------------------------------
 
 
 def _replay_arguments(parser: argparse.ArgumentParser) -> None:
@@ -334,9 +315,8 @@ def _run_replay(args: argparse.Namespace) -> int:
         else:
             key, tried = sweep
             result = calibrate(args.trace, key, tried, config, format=trace_format, progress=bar)
-        where = args.html
-        if where is not None:
-            with open(where, "w", encoding="utf-8") as page:
+        if args.html is not None:
+            with open(args.html, "w", encoding="utf-8") as page:
                 page.write(result.to_html())
     except (LoopGuardConfigError, TraceFormatError) as exc:
         return _usage(exc, terminal_safe)
@@ -451,9 +431,6 @@ turning the guard on.""",
 
 COMMANDS: tuple[Command, ...] = (DEMO, CONFIG, REPLAY)
 """The subcommands, in ``--help`` order."""
-
-
-# --- the parser and the entry point ---------------------------------------------------------------
 
 
 def build_parser() -> argparse.ArgumentParser:

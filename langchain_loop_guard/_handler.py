@@ -1,10 +1,5 @@
-"""``LoopGuardCallbackHandler``: each LangChain callback translated into events of its run.
-
-The :class:`~langchain_loop_guard._callback_runs.RunTree` resolves a callback to its top-level
-run (or thread), whose :class:`~langchain_loop_guard._callback_runs.CallbackRun` makes the
-detector events; what LangChain gives a callback is digested outside the lock. A stop raises
-:class:`~langchain_loop_guard._stop.LoopDetected` from the callback (``raise_error``).
-"""
+"""``LoopGuardCallbackHandler``: each LangChain callback translated into events of its run
+(:mod:`~langchain_loop_guard._callback_runs`), digested outside the lock."""
 
 from __future__ import annotations
 
@@ -45,8 +40,7 @@ _Callback = TypeVar("_Callback", bound=Callable[..., None])
 
 
 def _guarded(method: _Callback) -> _Callback:
-    """Run a callback only when the guard is on, failing open around it (the rule of
-    :meth:`GuardRuntime.failing_open`, inlined: callbacks are hot)."""
+    """Run a callback only when the guard is on, failing open (``failing_open``, inlined)."""
     where = method.__name__
 
     @functools.wraps(method)
@@ -82,16 +76,12 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
     the traced LangSmith run and the ``"loop_guard"`` custom event, names and counts only
     (``docs/observability.md``). The guard's own failures never break the run.
 
-    A loop found in a model's answer (the same answer again, or an answer whose calls would
-    stop the run) is reported when the model answers and raised by the next step that starts
-    after it, each parallel call's included, or by the invocation's end: none of the
-    answer's calls runs, and the handlers after this one, LangSmith's tracer among them,
-    still record the answer, so ``loop-guard replay`` of the trace stops where the run did.
+    A loop found in a model's answer is reported when the model answers and raised by the next
+    step that starts, or by the invocation's end: none of the answer's calls runs (README).
 
-    The handler goes with the run, never on a model or a tool (``with_config(callbacks=...)``,
-    ``.callbacks``), where each call is a run of its own: it then logs one WARNING saying so.
-    A callback can stop a run but not skip one call and go on, so ``nudges`` do not apply
-    here; use :class:`~langchain_loop_guard.LoopGuardMiddleware` for that.
+    The handler goes with the run, never on a model or a tool (it logs a WARNING there). A
+    callback cannot skip one call and go on, so ``nudges`` do not apply here; use
+    :class:`~langchain_loop_guard.LoopGuardMiddleware` for that.
 
     Args:
         config: a :class:`~langchain_loop_guard.LoopGuardConfig`, a mapping of values (over
@@ -99,10 +89,9 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
         clock: returns seconds, like :func:`time.monotonic` (the default).
         record_to: append every run's events to this file, digests only, for
             ``loop-guard replay`` (off by default; failing open).
-        max_runs: runs (or threads) tracked at once (1024 by default). Beyond it, an idle
-            run (no event for 5 minutes) or a thread between invocations is forgotten to make
-            room, never a run in flight: the registry grows up to four times ``max_runs``, and
-            beyond that a new run goes unguarded (a WARNING, ``status().shed_runs``).
+        max_runs: runs (or threads) tracked at once (1024 by default); beyond it, idle runs
+            are forgotten, then new runs go unguarded (``status().shed_runs``; README, "What
+            is stored").
 
     Attributes:
         max_open_runs: nested runs in flight tracked at once, over all top-level runs.
@@ -135,8 +124,6 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
     def ignore_custom_event(self) -> bool:
         """The handler's own trace events are not for it."""
         return True
-
-    # --- runtime commands ---------------------------------------------------------------------
 
     def inspect(self, run_id: str | UUID | None = None) -> RunInspection | None:
         """The recent tool calls of a run (tool names, digests, outcome kinds, no content), or
@@ -172,8 +159,6 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
         if self._engine.configure(config):
             self._tree.clear()
 
-    # --- chains, retrievers and the run tree ----------------------------------------------------
-
     @_guarded
     def on_chain_start(
         self,
@@ -191,8 +176,7 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
 
     @_guarded
     def on_chain_end(self, outputs: Any, *, run_id: UUID, **kwargs: Any) -> None:
-        """Forget the chain; the top-level run's end ends the run (and raises a stop held for
-        it that no step raised, see ``RunTree.end_invocation``)."""
+        """Forget the chain; the top-level run's end ends the run (``RunTree.end_invocation``)."""
         with self._lock:
             self._tree.end_invocation(run_id)
 
@@ -229,8 +213,6 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
         with self._lock:
             self._tree.end(run_id)
 
-    # --- models ----------------------------------------------------------------------------------
-
     @_guarded
     def on_chat_model_start(
         self,
@@ -242,8 +224,7 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
         metadata: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
-        """A model turn begins; a stopped run is aborted here, before the model is paid for
-        (see :meth:`CallbackRun.model_called` for what its input tells)."""
+        """A model turn begins; a stopped run is aborted here, before the model is paid for."""
         self._tree.model_started(run_id, parent_run_id, metadata, messages[0] if messages else ())
 
     @_guarded
@@ -262,22 +243,15 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
 
     @_guarded
     def on_llm_end(
-        self,
-        response: LLMResult,
-        *,
-        run_id: UUID,
-        parent_run_id: UUID | None = None,
-        **kwargs: Any,
+        self, response: LLMResult, *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any
     ) -> None:
-        """The model answered (:meth:`CallbackRun.answer`); a stop is reported here and held
-        for the next step (see the class docstring and :meth:`RunTree.hold`)."""
+        """The model answered; a stop is reported here and held for the next step."""
         with self._lock:
             tracked = self._tree.resolve(run_id, parent_run_id) is not None
         if tracked:  # digested outside the lock: other runs' callbacks need not wait
             text, tool_calls, answer_id = _answer(response)
             key = assistant_key(text)
-            # a reply's word sketch: only for a reply (no calls) in a thread, where replies can
-            # go round (SPEC §12 R9)
+            # a reply's word sketch: only for a reply in a thread (SPEC §12 R9)
             thread = self.config.scope == "thread"
             sketch = reply_sketch(text) if key is not None and not tool_calls and thread else None
             named = [
@@ -313,8 +287,6 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
             if run is not None:
                 run.in_context.pop(run_id, None)
             self._tree.end(run_id)
-
-    # --- tools ---------------------------------------------------------------------------------
 
     @_guarded
     def on_tool_start(
@@ -378,8 +350,7 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
     def _tool_ended(
         self, where: str, run_id: UUID, parent_run_id: UUID | None, result: Outcome
     ) -> None:
-        """Feed a tool's result. Normalizing a large result is the heaviest work the handler
-        does, so it happens outside the lock: only the tool's name is looked up under it."""
+        """Feed a tool's result, digested outside the lock (the handler's heaviest work)."""
         with self._lock:
             run = self._tree.resolve(run_id, parent_run_id, touch=False)
             started = run.tools.get(run_id) if run is not None else None
@@ -397,8 +368,7 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
 
 
 def _answer(response: LLMResult) -> tuple[str, list[tuple[str, Any, str | None]], str | None]:
-    """The text, the tool calls ``(name, args, id)`` and the message id of a model's first
-    generation."""
+    """The text, tool calls ``(name, args, id)`` and message id of a model's first generation."""
     if not response.generations or not response.generations[0]:
         return "", [], None
     generation = response.generations[0][0]

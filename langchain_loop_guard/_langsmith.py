@@ -7,18 +7,10 @@ the ``langsmith`` CLI's JSON Lines (``run_id``), run trees (``child_runs``), API
 refused, saying which fields to select.
 
 Each trace (``trace_id``, else the root reached through the parents) is one run of the guard;
-with ``scope="thread"`` the traces of one thread (metadata ``thread_id``, ``session_id`` or
-``conversation_id``, as LangSmith groups threads) are one run. Model runs become a turn start
-at their start and an assistant message at their end; tool runs a tool call at their start
-and its result at their end, so parallel calls interleave as they did live. Tool calls the
-model named that no tool run answered count as a call with an error result before the next
-model turn, as the callback handler counts them live. A trace the guard stopped (a run failed
-with ``LoopDetected``) replays to the same stop (:func:`_events`); a tool run that never
-finished in an interrupted trace has no result.
-
-Only tool names, digests and times reach the replay. A run exported twice is merged. An export
-without the inputs and outputs the loop signals need is refused, naming how to export them:
-replaying it would stop runs that never looped.
+with ``scope="thread"`` the traces of one thread (:func:`_thread`) are one run. Model and tool
+runs become events at their start and end (:func:`_events`), so parallel calls interleave as
+they did live. Only tool names, digests and times reach the replay. A run exported twice is
+merged. An export without inputs and outputs is refused: it would stop runs that never looped.
 """
 
 from __future__ import annotations
@@ -68,9 +60,7 @@ _IDS_ONLY: Final = (
 
 def looks_like_langsmith(obj: Mapping[str, Any]) -> bool:
     """Whether a JSON object is LangSmith data: a run, a run tree or a page of runs."""
-    if "run_type" in obj or "child_runs" in obj:
-        return True
-    if isinstance(obj.get("runs"), list):
+    if "run_type" in obj or "child_runs" in obj or isinstance(obj.get("runs"), list):
         return True
     return ("run_id" in obj and "start_time" in obj) or _ids_only(obj)
 
@@ -117,10 +107,9 @@ def read_langsmith(
     values: Iterable[tuple[str, int, Any]], *, scope: str = "run"
 ) -> Iterator[TraceItem]:
     """The events of every trace of a LangSmith export, trace after trace, from ``(file, line,
-    value)`` of each JSON value read (a run, a run tree or a page); ``scope="thread"`` replays the
-    traces of one thread as one run. :class:`TraceFormatError`, naming the file and line, for a
-    value that is no run, a run without the fields a replay needs (``id``, ``run_type``, ``name``,
-    ``start_time``) or with one of the wrong type, or an export without inputs and outputs."""
+    value)`` of each JSON value read. :class:`TraceFormatError`, naming the file and line, for a
+    value that is no run, a run missing a field or with one of the wrong type, or an export
+    without inputs and outputs."""
     runs: dict[str, _Run] = {}
     for path, line, value in values:
         for obj in _flatten(path, line, value):
@@ -221,7 +210,8 @@ def _run(path: str, line: int, obj: Mapping[str, Any], order: int) -> _Run:
         elif failed:
             run.result = (True, outcome(error=error or "", tool=name, tokens=tokens))
         else:
-            run.result = _tool_output(name, outputs or {}, tokens)
+            found = outputs or {}
+            run.result = _tool_outcome(name, found.get("output", found), tokens)
     return run
 
 
@@ -303,10 +293,9 @@ def _check_io(runs: Iterable[_Run]) -> None:
     lacking = [run for run in runs if run.kind in ("llm", "tool") and not run.io]
     if lacking:
         first = min(lacking, key=lambda run: (run.path, run.line))
-        total = sum(1 for run in lacking)
         msg = (
-            f"{total} model or tool run(s) have no inputs or outputs, which the loop signals "
-            f"need: {MISSING_IO_HELP}"
+            f"{len(lacking)} model or tool run(s) have no inputs or outputs, which the loop "
+            f"signals need: {MISSING_IO_HELP}"
         )
         raise TraceFormatError(first.path, first.line, msg)
 
@@ -338,10 +327,11 @@ def _root(run: _Run, by_id: Mapping[str, _Run]) -> str:
 
 
 def _events(key: str, runs: list[_Run]) -> Iterator[TraceItem]:
-    """The detector events of one trace, ordered by time (a run's start before its end). In a
-    trace the guard stopped (it acts before the tracer), a tool run that never finished is the
-    call whose result it stopped on, and calls the last turn named that no tool run took were
-    blocked or counted as failed: their outcome, not in the export, is the tool's last one."""
+    """The detector events of one trace, ordered by time (a run's start before its end). Calls
+    the model named that no tool run took count as failed before the next model turn, as the
+    handler counts them live. In a trace the guard stopped (it acts before the tracer), a tool
+    run that never finished is the call whose result it stopped on, and the last turn's calls
+    without a tool run were blocked or refused: their outcome is the tool's last one."""
     stopped = any(run.stopped for run in runs)
     steps: list[tuple[_dt.datetime, int, str, _Run]] = []
     for run in runs:
@@ -398,9 +388,7 @@ def _events(key: str, runs: list[_Run]) -> Iterator[TraceItem]:
                 failed, result = outcome_of
                 yield item(run, moment, **_result(run.name, result, failed, tool_ids[run.id]))
     if named and steps and stopped:
-        # the guard stopped the run before any tracer saw what came next: the calls the last
-        # turn named were blocked (the first of them) or, never run, counted as failed calls
-        # at the model turn the guard then refused, as the callback handler counts them live
+        # the guard stopped the run before any tracer saw the last turn's calls (see above)
         moment, _, _, final = steps[-1]
         for call_id, (name, sig) in named.items():
             yield item(final, moment, kind="tool_call", tool=name, digest=sig, call_id=call_id)
@@ -440,11 +428,9 @@ def _tool_call_id(obj: Mapping[str, Any], outputs: Mapping[str, Any]) -> str | N
     return call_id if isinstance(call_id, str) and call_id else None
 
 
-def _tool_output(
-    name: str, outputs: Mapping[str, Any], tokens: frozenset[int] | None
-) -> tuple[bool, Outcome]:
-    """A tool run's outcome: whether it failed (an error ``ToolMessage``) and its digests."""
-    output = outputs.get("output", outputs)
+def _tool_outcome(name: str, output: object, tokens: frozenset[int] | None) -> tuple[bool, Outcome]:
+    """A tool's output (or tool message): whether it failed (an error ``ToolMessage``) and its
+    digests."""
     message = _message(output)
     if message is None:
         return False, outcome(output, tool=name, tokens=tokens)
@@ -479,12 +465,7 @@ def _answers(inputs: Mapping[str, Any]) -> dict[str, tuple[bool, Outcome]]:
             if not isinstance(call_id, str):
                 continue
             name = names.get(call_id) or str(message.get("name") or "unknown_tool")
-            content = _text(message.get("content"))
-            words = tokens.get(call_id)
-            if message.get("status") == "error":
-                answers[call_id] = (True, outcome(error=content, tool=name, tokens=words))
-            else:
-                answers[call_id] = (False, outcome(content, tool=name, tokens=words))
+            answers[call_id] = _tool_outcome(name, candidate, tokens.get(call_id))
     return answers
 
 

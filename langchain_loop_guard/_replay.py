@@ -1,11 +1,8 @@
 """Replay a recorded trace through the detector: where would the guard stop, and why?
 
-Each run gets its own detector, in mode ``"on"`` whatever the configuration says, driven by a
-clock that follows the trace's timestamps (so elapsed-time warnings replay too); a loop-guard
-trace also says whether the replay stops where the live run first stopped (or reported a loop,
-in observe mode). Every format is read as a stream of JSON values
-(:mod:`~langchain_loop_guard._sources`), in linear time and memory bounded by the file's size.
-:mod:`~langchain_loop_guard._calibrate` replays one trace under several values of one setting.
+Each run gets its own detector, in mode ``"on"``, on a clock following the trace's timestamps;
+a loop-guard trace also says whether the replay stops where the live run first stopped. Every
+format is read as a stream of JSON values (:mod:`~langchain_loop_guard._sources`).
 """
 
 from __future__ import annotations
@@ -181,8 +178,7 @@ class ReplayReport:
 
     def lines(self) -> Iterator[str]:
         """The text report, line by line, in the report's locale (control characters escaped)."""
-        for line in self._lines():
-            yield terminal_safe(line)
+        return map(terminal_safe, self._lines())
 
     def _title(self, tr: Any) -> str:
         """The first line of a text report (a calibration's too)."""
@@ -233,8 +229,7 @@ class _Clock:
 
 
 class _Run:
-    """One run being replayed: its detector, clock and findings (and, for the first of the
-    configurations, the marks of its timeline)."""
+    """One run being replayed under one configuration: its detector, clock and findings."""
 
     __slots__ = (
         "calls",
@@ -335,9 +330,8 @@ def _replay_all(
     ends: bytearray | None = None,
 ) -> list[ReplayReport]:
     """Replay ``items`` under each of ``configs`` in one pass. A run's detectors go at its last
-    event: at the next run of a LangSmith export or a trajectories file (runs come one after
-    the other), or where ``ends`` marks it in a loop-guard trace (runs interleave), so memory
-    holds the runs open at once, not a detector per run of the file."""
+    event: where ``ends`` marks it (a loop-guard trace, whose runs interleave), else at the next
+    run's first event."""
     settings = [
         (_enforcing(config), config.locale, config.frequency_window_size) for config in configs
     ]
@@ -397,8 +391,7 @@ def _close(
 
 
 def _shown_id(run: str) -> str:
-    """A run id as reports keep it: one longer than 200 characters is cut and ends in a digest
-    of the whole (distinct ids stay distinct; a huge id is not kept)."""
+    """A run id as reports keep it: one longer than 200 characters cut, ending in its digest."""
     if len(run) <= _MAX_RUN_ID:
         return run
     hasher = hashlib.blake2b(digest_size=8)

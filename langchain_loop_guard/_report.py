@@ -1,12 +1,9 @@
 """The replay report drawn as HTML: an overview, a timeline per run, a sweep's chart.
 
-One self-contained page for ``loop-guard replay --html`` (inline SVG and CSS, no script, and a
-Content-Security-Policy that lets nothing load), and the same body inline in Jupyter. It shows
-what the text report shows (SPEC §8): run ids, tool names, signals, counts and the guard's own
-messages, escaped; never an argument, output or message of the trace. Its size is bounded
-whatever the trace's: up to :data:`MAX_DRAWN` runs that would stop are drawn (the rest listed),
-the runs that would not stop are folded (the :data:`MAX_LISTED` longest listed), and a run
-keeps at most :data:`MAX_MARKS` marks (a longer run's marks each stand for 2, 4… calls).
+One self-contained page for ``loop-guard replay --html`` (no script; its Content-Security-Policy
+lets nothing load), and the same body inline in Jupyter: what the text report shows (SPEC §8),
+escaped. Its size is bounded: :data:`MAX_DRAWN` runs drawn, :data:`MAX_LISTED` listed, and
+:data:`MAX_MARKS` marks a run (a longer run's marks each stand for 2, 4… calls).
 """
 
 from __future__ import annotations

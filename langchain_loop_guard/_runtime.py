@@ -1,8 +1,5 @@
-"""What every guard object is besides its integration: the configuration in force and the
-runtime commands that change it (SPEC §6), ``status``, the reporting of verdicts (names,
-signals, counts and digests only, SPEC §8), and the fail-open rule: the guard's own failure
-never breaks the user's agent.
-"""
+"""What every guard object shares: configuration and runtime commands (SPEC §6), ``status``,
+verdict reporting (names, signals, counts and digests only, SPEC §8), and failing open."""
 
 from __future__ import annotations
 
@@ -53,8 +50,7 @@ VerdictListener = Callable[[str, Verdict], None]
 """Called with ``(run_id, verdict)`` for every verdict a guard reports (see
 :meth:`GuardRuntime.add_verdict_listener`)."""
 
-# Every guard object registers itself here, weakly, so that runtime commands that are not given
-# a guard (the IPython magic) can find the newest one. Keys grow with creation order.
+# Every guard, weakly, in creation order: the IPython magic finds the newest one here.
 _registry: weakref.WeakValueDictionary[int, GuardRuntime] = weakref.WeakValueDictionary()
 _registry_lock = threading.Lock()
 _registry_keys = itertools.count()
@@ -82,8 +78,8 @@ def live_guards() -> list[GuardRuntime]:
 def bad_argument(
     key: str, value: object, expected: str, allowed: str, *, shown: object = None
 ) -> LoopGuardConfigError:
-    """The error for a guard constructor's bad argument ``key``: what it must be, and what it
-    got (``shown`` in the error's data instead of ``value``, when given)."""
+    """The error for a guard constructor's bad argument ``key`` (``shown``, when given, in the
+    error's data instead of ``value``)."""
     return LoopGuardConfigError(
         f"{key} must be {expected}, not {value!r}",
         source="code",
@@ -94,8 +90,7 @@ def bad_argument(
 
 
 def resolve_config(config: ConfigInput) -> LoopGuardConfig:
-    """A config object from what a guard constructor received: ``None`` loads the files and
-    environment, a mapping is values passed in code (over those), a config is used as it is."""
+    """A config from what a guard constructor received (:data:`ConfigInput`)."""
     if config is None:
         return LoopGuardConfig.load()
     if isinstance(config, LoopGuardConfig):
@@ -116,9 +111,8 @@ def resolve_config(config: ConfigInput) -> LoopGuardConfig:
 
 
 class GuardRuntime:
-    """The shared runtime of a guard object (its arguments are the guards'); subclasses provide the
-    runs they track. Thread-safe: one guard serves many concurrent runs, and LangChain calls tool
-    callbacks on worker threads."""
+    """The shared runtime of a guard object; subclasses provide the runs they track. Thread-safe:
+    one guard serves many concurrent runs, and LangChain calls tool callbacks on worker threads."""
 
     def __init__(
         self,
@@ -224,8 +218,6 @@ class GuardRuntime:
         config = config if config is not None else self._config
         if listener is None and run_id is not None and self._recorder is not None:
             listener = self._recorder.listener(run_id)
-        if listener is None:
-            return LoopDetector(config, clock=clock)
         return LoopDetector(config, clock=clock, listener=listener)
 
     def inspection(self, run_id: str, detector: LoopDetector) -> RunInspection:
@@ -247,12 +239,7 @@ class GuardRuntime:
         )
 
     def feed(
-        self,
-        run_id: str,
-        detector: LoopDetector,
-        event: DetectorCall,
-        *args: Any,
-        **kwargs: Any,
+        self, run_id: str, detector: LoopDetector, event: DetectorCall, *args: Any, **kwargs: Any
     ) -> Verdict:
         """Give ``detector`` one event, fail open (the guard's own failure is logged once and
         the event allowed), and report what it decided."""
@@ -262,11 +249,7 @@ class GuardRuntime:
         return verdict
 
     def decide(
-        self,
-        detector: LoopDetector,
-        event: DetectorCall,
-        *args: Any,
-        **kwargs: Any,
+        self, detector: LoopDetector, event: DetectorCall, *args: Any, **kwargs: Any
     ) -> Verdict:
         """:meth:`feed` without the report: for adapters that decide under their own lock and
         :meth:`report` after releasing it (listeners run outside any lock). ``"replay"`` feeds
@@ -295,9 +278,8 @@ class GuardRuntime:
         """Without arguments: the guard's ``record_to=`` trace replayed under its configuration
         (mode ``"on"``), a :class:`~langchain_loop_guard.ReplayReport` that Jupyter draws
         (``%loop_guard report``). With a run and a verdict (what adapters call): log the verdict
-        (a stop at ``WARNING``, warnings, observe-mode reports and nudges at ``INFO``, a stopped
-        run's blocks at ``DEBUG``), count it for ``status``, tell the verdict listeners (not of a
-        ``nudge``, which let the run go on) and publish it (:mod:`~langchain_loop_guard._publish`).
+        (at the levels ``docs/observability.md`` lists), count it for ``status``, tell the verdict
+        listeners (not of a ``nudge``) and publish it (:mod:`~langchain_loop_guard._publish`).
 
         Raises:
             LoopGuardConfigError: no arguments, and the guard records no trace.
@@ -313,12 +295,7 @@ class GuardRuntime:
         return None
 
     def _report_verdict(
-        self,
-        run_id: str,
-        verdict: Verdict,
-        *,
-        site: Site | None = None,
-        nudge: bool = False,
+        self, run_id: str, verdict: Verdict, *, site: Site | None = None, nudge: bool = False
     ) -> None:
         signal = verdict.signal
         if signal is None:
@@ -418,8 +395,7 @@ class GuardRuntime:
 
 
 class _FailingOpen:
-    """:meth:`GuardRuntime.failing_open`'s context manager (a plain class, not a generator:
-    the graph guards enter one a few times per step)."""
+    """:meth:`GuardRuntime.failing_open`'s context manager (a class: cheaper than a generator)."""
 
     __slots__ = ("_guard", "_where")
 
@@ -442,8 +418,7 @@ class _FailingOpen:
 
 
 def _is_graph_control_flow(exc: BaseException) -> bool:
-    # LangGraph's interrupts and parent commands must bubble; imported lazily so this module
-    # stays importable without LangGraph.
+    # LangGraph's interrupts and parent commands must bubble (lazily: loads without LangGraph)
     try:
         from langgraph.errors import GraphBubbleUp  # noqa: PLC0415
     except ImportError:  # pragma: no cover - langgraph is a dependency
@@ -454,7 +429,7 @@ def _is_graph_control_flow(exc: BaseException) -> bool:
 def _log_verdict(
     verdict: Verdict, action: Action, run: str, thread: str | None, nudge: bool
 ) -> None:
-    """The verdict's log line (the levels :meth:`GuardRuntime.report` names)."""
+    """The verdict's log line: a stop at WARNING, a stopped run's blocks at DEBUG, else INFO."""
     if verdict.tripped:
         level = logging.DEBUG
     elif verdict.stops and not nudge:

@@ -8,12 +8,11 @@ One line per detector event, for example::
      "verdict":{"action":"block","signal":"repeated_tool_call","tool":"search","count":3,
      "threshold":3}}
 
-(each object on one line). ``t`` is the run's elapsed time in seconds as the detector counts
-it; ``d`` the call signature, outcome digest or error key, or assistant key; ``id`` a digest of
-the tool-call id. Never arguments, output, errors or message text (SPEC §8); every digest is
-keyed with a secret the recorder draws and never writes (the README's "What is stored").
-:func:`decode_event` reads a line back; bad input raises :class:`TraceFormatError` naming the
-line: nothing is skipped silently.
+(each object on one line). ``t`` is the run's elapsed time in seconds; ``d`` the call
+signature, outcome digest or error key, or assistant key; ``id`` a digest of the tool-call id.
+Never arguments, output, errors or message text (SPEC §8); every digest is keyed with a secret
+the recorder never writes. :func:`decode_event` reads a line back, or raises
+:class:`TraceFormatError` naming the line.
 """
 
 from __future__ import annotations
@@ -31,13 +30,7 @@ from pathlib import Path
 from typing import IO, Any, Final, cast, get_args
 
 from langchain_loop_guard._canonical import digest
-from langchain_loop_guard._detector import (
-    Action,
-    DetectorEvent,
-    EventKind,
-    Signal,
-    Verdict,
-)
+from langchain_loop_guard._detector import Action, DetectorEvent, EventKind, Signal, Verdict
 from langchain_loop_guard._errors import LoopGuardError
 from langchain_loop_guard._public import new_secret, public_digest, safe_tool_name
 
@@ -96,9 +89,8 @@ class TraceFormatError(LoopGuardError, ValueError):
 
 @dataclass(frozen=True, slots=True)
 class TraceItem:
-    """One event of a trace, ready to replay: its run (or thread), the 1-based line it comes from,
-    and the event, digests only, whose ``elapsed`` drives the replay's clock and whose ``verdict``
-    is what the live guard decided when ``recorded`` (else ``ALLOW``)."""
+    """One event of a trace, ready to replay: its run (or thread), 1-based line and event, whose
+    ``verdict`` is the live guard's when ``recorded``."""
 
     run: str
     line: int
@@ -116,8 +108,7 @@ def _public_sketch(near: str, secret: bytes | None) -> str:
 
 
 def _public_info(info: str, secret: bytes | None) -> str:
-    """An information digest keyed, its kind kept (``.`` for work done, then ``~``, ``!`` or
-    ``=``; none when nothing was said)."""
+    """An information digest keyed, its kind prefix (``.~!=``) kept."""
     kind = info[: len(info) - len(info.lstrip(".~!="))]
     rest = info[len(kind) :]
     return kind + public_digest(rest, secret) if rest else kind
@@ -125,7 +116,7 @@ def _public_info(info: str, secret: bytes | None) -> str:
 
 def encode_event(run: str, event: DetectorEvent, *, secret: bytes | None = None) -> dict[str, Any]:
     """The JSON object of one trace line, its digests keyed with ``secret`` (the process's own
-    when ``None``), never written as the detector computed them."""
+    when ``None``)."""
     line: dict[str, Any] = {"v": TRACE_VERSION, "run": run, "t": event.elapsed, "e": event.kind}
     if event.kind in ("tool_call", "tool_result"):
         line["tool"] = safe_tool_name(event.tool)
@@ -164,10 +155,8 @@ def encode_event(run: str, event: DetectorEvent, *, secret: bytes | None = None)
 class TraceRecorder:
     """Appends detector events to a JSON Lines file; thread-safe, line-flushed, failing open.
 
-    The file is opened for appending at the first event; one it creates is private (mode
-    0600: the digests of small values can be guessed). The first failure to open or write it
-    is told to ``on_error`` (a guard passes its ``internal_error``) and recording stops: a
-    trace is never worth breaking an agent for.
+    The file is opened (mode 0600 when created) at the first event. The first failure to open
+    or write it is told to ``on_error`` and recording stops.
     """
 
     def __init__(
@@ -191,11 +180,7 @@ class TraceRecorder:
 
     def listener(self, run: str) -> Callable[[DetectorEvent], None]:
         """A detector listener that records the events of ``run``."""
-
-        def record(event: DetectorEvent) -> None:
-            self.write(run, (event,))
-
-        return record
+        return lambda event: self.write(run, (event,))
 
     def write(self, run: str, events: Iterable[DetectorEvent]) -> None:
         """Append ``events`` of ``run``, one line each, then flush; never raises."""
@@ -217,7 +202,6 @@ class TraceRecorder:
                 if self._file is None:  # created private: small values' digests are guessable
                     fd = os.open(self._path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
                     self._file = open(fd, "a", encoding="utf-8")  # noqa: SIM115 - kept open
-                    # closed when the recorder goes (with its guard), if not before
                     self._finalizer = weakref.finalize(self, self._file.close)
                 self._file.write(text)
                 self._file.flush()
@@ -286,7 +270,6 @@ def read_trace(path: str | os.PathLike[str], lines: Iterable[str]) -> Iterator[T
 
 def decode_event(path: str | os.PathLike[str], number: int, line: Mapping[str, Any]) -> TraceItem:
     """One trace line's event; :class:`TraceFormatError` names what is wrong with it."""
-
     fail = functools.partial(TraceFormatError, path, number)  # fail(problem) names the line
     version = line.get("v")
     if version != TRACE_VERSION or type(version) is not int:
