@@ -76,12 +76,16 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
     the traced LangSmith run and the ``"loop_guard"`` custom event, names and counts only
     (``docs/observability.md``). The guard's own failures never break the run.
 
-    A loop found in a model's answer is reported when the model answers and raised by the next
-    step that starts, or by the invocation's end: none of the answer's calls runs (README).
+    A loop found in a model's answer (the same answer again, or an answer whose calls would
+    stop the run) is reported when the model answers and raised by the next step that starts
+    after it, each parallel call's included, or by the invocation's end: none of the
+    answer's calls runs, and the handlers after this one, LangSmith's tracer among them,
+    still record the answer, so ``loop-guard replay`` of the trace stops where the run did.
 
-    The handler goes with the run, never on a model or a tool (it logs a WARNING there). A
-    callback cannot skip one call and go on, so ``nudges`` do not apply here; use
-    :class:`~langchain_loop_guard.LoopGuardMiddleware` for that.
+    The handler goes with the run, never on a model or a tool (``with_config(callbacks=...)``,
+    ``.callbacks``), where each call is a run of its own: it then logs one WARNING saying so.
+    A callback can stop a run but not skip one call and go on, so ``nudges`` do not apply
+    here; use :class:`~langchain_loop_guard.LoopGuardMiddleware` for that.
 
     Args:
         config: a :class:`~langchain_loop_guard.LoopGuardConfig`, a mapping of values (over
@@ -89,9 +93,10 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
         clock: returns seconds, like :func:`time.monotonic` (the default).
         record_to: append every run's events to this file, digests only, for
             ``loop-guard replay`` (off by default; failing open).
-        max_runs: runs (or threads) tracked at once (1024 by default); beyond it, idle runs
-            are forgotten, then new runs go unguarded (``status().shed_runs``; README, "What
-            is stored").
+        max_runs: runs (or threads) tracked at once (1024 by default). Beyond it, an idle
+            run (no event for 5 minutes) or a thread between invocations is forgotten to make
+            room, never a run in flight: the registry grows up to four times ``max_runs``, and
+            beyond that a new run goes unguarded (a WARNING, ``status().shed_runs``).
 
     Attributes:
         max_open_runs: nested runs in flight tracked at once, over all top-level runs.

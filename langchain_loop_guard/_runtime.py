@@ -278,8 +278,9 @@ class GuardRuntime:
         """Without arguments: the guard's ``record_to=`` trace replayed under its configuration
         (mode ``"on"``), a :class:`~langchain_loop_guard.ReplayReport` that Jupyter draws
         (``%loop_guard report``). With a run and a verdict (what adapters call): log the verdict
-        (at the levels ``docs/observability.md`` lists), count it for ``status``, tell the verdict
-        listeners (not of a ``nudge``) and publish it (:mod:`~langchain_loop_guard._publish`).
+        (a stop at ``WARNING``, warnings, observe-mode reports and nudges at ``INFO``, a stopped
+        run's blocks at ``DEBUG``), count it for ``status``, tell the verdict listeners (not of a
+        ``nudge``, which let the run go on) and publish it (:mod:`~langchain_loop_guard._publish`).
 
         Raises:
             LoopGuardConfigError: no arguments, and the guard records no trace.
