@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from typing import NamedTuple
 
-from langchain_loop_guard._canonical import DIGEST_SIZE, PLAIN_HASH, canonical, digest
+from langchain_loop_guard._canonical import DIGEST_SIZE, PLAIN_HASH, canonical
 from langchain_loop_guard._masks import HEAD, LARGE, OUTCOME_HASH, TAIL, collapse, masked
 
 __all__ = [
@@ -25,7 +25,6 @@ __all__ = [
     "arg_tokens",
     "assistant_key",
     "changes_something",
-    "digest",  # from ._canonical, for the rules
     "error_key",
     "error_text",
     "near_equal",
