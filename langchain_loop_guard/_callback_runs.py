@@ -56,16 +56,7 @@ class CallbackRun(Run):
 
     def result(self, name: str, call_id: str | None, result: Outcome, *, failed: bool) -> Verdict:
         """Feed a tool's result, digested beforehand."""
-        event = DetectorEvent(
-            kind="tool_result",
-            tool=name,
-            digest=result.key,
-            call_id=call_id,
-            error=failed,
-            near=result.near,
-            info=result.info,
-        )
-        return self.decide("replay", event)
+        return self.decide("replay", DetectorEvent(**result.event(name, call_id, failed=failed)))
 
     def call(self, name: str, signature: str, call_id: str | None) -> Verdict:
         """Feed a tool call, digested beforehand."""
