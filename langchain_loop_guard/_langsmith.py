@@ -15,6 +15,7 @@ merged. An export without inputs and outputs is refused: it would stop runs that
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import functools
 import json
@@ -275,15 +276,11 @@ def _thread(obj: Mapping[str, Any]) -> str | None:
 
 
 def _time(value: object, key: str, fail: Any) -> _dt.datetime:
+    if isinstance(value, str) and len(value) <= 64:
+        with contextlib.suppress(ValueError):
+            value = _dt.datetime.fromisoformat(value)
     if isinstance(value, _dt.datetime):
         return value if value.tzinfo else value.replace(tzinfo=_dt.UTC)
-    if isinstance(value, str) and len(value) <= 64:
-        try:
-            moment = _dt.datetime.fromisoformat(value)
-        except ValueError:
-            pass
-        else:
-            return moment if moment.tzinfo else moment.replace(tzinfo=_dt.UTC)
     shown = _shown(value) if isinstance(value, str) else json_type(value)
     raise fail(f'"{key}" must be an ISO 8601 time, not {shown}')
 
