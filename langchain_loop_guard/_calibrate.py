@@ -106,8 +106,8 @@ class Calibration:
             for run, old, new in moved:
                 yield f"  {run}: {stop_text(tr, old)} -> {stop_text(tr, new)}"
 
-    def __str__(self) -> str:
-        return "\n".join(self.lines())
+    __str__ = ReplayReport.__str__  # the text report, in IPython too
+    _repr_pretty_ = ReplayReport._repr_pretty_
 
     def to_html(self) -> str:
         """The calibration as one self-contained HTML page: a chart of the runs each value
@@ -117,9 +117,6 @@ class Calibration:
 
     def _repr_html_(self) -> str:
         return report_html(self.reports[0], sweep=self, page=False)
-
-    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
-        printer.text(str(self))
 
 
 def _json(value: object) -> str:

@@ -56,16 +56,7 @@ class CallbackRun(Run):
 
     def result(self, name: str, call_id: str | None, result: Outcome, *, failed: bool) -> Verdict:
         """Feed a tool's result, digested beforehand."""
-        event = DetectorEvent(
-            kind="tool_result",
-            tool=name,
-            digest=result.key,
-            call_id=call_id,
-            error=failed,
-            near=result.near,
-            info=result.info,
-        )
-        return self.decide("replay", event)
+        return self.decide("replay", DetectorEvent(**result.event(name, call_id, failed=failed)))
 
     def call(self, name: str, signature: str, call_id: str | None) -> Verdict:
         """Feed a tool call, digested beforehand."""
@@ -222,20 +213,6 @@ class RunTree:
         """Ids of runs not tracked (shed, or forgotten): their events are ignored."""
         self._warned_attached_below = False
 
-    def step(
-        self,
-        run_id: UUID,
-        parent_run_id: UUID | None,
-        metadata: Mapping[str, Any] | None,
-        event: str = "chain",
-    ) -> CallbackRun | None:
-        """A step starts: place it in the tree, and refuse it (:meth:`refuse`) after a stopped
-        answer of its invocation, so none of the answer's calls runs."""
-        run = self.start(run_id, parent_run_id, metadata, event)
-        if run is not None:
-            self.refuse(run, run_id)
-        return run
-
     def refuse(self, run: CallbackRun, run_id: UUID) -> None:
         """Raise the stop held for the invocation the step ``run_id`` is part of, if any."""
         if run.held is None:
@@ -252,10 +229,13 @@ class RunTree:
         parent_run_id: UUID | None,
         metadata: Mapping[str, Any] | None,
         event: str = "chain",
+        *,
+        refusing: bool = True,
     ) -> CallbackRun | None:
         """Place a starting run in the tree; the record of its top-level run, or ``None`` for a
         late event of a run that ended (unless stopped: its record is kept a while) or is not
-        tracked: a late event never starts a detector of its own."""
+        tracked: a late event never starts a detector of its own. ``refusing``: refuse the step
+        (:meth:`refuse`) after a stopped answer of its invocation, so none of its calls runs."""
         root = None
         if parent_run_id is not None:
             if parent_run_id in self.shed:
@@ -291,6 +271,8 @@ class RunTree:
             oldest = next(iter(self.open))
             self.open.pop(oldest).members.discard(oldest)
         self.engine.touch(run)
+        if refusing:
+            self.refuse(run, run_id)
         return run
 
     def _new_root(
@@ -409,7 +391,7 @@ class RunTree:
         """A model turn begins (a chat model's with its input ``sent``); a stopped run is
         aborted here, before the model is paid for."""
         with self.engine.guard._lock:
-            run = self.step(run_id, parent_run_id, metadata, "model")
+            run = self.start(run_id, parent_run_id, metadata, "model")
             if run is None:
                 return
             verdicts = (

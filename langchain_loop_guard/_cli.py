@@ -209,9 +209,7 @@ def _run_config(args: argparse.Namespace) -> int:
     try:
         config = LoopGuardConfig.load()
     except LoopGuardConfigError as exc:
-        for problem in exc.problems:
-            print(f"{_PROG}: {problem}", file=sys.stderr)
-        return EXIT_USAGE
+        return _usage(exc, str)
     rows = config.describe()
     if args.json:
         data = {row.field: {"value": row.value, "source": row.source} for row in rows}

@@ -48,18 +48,13 @@ from langchain_loop_guard._stop import LoopDetected
 from langchain_loop_guard.testing import ScriptedChatModel
 
 __all__ = [
-    "INTEGRATIONS",
-    "LOOP_KINDS",
     "DemoResult",
     "Event",
     "GuardVerdict",
-    "Integration",
-    "LoopKind",
     "ModelTurn",
     "NotRun",
     "SentBack",
     "ToolRun",
-    "describe_scenarios",
     "expected_signal",
     "render",
     "run_demo",

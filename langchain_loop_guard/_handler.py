@@ -177,7 +177,7 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
     ) -> None:
         """Record where the chain sits in the run tree; refuse it after a stopped answer."""
         with self._lock:
-            self._tree.step(run_id, parent_run_id, metadata)
+            self._tree.start(run_id, parent_run_id, metadata)
 
     @_guarded
     def on_chain_end(self, outputs: Any, *, run_id: UUID, **kwargs: Any) -> None:
@@ -204,7 +204,7 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
     ) -> None:
         """Record where the retriever sits in the run tree (it may call models)."""
         with self._lock:
-            self._tree.step(run_id, parent_run_id, metadata)
+            self._tree.start(run_id, parent_run_id, metadata)
 
     @_guarded
     def on_retriever_end(self, documents: Any, *, run_id: UUID, **kwargs: Any) -> None:
@@ -313,7 +313,7 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
         signature = call_signature(name, arguments)
         tokens = arg_tokens(arguments, name)
         with self._lock:
-            run = self._tree.start(run_id, parent_run_id, metadata, "tool")
+            run = self._tree.start(run_id, parent_run_id, metadata, "tool", refusing=False)
             if run is None:
                 return
             if call_id is not None:

@@ -15,6 +15,7 @@ merged. An export without inputs and outputs is refused: it would stop runs that
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import functools
 import json
@@ -275,15 +276,11 @@ def _thread(obj: Mapping[str, Any]) -> str | None:
 
 
 def _time(value: object, key: str, fail: Any) -> _dt.datetime:
+    if isinstance(value, str) and len(value) <= 64:
+        with contextlib.suppress(ValueError):
+            value = _dt.datetime.fromisoformat(value)
     if isinstance(value, _dt.datetime):
         return value if value.tzinfo else value.replace(tzinfo=_dt.UTC)
-    if isinstance(value, str) and len(value) <= 64:
-        try:
-            moment = _dt.datetime.fromisoformat(value)
-        except ValueError:
-            pass
-        else:
-            return moment if moment.tzinfo else moment.replace(tzinfo=_dt.UTC)
     shown = _shown(value) if isinstance(value, str) else json_type(value)
     raise fail(f'"{key}" must be an ISO 8601 time, not {shown}')
 
@@ -360,7 +357,7 @@ def _events(key: str, runs: list[_Run]) -> Iterator[TraceItem]:
                     outcome(error=_NOT_EXECUTED, tool=name),
                 )
                 last[name] = answer
-                yield item(run, moment, **_result(name, answer[1], answer[0], call_id))
+                yield item(run, moment, **answer[1].event(name, call_id, failed=answer[0]))
             yield item(run, moment, kind="turn_start")
         elif run.kind == "llm":
             unfinished = run.end is None and not (stopped and run.calls)
@@ -386,26 +383,14 @@ def _events(key: str, runs: list[_Run]) -> Iterator[TraceItem]:
             if outcome_of is not None:
                 last[run.name] = outcome_of
                 failed, result = outcome_of
-                yield item(run, moment, **_result(run.name, result, failed, tool_ids[run.id]))
+                yield item(run, moment, **result.event(run.name, tool_ids[run.id], failed=failed))
     if named and steps and stopped:
         # the guard stopped the run before any tracer saw the last turn's calls (see above)
         moment, _, _, final = steps[-1]
         for call_id, (name, sig) in named.items():
             yield item(final, moment, kind="tool_call", tool=name, digest=sig, call_id=call_id)
             failed, result = last.get(name) or (True, outcome(error=_NOT_EXECUTED, tool=name))
-            yield item(final, moment, **_result(name, result, failed, call_id))
-
-
-def _result(name: str, result: Outcome, failed: bool, call_id: str) -> dict[str, Any]:
-    return {
-        "kind": "tool_result",
-        "tool": name,
-        "digest": result.key,
-        "call_id": call_id,
-        "error": failed,
-        "near": result.near,
-        "info": result.info,
-    }
+            yield item(final, moment, **result.event(name, call_id, failed=failed))
 
 
 def _claim(run: _Run, named: dict[str, tuple[str, str]]) -> str:

@@ -16,7 +16,8 @@ from enum import StrEnum
 from itertools import islice
 from typing import TypeVar
 
-from langchain_loop_guard._signature import digest, near_equal, near_reply
+from langchain_loop_guard._canonical import digest
+from langchain_loop_guard._signature import near_equal, near_reply
 from langchain_loop_guard._view import Call, Key, RunView, key_text
 
 __all__ = [

@@ -13,9 +13,9 @@ import struct
 import zlib
 from collections.abc import Iterable, Mapping
 from functools import lru_cache
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
-from langchain_loop_guard._canonical import DIGEST_SIZE, PLAIN_HASH, canonical, digest
+from langchain_loop_guard._canonical import DIGEST_SIZE, PLAIN_HASH, canonical
 from langchain_loop_guard._masks import HEAD, LARGE, OUTCOME_HASH, TAIL, collapse, masked
 
 __all__ = [
@@ -25,7 +25,6 @@ __all__ = [
     "arg_tokens",
     "assistant_key",
     "changes_something",
-    "digest",  # from ._canonical, for the rules
     "error_key",
     "error_text",
     "near_equal",
@@ -143,6 +142,18 @@ class Outcome(NamedTuple):
     (numbers that move in a short status are progress, SPEC §12 N7)."""
     info: str
     """What the result says once the call's argument values are removed (``""``: nothing)."""
+
+    def event(self, tool: str, call_id: str | None, *, failed: bool) -> dict[str, Any]:
+        """The fields of the ``tool_result`` event that feeds this result to a detector."""
+        return {
+            "kind": "tool_result",
+            "tool": tool,
+            "digest": self.key,
+            "call_id": call_id,
+            "error": failed,
+            "near": self.near,
+            "info": self.info,
+        }
 
 
 _PACK = tuple(struct.Struct(f">{size}I").pack for size in range(_SKETCH + 1))

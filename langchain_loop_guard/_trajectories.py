@@ -111,12 +111,4 @@ def _event(
         tool=name,
         tokens=tokens.pop(key, None),
     )
-    return DetectorEvent(
-        kind="tool_result",
-        tool=name,
-        digest=result.key,
-        call_id=call_id,
-        error=failed,
-        near=result.near,
-        info=result.info,
-    )
+    return DetectorEvent(**result.event(name, call_id, failed=failed))

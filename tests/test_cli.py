@@ -16,16 +16,14 @@ import pytest
 from langchain_loop_guard import _demo
 from langchain_loop_guard._cli import COMMANDS, EXIT_FAILURE, EXIT_OK, EXIT_USAGE, main
 from langchain_loop_guard._demo import (
-    INTEGRATIONS,
-    LOOP_KINDS,
     GuardVerdict,
-    Integration,
     ModelTurn,
     ToolRun,
     expected_signal,
     render,
     run_demo,
 )
+from langchain_loop_guard._demo_kinds import INTEGRATIONS, LOOP_KINDS, Integration
 from langchain_loop_guard._messages import translator
 
 CANARY = "canary-7f3a9c"
