@@ -162,11 +162,7 @@ def suggestion(word: str, candidates: Iterable[str], prefix: str = "") -> str:
 
 
 class _DuplicateKeyError(Exception):
-    """A JSON object names the same key twice (the JSON parser would keep the last)."""
-
-    def __init__(self, key: str) -> None:
-        super().__init__(key)
-        self.key = key
+    """A JSON object names the same key twice (the JSON parser would keep the last): the key."""
 
 
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -179,11 +175,8 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 class _NotAFileError(Exception):
-    """A configuration path that names something other than a regular file of bounded size."""
-
-    def __init__(self, what: str) -> None:
-        super().__init__(what)
-        self.what = what
+    """A configuration path that names something other than a regular file of bounded size:
+    what it is."""
 
 
 _OPEN_FLAGS: Final = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
@@ -229,12 +222,12 @@ def _file_layer(path: Path, source: str, parse: Parse) -> Layer | None:
     except FileNotFoundError:
         return None
     except _NotAFileError as exc:
-        what = f"{exc.what}, not read"
+        what = f"{exc.args[0]}, not read"
     except json.JSONDecodeError as exc:
         what = f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
     except _DuplicateKeyError as exc:
-        what = f"key {exc.key!r} appears more than once"
-        key = value = exc.key
+        key = value = exc.args[0]
+        what = f"key {key!r} appears more than once"
         allowed = "each key once"
     except (OSError, UnicodeDecodeError) as exc:
         what = f"unreadable ({exc})"
