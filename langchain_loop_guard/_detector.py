@@ -217,12 +217,7 @@ class LoopDetector:
         return verdict
 
     def tool_result(
-        self,
-        name: str,
-        output: object = None,
-        *,
-        error: object = None,
-        call_id: str | None = None,
+        self, name: str, output: object = None, *, error: object = None, call_id: str | None = None
     ) -> Verdict:
         """A tool call returned ``output``, or failed with ``error`` (an exception or text).
 
@@ -253,11 +248,7 @@ class LoopDetector:
         return verdict
 
     def assistant_message(
-        self,
-        text: str,
-        tool_calls: Iterable[tuple[str, object]] = (),
-        *,
-        in_context: bool = True,
+        self, text: str, tool_calls: Iterable[tuple[str, object]] = (), *, in_context: bool = True
     ) -> Verdict:
         """The model answered with ``text`` (and asked for ``tool_calls``).
 

@@ -57,8 +57,7 @@ def _cached(locale: str) -> _gettext.NullTranslations:
     except OSError:
         # Fail open: a broken install must not break the agent. English msgids are the text.
         _logger.warning(
-            "loop-guard: compiled message catalog for locale %r is missing; using English",
-            locale,
+            "loop-guard: compiled message catalog for locale %r is missing; using English", locale
         )
         return _gettext.NullTranslations()
 

@@ -157,9 +157,7 @@ class LoopGuardMiddleware(GraphGuard, AgentMiddleware[LoopGuardAgentState, Any, 
         return self.after_model(state, runtime)
 
     def wrap_model_call(
-        self,
-        request: ModelRequest[Any],
-        handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
+        self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]
     ) -> ModelResponse[Any] | ExtendedModelResponse[Any]:
         """Feed the tool results and the turn's start, then call the model with the anti-loop
         hint appended to its system message (once; unless the mode is ``"off"`` or

@@ -71,10 +71,7 @@ def context_ids() -> tuple[str | None, str | None]:
         traced = _traced_runs(config)
         if traced is not None:
             run_id = getattr(traced[1] or traced[0], "trace_id", None)
-    return (
-        None if run_id is None else str(run_id),
-        None if thread in (None, "") else str(thread),
-    )
+    return (None if run_id is None else str(run_id), None if thread in (None, "") else str(thread))
 
 
 def event_data(verdict: Verdict, site: Site, action: Action) -> dict[str, Any]:

@@ -13,13 +13,7 @@ from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langchain_loop_guard._guard_messages import tool_answer
 from langchain_loop_guard._messages import not_executed
 
-__all__ = [
-    "arepair_thread",
-    "dangling_calls",
-    "repair_thread",
-    "repair_update",
-    "repaired_history",
-]
+__all__ = ["arepair_thread", "dangling_calls", "repair_thread", "repair_update", "repaired_history"]
 
 
 def _answer_groups(
