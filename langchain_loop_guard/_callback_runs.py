@@ -97,11 +97,10 @@ class CallbackRun(Run):
         probe = self.guard.new_detector(config=self.detector.config)
         if not probe.restore_state(self.detector.export_state()):
             return False
-        for name, signature, call_id, _ in named:
-            call = DetectorEvent(kind="tool_call", tool=name, digest=signature, call_id=call_id)
-            if self.guard.decide(probe, "replay", call).stops:
-                return True
-        return False
+        calls = (
+            DetectorEvent(kind="tool_call", tool=n, digest=s, call_id=i) for n, s, i, _ in named
+        )
+        return any(self.guard.decide(probe, "replay", call).stops for call in calls)
 
     def restart(self) -> None:
         """Start afresh (``reset``), the calls awaited forgotten too."""

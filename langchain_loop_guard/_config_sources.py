@@ -175,8 +175,7 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 class _NotAFileError(Exception):
-    """A configuration path that names something other than a regular file of bounded size:
-    what it is."""
+    """A configuration path that is not a regular file of bounded size: what it is instead."""
 
 
 _OPEN_FLAGS: Final = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)

@@ -72,8 +72,6 @@ __all__ = [
 
 Clock = Callable[[], float]
 
-_NO_SIGNALS: frozenset[Signal] = frozenset()
-
 
 class LoopDetector:
     """The loop detector of one run.
@@ -166,7 +164,7 @@ class LoopDetector:
         self._elapsed: float | None = None  # the clock reading of the event being decided
         self._view.clear()
         self._started = self._clock()
-        self._warned: frozenset[Signal] = _NO_SIGNALS  # the soft signals that warned
+        self._warned: frozenset[Signal] = frozenset()  # the soft signals that warned
         # digests of the loops reported in observe mode, oldest first (none: no array yet)
         self._reported: array[int] | tuple[()] = ()
         self._tripped: Verdict | None = None
@@ -314,8 +312,7 @@ class LoopDetector:
         """
         return replay(self, event)
 
-    # telling the listener (in _detector_events.py): the event, with the clock reading its
-    # decision used; _decided tells it when there is a listener and returns the verdict
+    # telling the listener (_detector_events.py); _decided tells it and returns the verdict
     _emit = emit
     _decided = decided
 

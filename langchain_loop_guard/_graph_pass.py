@@ -326,9 +326,7 @@ def quiet_turn(
     if turns + 1 > config.max_turns and Signal.TURN_COUNT.value not in warned:
         return False
     gap = max(0.0, now - at)
-    if (elapsed + gap) * 1000 > config.turn_timeout_ms and (
-        Signal.ELAPSED_TIME.value not in warned
-    ):
+    if (elapsed + gap) * 1000 > config.turn_timeout_ms and Signal.ELAPSED_TIME.value not in warned:
         return False
     if not successes_cannot_stop(exported, config.no_new_info_calls * config.progress_aware):
         return False

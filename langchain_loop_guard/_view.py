@@ -387,9 +387,8 @@ class RunView:
         near: str | None,
         info: str | None,
     ) -> Call | None:
-        """A result came in for the pending ``call`` (``None`` when none could be found: a
-        failure nobody asked for still counts, as a call of its own). Returns the call it was
-        recorded on."""
+        """A result came in for the pending ``call`` (``None``: none found; a failure nobody
+        asked for still counts, as a call of its own). Returns the call it was recorded on."""
         if call is not None:
             call.outcome, call.kind = outcome, "error" if failed else "ok"
             # a result that echoes nothing says what its outcome is: kept once, as the outcome
