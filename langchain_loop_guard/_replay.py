@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Final, Literal
 
 from langchain_loop_guard._config import LoopGuardConfig
-from langchain_loop_guard._detector import LoopDetector, Signal, Verdict, reason
+from langchain_loop_guard._detector import LoopDetector, Signal, Verdict
 from langchain_loop_guard._langsmith import looks_like_langsmith, read_langsmith
 from langchain_loop_guard._messages import translator
 from langchain_loop_guard._public import json_text, terminal_safe
@@ -25,6 +25,7 @@ from langchain_loop_guard._report import Timeline, describe_run, report_html
 from langchain_loop_guard._sources import json_type, json_values, trace_files
 from langchain_loop_guard._trace import TraceFormatError, TraceItem, decode_event
 from langchain_loop_guard._trajectories import looks_like_trajectory, read_trajectories
+from langchain_loop_guard._verdict import reason_of
 
 __all__ = [
     "TRACE_FORMATS",
@@ -293,17 +294,7 @@ class _Run:
         self, item: TraceItem, verdict: Verdict, locale: str | None, window: int
     ) -> ReplayVerdict:
         assert verdict.signal is not None  # only verdicts with a signal are kept
-        text = ""
-        if locale is not None:
-            text = reason(
-                verdict.signal,
-                locale=locale,
-                tool=verdict.tool,
-                tools=verdict.tools,
-                count=verdict.count,
-                threshold=verdict.threshold,
-                window=window,
-            )
+        text = "" if locale is None else reason_of(verdict, locale=locale, window=window)
         return ReplayVerdict(
             event=self.events,
             call=self.calls,

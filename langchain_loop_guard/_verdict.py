@@ -9,7 +9,7 @@ from typing import Literal
 from langchain_loop_guard._messages import translator
 from langchain_loop_guard._rules import Detection, Signal
 
-__all__ = ["ALLOW", "Action", "Verdict", "reason", "verdict_on"]
+__all__ = ["ALLOW", "Action", "Verdict", "reason", "reason_of", "verdict_on"]
 
 Action = Literal["allow", "warn", "observe", "block", "abort"]
 
@@ -126,11 +126,10 @@ def reason(
     return text.format(tool=tool, cycle=cycle, count=count, threshold=threshold, window=window)
 
 
-def verdict_on(
-    action: Action, found: Detection, *, locale: str | None, window: int, frame: str = "{reason}"
-) -> Verdict:
-    """The verdict on ``found``; its message is ``frame`` around the signal's reason."""
-    text = reason(
+def reason_of(found: Detection | Verdict, *, locale: str | None, window: int) -> str:
+    """:func:`reason` for a detection, or for a verdict with a signal (a replayed one)."""
+    assert found.signal is not None  # an "allow" verdict has no reason
+    return reason(
         found.signal,
         locale=locale,
         tool=found.tool,
@@ -139,6 +138,13 @@ def verdict_on(
         threshold=found.threshold,
         window=window,
     )
+
+
+def verdict_on(
+    action: Action, found: Detection, *, locale: str | None, window: int, frame: str = "{reason}"
+) -> Verdict:
+    """The verdict on ``found``; its message is ``frame`` around the signal's reason."""
+    text = reason_of(found, locale=locale, window=window)
     return Verdict(
         action=action,
         signal=found.signal,
