@@ -112,10 +112,9 @@ class CallbackRun(Run):
         """A chat model was called with ``sent``, and a turn begins: calls the model named that
         never reached a tool are counted first, and (with ``scope="thread"``) a human message the
         thread's model has not seen yet releases a stopped thread."""
-        if self.per_thread:
-            self.human_message(_latest_human(sent))
+        released = self.human_message(_latest_human(sent)) if self.per_thread else None
         bounded_put(self.in_context, model_run, _holds(sent, self.said), _MAX_TOOLS)
-        verdicts = self.unexecuted_calls(sent)
+        verdicts = ([] if released is None else [released]) + self.unexecuted_calls(sent)
         if not any(v.stops for v in verdicts):
             verdicts.append(self.decide("turn_start"))
         return verdicts

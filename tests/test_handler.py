@@ -1012,6 +1012,27 @@ def test_elapsed_time_uses_the_injected_clock(caplog: pytest.LogCaptureFixture) 
     assert [r.loop_guard_signal for r in caplog.records] == ["elapsed_time"]  # type: ignore[attr-defined]
 
 
+def test_a_warning_due_when_a_new_message_releases_a_thread_is_reported(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """scope="thread": the elapsed-time warning falls due at the next human message; the
+    release of the thread gives it, and the handler reports it (it was given and lost)."""
+    now = [0.0]
+    config = LoopGuardConfig(scope="thread", turn_timeout_ms=1000)
+    handler = LoopGuardCallbackHandler(config, clock=lambda: now[0])
+    first = HumanMessage("Where is my order?", id="h1")
+    run = Run(handler, thread_id="chat-1")
+    answer = run.model("It ships tomorrow.", seen=[first])
+    run.end()
+    now[0] = 2.0
+    later = Run(handler, thread_id="chat-1")
+    with caplog.at_level(logging.INFO, logger="langchain_loop_guard"):
+        later.model("You are welcome.", seen=[first, answer, HumanMessage("Thanks!", id="h2")])
+    later.end()
+    assert [r.loop_guard_signal for r in caplog.records] == ["elapsed_time"]  # type: ignore[attr-defined]
+    assert handler.status().warnings == 1
+
+
 def test_verdict_listeners_run_outside_the_lock() -> None:
     """A listener may use the guard from another thread while a verdict is reported."""
     handler = guard(mode="observe")
