@@ -1,0 +1,180 @@
+"""Where a guarded agent's time goes: the middleware's 200-step agent of ``bench_agent.py``,
+taken apart. For diagnosis, not a target; it patches the package's internals while it runs,
+so it runs alone, in its own process:
+
+    python benchmarks/breakdown.py
+
+1. The sync middleware row as ``bench_agent.py`` measures it, then twice more with a part of
+   the guard taken out: the pass after each model answer (``after_model``: the guard then
+   only adds its prompt hint), and the digests of the results (served from a cache, as if a
+   result's text cost nothing to read).
+2. The wall time, per agent step, of the parts of that pass (each timed where it is called).
+3. One result's digests inside the running agent, computed three times in a row: the first
+   time pays for whatever the agent's own code pushed out of the processor's caches since
+   the guard last ran; the second and third show the same work warm, as a tight loop of a
+   microbenchmark measures it.
+"""
+
+from __future__ import annotations
+
+import functools
+import gc
+import logging
+import statistics
+import time
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from typing import Any
+
+import bench_agent
+from _harness import compare_pairs, format_table, ratio_row
+from langchain.agents.middleware import ToolCallLimitMiddleware
+from langchain_core.messages import HumanMessage
+
+from langchain_loop_guard import _detector, _graph_guard, _middleware, _view
+from langchain_loop_guard._middleware import LoopGuardMiddleware
+
+
+@contextmanager
+def patched(owner: Any, name: str, replacement: Any) -> Iterator[None]:
+    """``owner.name`` replaced while the block runs."""
+    original = getattr(owner, name)
+    setattr(owner, name, replacement)
+    try:
+        yield
+    finally:
+        setattr(owner, name, original)
+
+
+def timed_calls(owner: Any, name: str, totals: dict[str, int]) -> Any:
+    """``owner.name`` wrapped to add its wall time to ``totals[name]``."""
+    original = getattr(owner, name)
+
+    @functools.wraps(original)  # the same signature: LangGraph reads a hook's
+    def timed(*args: Any, **kwargs: Any) -> Any:
+        start = time.perf_counter_ns()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            totals[name] = totals.get(name, 0) + time.perf_counter_ns() - start
+
+    return patched(owner, name, timed)
+
+
+def middleware_row(label: str, rounds: int) -> Any:
+    none: Callable[[], list[Any]] = list
+    pair = bench_agent.paired(
+        (lambda: [ToolCallLimitMiddleware(run_limit=1_000_000)], none),
+        (lambda: [LoopGuardMiddleware(bench_agent.CONFIG)], none),
+    )
+    return ratio_row(
+        f"sync middleware vs ToolCallLimitMiddleware, {label}",
+        compare_pairs(pair, rounds=rounds),
+        None,
+        unit="ms",
+    )
+
+
+def cached_digests() -> Any:
+    """The detector's result digests, each computed once and then served from a cache."""
+    compute, cache = _detector.result_digests, {}
+
+    def served(output: object, error: object, tool: str, tokens: Any) -> Any:
+        key = (output, str(error), tool, tokens)
+        if key not in cache:
+            cache[key] = compute(output, error, tool, tokens)
+        return cache[key]
+
+    return patched(_detector, "result_digests", served)
+
+
+def skipped(module: Any) -> Any:
+    """The middleware's ``after_model`` doing nothing, with the same hook configuration."""
+
+    @functools.wraps(module.LoopGuardMiddleware.after_model)
+    def after_model(*_: Any, **__: Any) -> None:
+        return None
+
+    return after_model
+
+
+def agent_run() -> None:
+    agent = bench_agent._agent([LoopGuardMiddleware(bench_agent.CONFIG)])
+    gc.collect()
+    gc.disable()
+    try:
+        agent.invoke(
+            {"messages": [HumanMessage("Read every module.")]},
+            {"recursion_limit": 10 * bench_agent.STEPS},
+        )
+    finally:
+        gc.enable()
+
+
+PARTS = (
+    (_middleware.LoopGuardMiddleware, "after_model", "the pass after a model answer"),
+    (_graph_guard.Run, "decide", "  the detector: every event fed"),
+    (_detector.LoopDetector, "tool_result", "    tool results"),
+    (_detector.LoopDetector, "tool_call", "    tool calls"),
+    (_view.RunView, "export_state", "  the detector's state, exported"),
+    (_graph_guard, "load_state", "  the stored state, read"),
+    (_middleware.LoopGuardMiddleware, "_pass_before_model", "the pass before a model call"),
+    (_middleware.LoopGuardMiddleware, "_with_hint", "the prompt hint"),
+    (_middleware.LoopGuardMiddleware, "_note_context", "what the model's request held"),
+)
+
+
+def parts(runs: int) -> list[tuple[str, float]]:
+    """Microseconds per agent step of each part in :data:`PARTS`."""
+    totals: dict[str, int] = {}
+    agent_run()  # warm
+    with ExitStack() as stack:
+        for owner, name, _ in PARTS:
+            stack.enter_context(timed_calls(owner, name, totals))
+        for _ in range(runs):
+            agent_run()
+    steps = runs * bench_agent.STEPS
+    return [(label, totals.get(name, 0) / steps / 1e3) for _, name, label in PARTS]
+
+
+def cold_and_warm(runs: int) -> list[float]:
+    """Median microseconds of a result's digests, computed three times in a row in the agent."""
+    compute = _detector.result_digests
+    times: list[list[int]] = [[], [], []]
+
+    def three_times(output: object, error: object, tool: str, tokens: Any) -> Any:
+        for spent in times:
+            start = time.perf_counter_ns()
+            digests = compute(output, error, tool, tokens)
+            spent.append(time.perf_counter_ns() - start)
+        return digests
+
+    with patched(_detector, "result_digests", three_times):
+        for _ in range(runs):
+            agent_run()
+    return [statistics.median(spent) / 1e3 for spent in times]
+
+
+def main() -> None:
+    logging.getLogger("langchain_loop_guard").addHandler(logging.NullHandler())
+    logging.getLogger("langchain_loop_guard").propagate = False
+    rounds = 7
+    rows = [middleware_row("as shipped", rounds)]
+    with patched(_middleware.LoopGuardMiddleware, "after_model", skipped(_middleware)):
+        rows.append(middleware_row("without the pass after a model answer", rounds))
+    with cached_digests():
+        rows.append(middleware_row("with the result digests cached", rounds))
+    print(format_table(rows), flush=True)
+    print("\n| part of the guard's work (sync middleware) | µs per agent step |\n|---|---|")
+    for label, spent in parts(runs=5):
+        print(f"| {label} | {spent:,.1f} |")
+    first, second, third = cold_and_warm(runs=3)
+    print(
+        f"\nA result's digests inside the agent: {first:.1f} µs the first time, "
+        f"{second:.1f} µs the second, {third:.1f} µs the third (median of "
+        f"{3 * bench_agent.STEPS} results)."
+    )
+
+
+if __name__ == "__main__":
+    main()
