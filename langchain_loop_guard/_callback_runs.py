@@ -34,6 +34,7 @@ _MAX_SHED = 4096  # ids of runs not tracked (shed or forgotten), so their late e
 _MAX_ANNOUNCED = 64  # tool calls a model named that no tool has started yet, per run
 _MAX_TOOLS = 256  # tool runs in flight, per run
 
+_Metadata = Mapping[str, Any] | None  # a callback's ``metadata``
 _Named = tuple[str, str, "str | None", frozenset[int]]
 """A call a model answer names: tool name, signature, call id, argument tokens (digests)."""
 
@@ -222,18 +223,20 @@ class RunTree:
             raise LoopDetected.from_verdict(held.verdict, run_id=run.key)
 
     def start(
-        self,
-        run_id: UUID,
-        parent_run_id: UUID | None,
-        metadata: Mapping[str, Any] | None,
-        event: str = "chain",
-        *,
-        refusing: bool = True,
+        self, run_id: UUID, parent_run_id: UUID | None, metadata: _Metadata, event: str = "chain"
+    ) -> CallbackRun | None:
+        """:meth:`place` a starting run; :meth:`refuse` it after a stopped answer of its run."""
+        run = self.place(run_id, parent_run_id, metadata, event)
+        if run is not None:
+            self.refuse(run, run_id)
+        return run
+
+    def place(
+        self, run_id: UUID, parent_run_id: UUID | None, metadata: _Metadata, event: str = "chain"
     ) -> CallbackRun | None:
         """Place a starting run in the tree; the record of its top-level run, or ``None`` for a
         late event of a run that ended (unless stopped: its record is kept a while) or is not
-        tracked: a late event never starts a detector of its own. ``refusing``: refuse the step
-        (:meth:`refuse`) after a stopped answer of its invocation, so none of its calls runs."""
+        tracked: a late event never starts a detector of its own."""
         root = None
         if parent_run_id is not None:
             if parent_run_id in self.shed:
@@ -269,13 +272,9 @@ class RunTree:
             oldest = next(iter(self.open))
             self.open.pop(oldest).members.discard(oldest)
         self.engine.touch(run)
-        if refusing:
-            self.refuse(run, run_id)
         return run
 
-    def _new_root(
-        self, root_id: UUID, metadata: Mapping[str, Any] | None
-    ) -> tuple[Root, CallbackRun] | None:
+    def _new_root(self, root_id: UUID, metadata: _Metadata) -> tuple[Root, CallbackRun] | None:
         """Register a top-level run, keyed by its id or (``scope="thread"``) its thread; ``None``
         when the registry is full of runs in flight."""
         thread_id = (metadata or {}).get("thread_id")
@@ -383,7 +382,7 @@ class RunTree:
         self,
         run_id: UUID,
         parent_run_id: UUID | None,
-        metadata: Mapping[str, Any] | None,
+        metadata: _Metadata,
         sent: Sequence[BaseMessage] | None,
     ) -> None:
         """A model turn begins (a chat model's with its input ``sent``); a stopped run is

@@ -313,7 +313,7 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
         signature = call_signature(name, arguments)
         tokens = arg_tokens(arguments, name)
         with self._lock:
-            run = self._tree.start(run_id, parent_run_id, metadata, "tool", refusing=False)
+            run = self._tree.place(run_id, parent_run_id, metadata, "tool")
             if run is None:
                 return
             if call_id is not None:
