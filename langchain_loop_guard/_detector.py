@@ -72,6 +72,8 @@ __all__ = [
 
 Clock = Callable[[], float]
 
+_NO_SIGNALS: frozenset[Signal] = frozenset()  # shared: each frozenset() is a new object
+
 
 class LoopDetector:
     """The loop detector of one run.
@@ -164,7 +166,7 @@ class LoopDetector:
         self._elapsed: float | None = None  # the clock reading of the event being decided
         self._view.clear()
         self._started = self._clock()
-        self._warned: frozenset[Signal] = frozenset()  # the soft signals that warned
+        self._warned: frozenset[Signal] = _NO_SIGNALS  # the soft signals that warned
         # digests of the loops reported in observe mode, oldest first (none: no array yet)
         self._reported: array[int] | tuple[()] = ()
         self._tripped: Verdict | None = None
