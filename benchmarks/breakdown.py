@@ -13,10 +13,14 @@ so it runs alone, in its own process:
    time pays for whatever the agent's own code pushed out of the processor's caches since
    the guard last ran; the second and third show the same work warm, as a tight loop of a
    microbenchmark measures it.
+4. The tool-result row of ``bench_detector.py`` taken apart the same way: the row as it is,
+   the row with the result digests served from a cache (what the rest of the event costs),
+   and, against the same floor, the whitespace collapse alone and the whole masking alone.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import gc
 import logging
@@ -27,11 +31,12 @@ from contextlib import ExitStack, contextmanager
 from typing import Any
 
 import bench_agent
-from _harness import compare_pairs, format_table, ratio_row
+import bench_detector
+from _harness import compare, compare_pairs, format_table, ratio_row, timed
 from langchain.agents.middleware import ToolCallLimitMiddleware
 from langchain_core.messages import HumanMessage
 
-from langchain_loop_guard import _detector, _graph_guard, _middleware, _view
+from langchain_loop_guard import _detector, _graph_guard, _masks, _middleware, _view
 from langchain_loop_guard._middleware import LoopGuardMiddleware
 
 
@@ -155,6 +160,46 @@ def cold_and_warm(runs: int) -> list[float]:
     return [statistics.median(spent) / 1e3 for spent in times]
 
 
+def result_row(rounds: int) -> list[Any]:
+    """The tool-result row as shipped, with its digests cached, and its masks alone."""
+    outputs = [bench_detector.typical_output(i) for i in range(10_000, 10_016)]
+    rows = [
+        _labelled(bench_detector.hot_path(rounds)[1], "as shipped"),
+    ]
+    compute, cache = _detector.result_digests, {}
+    for first in range(8_000, 80_000, 1_000):  # every output hot_path's rounds use
+        for i in range(first, first + 16):
+            text = bench_detector.typical_output(i)
+            cache[text] = compute(text, None, "run_tests", frozenset())
+
+    def served(output: Any, error: object, tool: str, tokens: Any) -> Any:
+        found = cache.get(output)
+        return compute(output, error, tool, tokens) if found is None else found
+
+    with patched(_detector, "result_digests", served):
+        rows.append(_labelled(bench_detector.hot_path(rounds)[1], "digests cached"))
+
+    def floor(_: int) -> float:
+        return timed(lambda: [bench_detector.floor(t) for t in outputs]) / len(outputs)
+
+    for label, part in (
+        ("whitespace collapsed, alone", _masks.collapse),
+        ("masked, alone", lambda text: _masks.masked(text, digits=True)),
+    ):
+
+        def subject(_: int, part: Any = part) -> float:
+            return timed(lambda: [part(t) for t in outputs]) / len(outputs)
+
+        rows.append(
+            ratio_row(f"tool result: {label}", compare(floor, subject, rounds=rounds), None)
+        )
+    return rows
+
+
+def _labelled(row: Any, label: str) -> Any:
+    return dataclasses.replace(row, name=f"{row.name}, {label}", target=None)
+
+
 def main() -> None:
     logging.getLogger("langchain_loop_guard").addHandler(logging.NullHandler())
     logging.getLogger("langchain_loop_guard").propagate = False
@@ -169,6 +214,8 @@ def main() -> None:
     for label, spent in parts(runs=5):
         print(f"| {label} | {spent:,.1f} |")
     first, second, third = cold_and_warm(runs=3)
+    print()
+    print(format_table(result_row(rounds=61)))
     print(
         f"\nA result's digests inside the agent: {first:.1f} µs the first time, "
         f"{second:.1f} µs the second, {third:.1f} µs the third (median of "
