@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from functools import cache, partial
 from pathlib import Path
 from types import MappingProxyType
-from typing import Annotated, Any, Final, Literal, NamedTuple, Self, final
+from typing import Annotated, Any, Final, Literal, NamedTuple, Self, TypeVar, final
 
 from pydantic import (
     AfterValidator,
@@ -98,16 +99,19 @@ def _zero_or_at_least_four(value: int) -> int:
     return value
 
 
+_V = TypeVar("_V")
+
+
 @final
-class _FrozenMapping(Mapping[str, int]):
-    """A read-only, hashable ``{tool: threshold}`` mapping, ordered by tool name."""
+class _FrozenMapping(Mapping[str, _V]):
+    """A read-only, hashable ``{tool: value}`` mapping, ordered by tool name."""
 
     __slots__ = ("_data",)
 
-    def __init__(self, data: Mapping[str, int] = MappingProxyType({})) -> None:
+    def __init__(self, data: Mapping[str, _V] = MappingProxyType({})) -> None:
         self._data = dict(sorted(data.items()))
 
-    def __getitem__(self, key: str) -> int:
+    def __getitem__(self, key: str) -> _V:
         return self._data[key]
 
     def __iter__(self) -> Iterator[str]:
@@ -129,6 +133,26 @@ _ZeroOrThreshold = Annotated[
 ]
 _Turns = Annotated[int, Field(strict=True, ge=1, le=MAX_TURNS)]
 _Timeout = Annotated[int, Field(strict=True, ge=1, le=MAX_TIMEOUT_MS)]
+
+
+_FIELD_NAME = re.compile(r"[A-Za-z0-9_.*-]{1,64}")
+
+
+def _volatile_fields(value: object) -> object:
+    """A list of field names (every tool's) → ``{"*": names}``; a mapping of tools (``"*"``:
+    every tool) to names is taken as it is. Validation checks the names."""
+    if isinstance(value, list | tuple | set | frozenset):
+        return {"*": value}
+    return value
+
+
+def _field_names(value: Mapping[str, frozenset[str]]) -> _FrozenMapping[frozenset[str]]:
+    for names in value.values():
+        for name in names:
+            if not _FIELD_NAME.fullmatch(name) or name.strip("*") == "":
+                msg = f"{name!r} is not a field name (letters, digits, _ . - and * wildcards)"
+                raise ValueError(msg)
+    return _FrozenMapping(value)
 
 
 class ConfigRow(NamedTuple):
@@ -206,6 +230,14 @@ class LoopGuardConfig(BaseModel):
     """Model turns in a row whose tool calls bring nothing new; 0 turns the signal off."""
     failing_turns: _ZeroOrThreshold = Field(6, alias="failingTurns")
     """Model turns in a row in which no tool call succeeded; 0 turns the signal off."""
+    volatile_fields: Annotated[
+        Mapping[StrictStr, frozenset[StrictStr]],
+        BeforeValidator(_volatile_fields),
+        AfterValidator(_field_names),
+    ] = Field(default_factory=_FrozenMapping, alias="volatileFields")
+    """Fields whose values are noise (a score, a render id), masked in results: a list for
+    every tool, or ``{tool: [names]}`` (``"*"``: every tool); ``*`` matches any run of letters,
+    digits and ``_``. Latencies, moments, request ids and cursors are masked already."""
     reply_cycle_length: Annotated[int, Field(strict=True, ge=0, le=MAX_CYCLE_LENGTH)] = Field(
         4, alias="replyCycleLength"
     )

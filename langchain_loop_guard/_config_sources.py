@@ -82,6 +82,10 @@ ALLOWED: Final[Mapping[str, str]] = MappingProxyType(
         "no_new_info_calls": f"0 (off) or an integer from 2 to {MAX_COUNT}",
         "failing_turns": f"0 (off) or an integer from 2 to {MAX_COUNT}",
         "reply_cycle_length": f"0 (off) or an integer from 1 to {MAX_CYCLE_LENGTH}",
+        "volatile_fields": (
+            "a list of field names, or an object mapping tool names ('*': every tool) to"
+            " lists of field names (letters, digits, _ . - and * wildcards)"
+        ),
         "nudges": f"an integer from 0 to {MAX_COUNT}",
         "scope": "one of 'run', 'thread' (any case)",
     }
@@ -337,6 +341,16 @@ def _env_overrides(text: str) -> dict[str, int | str]:
     return result
 
 
+def _env_fields(text: str) -> dict[str, list[str]]:
+    """``"score, search:rank"`` → ``{"*": ["score"], "search": ["rank"]}``: a field of every
+    tool, or ``tool:field`` for one tool's."""
+    result: dict[str, list[str]] = {}
+    for item in _env_names(text):
+        tool, colon, name = item.rpartition(":")
+        result.setdefault(tool.strip() if colon else "*", []).append(name.strip())
+    return result
+
+
 _ENV: Final[Mapping[str, tuple[str, Callable[[str], object]]]] = MappingProxyType(
     {
         "LOOP_GUARD_MODE": ("mode", _env_text),
@@ -360,6 +374,7 @@ _ENV: Final[Mapping[str, tuple[str, Callable[[str], object]]]] = MappingProxyTyp
         "LOOP_GUARD_NO_NEW_INFO": ("no_new_info_calls", _env_integer),
         "LOOP_GUARD_FAILING_TURNS": ("failing_turns", _env_integer),
         "LOOP_GUARD_REPLY_CYCLE": ("reply_cycle_length", _env_integer),
+        "LOOP_GUARD_VOLATILE_FIELDS": ("volatile_fields", _env_fields),
         "LOOP_GUARD_NUDGES": ("nudges", _env_integer),
         "LOOP_GUARD_SCOPE": ("scope", _env_text),
     }
@@ -371,6 +386,8 @@ _ENV_ALLOWED: Final[Mapping[str, str]] = MappingProxyType(
             f"comma-separated name=integer pairs, integers from 2 to {MAX_COUNT}, "
             "e.g. bash=2,read=5"
         ),
+        "volatile_fields": "comma-separated field names, tool:field for one tool's, e.g."
+        " score,search:rank",
         "progress_aware": "true, false, 1, 0, yes, no, on or off",
         "prompt_hint": "true, false, 1, 0, yes, no, on or off",
     }

@@ -230,9 +230,15 @@ class LoopDetector:
         listener = self._listener
         if listener is None and name in self._ignore:
             return self._soft()
-        failed = error is not None
         call = self._view.find(name, call_id)
-        key, near, info = result_digests(output, error, name, None if call is None else call.tokens)
+        key, near, info, shaped = result_digests(
+            output,
+            error,
+            name,
+            None if call is None else call.tokens,
+            self._limits.volatile_of(name),
+        )
+        failed = shaped or error is not None
         verdict = self._tool_result(call, name, int(key, 16), failed, call_id, near=near, info=info)
         if listener is not None:
             self._emit(
@@ -268,7 +274,9 @@ class LoopDetector:
             if self._aware and count:
                 return self._assistant_message(None, None, count, in_context)
             key = assistant_key(text)
-            sketch = reply_sketch(text) if key is not None and self._limits.reply_cycle else None
+            limits = self._limits
+            sketched = key is not None and (limits.reply_cycle or limits.reworded)
+            sketch = reply_sketch(text) if sketched else None
             return self._assistant_message(key, sketch, count, in_context)
         key = assistant_key(text)
         sketch = reply_sketch(text) if key is not None else None

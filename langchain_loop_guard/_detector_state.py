@@ -28,7 +28,9 @@ if TYPE_CHECKING:
 
 __all__ = ["CallInfo", "DetectorSnapshot", "export_state", "restore_state", "snapshot"]
 
-_STATE_VERSION = 4
+_STATE_VERSION = 5
+_PREVIOUS_VERSION = 4
+"""The previous release's state (a checkpoint it wrote), still read."""
 _ACTIONS = frozenset(get_args(Action))
 
 
@@ -86,7 +88,8 @@ def restore_state(detector: LoopDetector, state: Mapping[str, Any]) -> bool:
     if detector._config.mode == "off" or not isinstance(state, Mapping):
         return False
     try:
-        if state.get("v") != _STATE_VERSION:
+        version = state.get("v")
+        if version not in (_STATE_VERSION, _PREVIOUS_VERSION):
             return False
         elapsed = state["elapsed"]
         if type(elapsed) not in (int, float) or not 0 <= elapsed < math.inf:
@@ -95,7 +98,7 @@ def restore_state(detector: LoopDetector, state: Mapping[str, Any]) -> bool:
         reported = array("Q", map(_reported_from_state, items_of(state["reported"])))
         del reported[:-MAX_REPORTED]
         tripped = _verdict_from_state(state["tripped"])
-        detector._view.restore_state(state)
+        detector._view.restore_state(state, version=version)
     except StateError:
         detector._view.clear()
         return False

@@ -10,7 +10,16 @@ from __future__ import annotations
 import hashlib
 import re
 
-__all__ = ["HEAD", "LARGE", "OUTCOME_HASH", "TAIL", "collapse", "masked"]
+__all__ = [
+    "DEFAULT_VOLATILE_FIELDS",
+    "HEAD",
+    "LARGE",
+    "OUTCOME_HASH",
+    "TAIL",
+    "VolatileFields",
+    "collapse",
+    "masked",
+]
 
 OUTCOME_HASH = hashlib.blake2b(digest_size=8, person=b"ok")
 """The outcome domain's fresh hasher (copied, never updated): a successful result's key is
@@ -39,6 +48,8 @@ _UUIDTAIL = re.compile(
     rb"-(?<=[0-9a-fA-F]{8}-)(?<![%(w)b][0-9a-fA-F]{8}-)"
     rb"[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}(?![%(w)b])" % {b"w": _TEXT_WORD}
 )
+_UNITS = rb"(?:[nu]s|\xc2\xb5s|ms|s(?:ecs?|econds?)?|m(?:ins?|inutes?)?|h(?:rs?|ours?)?|d(?:ays?)?)"
+"""Units of time, whole or in a fraction: nanoseconds to days."""
 _VOLATILE = re.compile(
     # Tried only at a digit-run's first digit (the first look-behind), so a run costs one try;
     # possessive quantifiers (``*+``) never give a run back, so a try fails in a few steps.
@@ -49,7 +60,7 @@ _VOLATILE = re.compile(
       | (?<![%(w)b]\x00)  # the others where a word starts
         (?:
             x[\x00a-fA-F]++  # a hex pointer, if that digit is a 0 (checked on each match)
-          | (?=\x00*+(?:[-:.nu\xc2msh]|\ [nu\xc2msh]))  # a mask can follow: a quick no
+          | (?=\x00*+(?:[-:.nu\xc2mshd]|\ [nu\xc2mshd]))  # a mask can follow: a quick no
             (?:
                 \x00{3}-\x00\x00-\x00\x00  # a date, maybe with a time
                 (?:[T\ ]\x00\x00:\x00\x00(?::\x00\x00(?:[.,]\x00++)?)?
@@ -57,14 +68,15 @@ _VOLATILE = re.compile(
               | \x00?:\x00\x00:\x00\x00(?:[.,]\x00++)?  # a time of day
               | \x00*+\.\x00++\ ?  # a measured duration: a fraction of any unit
                 (?:[nu]s|\xc2\xb5s|ms|m(?:in(?:ute)?s?)?|s(?:ecs?|econds?)?|h(?:ours?)?)
-              | \x00*+\ ?(?:[nu]s|\xc2\xb5s|ms)  # or whole sub-second units (an age in
-                # whole seconds, minutes or hours moves with the world: kept, SPEC 12 N7)
+              | \x00*+\ ?%(u)b(?:\x00++(?:ms|s|m|h))*+  # or whole units: a duration or
+                # an age (``2s``, ``45s``, ``3m20s``, ``5 minutes``): time passing is no
+                # progress (SPEC 13, which withdrew 12 N7's ages)
             )
             (?![%(w)b])  # and ends where the word does
         )
     )
     """
-    % {b"w": _SHAPE_WORD},
+    % {b"w": _SHAPE_WORD, b"u": _UNITS},
     re.VERBOSE,
 )
 
@@ -144,7 +156,64 @@ def _splice(data: bytes, spans: list[tuple[int, int]]) -> bytes:
     return _MASK.join(pieces)
 
 
-def masked(text: str, *, digits: bool) -> bytes:
+# --- volatile fields (SPEC §13 R11) -------------------------------------------------------------
+
+DEFAULT_VOLATILE_FIELDS: tuple[str, ...] = (
+    # latencies and durations: time passing is no progress
+    "took", "*_ms", "*Ms", "*_time", "*Time", "time", "timestamp", "elapsed*", "latency*",
+    "duration*",
+    # moments: when something was created, updated, checked
+    "*_at", "*At",
+    # ids of the request, not of what it found
+    "request_id", "requestId", "trace_id", "traceId", "span_id", "spanId",
+    # paging cursors and tokens
+    "*cursor", "*Cursor", "*page_token", "*PageToken", "pageToken", "etag",
+)  # fmt: skip
+"""Field names (``*`` matches any run of letters, digits and ``_``) whose values are noise in
+every tool's results; ``volatile_fields`` adds more, for all tools or for one."""
+
+_FIELD_NAME = re.compile(r"[A-Za-z0-9_*.\-]+")
+_VALUE = (
+    rb"""(?:"(?:[^"\\\n]|\\.)*+"|'[^'\n]*+'|[^\s,;}\]"']++)"""  # a quoted string, or a bare token
+)
+
+
+class VolatileFields:
+    """Fields whose values change without meaning progress (a latency, a request id, a paging
+    cursor), masked in a result's text wherever the field is written with a scalar value: JSON
+    (``"took_ms": 12``), a Python ``repr`` (``'took_ms': 12``), ``key: value``, ``key=value``.
+
+    A search for the fields' longest literal parts, at C speed, decides whether the pattern is
+    tried at all: most results name none of them.
+    """
+
+    __slots__ = ("_hints", "_pattern", "names")
+
+    def __init__(self, names: tuple[str, ...]) -> None:
+        self.names = names
+        alternatives = b"|".join(
+            re.escape(name.encode()).replace(rb"\*", rb"[A-Za-z0-9_]*") for name in names
+        )
+        self._pattern = re.compile(
+            rb"""(?<![A-Za-z0-9_])(["']?)(?:%b)\1\s*[:=]\s*(%b)""" % (alternatives, _VALUE)
+        )
+        self._hints = tuple(
+            sorted({max(name.encode().split(b"*"), key=len) for name in names} - {b""})
+        )
+
+    def mask(self, data: bytes) -> bytes:
+        """``data`` with the value of each volatile field replaced by the mask."""
+        if not any(hint in data for hint in self._hints):
+            return data
+        return self._pattern.sub(_keep_field, data)
+
+
+def _keep_field(found: re.Match[bytes]) -> bytes:
+    """The field's name and separator, its value masked."""
+    return found.group(0)[: found.start(2) - found.start(0)] + _MASK
+
+
+def masked(text: str, *, digits: bool, volatile: VolatileFields | None = None) -> bytes:
     """``text`` as UTF-8 with whitespace collapsed and the volatile parts masked (SPEC §3):
     durations, timestamps, UUIDs, hex pointers, numbers of six or more digits, hex runs, prefixed
     ids (``req_…``, ``toolu_…``) and bash's ``line N:``; with ``digits`` false, other digit runs
@@ -159,14 +228,16 @@ def masked(text: str, *, digits: bool) -> bytes:
         )
         return b"".join(
             (
-                masked(text[:HEAD], digits=digits),
+                masked(text[:HEAD], digits=digits, volatile=volatile),
                 b"\x00",
                 hasher.hexdigest().encode(),
                 b"\x00",
-                masked(text[-TAIL:], digits=digits),
+                masked(text[-TAIL:], digits=digits, volatile=volatile),
             )
         )
     data = collapse(text).encode("utf-8", "surrogatepass")
+    if volatile is not None:
+        data = volatile.mask(data)
     if data.count(b"-") >= 4:
         uuids = [(found.start() - 8, found.end()) for found in _UUIDTAIL.finditer(data)]
         if uuids:

@@ -17,8 +17,8 @@ from itertools import islice
 from typing import TypeVar
 
 from langchain_loop_guard._canonical import digest
-from langchain_loop_guard._signature import near_equal, near_reply
-from langchain_loop_guard._view import Call, Key, RunView, key_text
+from langchain_loop_guard._novelty import LINES, NEW, WORK
+from langchain_loop_guard._view import Call, Key, RunView, alike, key_text
 
 __all__ = [
     "ANSWER_CHECKS",
@@ -81,10 +81,14 @@ def _same(a: Key | None, b: Key | None) -> bool:
     return a is None or b is None or a == b
 
 
-def _chain(sig: Key, earlier: Iterable[Call], aware: bool, ref: Key | None = None) -> int:
+def _chain(
+    sig: Key, earlier: Iterable[Call], aware: bool, ref: Key | None = None, *, paced: bool = False
+) -> int:
     """How many of the ``earlier`` calls (newest first) count as repeats of ``sig``: with
     progress awareness, back to the first whose outcome differs from the newer one's (SPEC §3,
-    §11 N4). ``ref`` is the outcome of the call being decided, when known."""
+    §11 N4). ``ref`` is the outcome of the call being decided, when known. With ``paced``, also
+    back to the first made after a different call brought something new: a call whose
+    neighbours bring new information is pacing, not a loop (§13 N10)."""
     count = 0
     for call in earlier:
         if call.sig != sig:
@@ -94,39 +98,38 @@ def _chain(sig: Key, earlier: Iterable[Call], aware: bool, ref: Key | None = Non
                 break
             ref = call.outcome
         count += 1
+        if paced and call.news:
+            break
     return count
 
 
-def _near_chain(cur: Call, earlier: Iterable[Call], ref: Call | None) -> int:
-    """How many of the ``earlier`` occurrences of ``cur``'s signature (newest first) came
-    out nearly the same as the next newer one (``ref``: the call being decided, if it returned),
-    back to the first made after a different call succeeded; an answer counts once (SPEC §12 N6).
-    """
-    count, sig, batch = 0, cur.sig, cur.batch
+def _stale_chain(cur: Call, earlier: Iterable[Call]) -> int:
+    """How many of the ``earlier`` occurrences of ``cur``'s signature (newest first) brought
+    nothing new, back to (and counting) the first that did, or the first made after a
+    different call brought something new or did work; an answer counts once (SPEC §12 N6,
+    §13 N11, R15). A change applied again brings nothing new, whatever its output shows: an
+    edit that re-inserts its block shifts the view, and that is no progress (§11 R1)."""
+    count, sig, batch, ref = 0, cur.sig, cur.batch, None
     for call in earlier:
         if call.sig != sig or call.batch == batch:
             continue
-        if ref is not None and not _nearly(call, ref):
-            break
+        if call.kind in ("ok", "error"):
+            if ref is not None and not _alike_results(call, ref):
+                break
+            ref = call
         count += 1
         batch = call.batch
-        if call.changed:
-            break  # a different call succeeded before this one: that may be what changed
-        if call.kind in ("ok", "error"):
-            ref = call
+        if call.changed or call.brought & (NEW | WORK) == NEW:
+            break  # the first that brought something new (a change re-applied brings nothing)
     return count
 
 
-def _nearly(a: Call, b: Call) -> bool:
-    """Two results of one kind and one sketch (the same outcome where a sketch is missing);
-    an unknown result is equal to any."""
-    if a.kind not in ("ok", "error") or b.kind not in ("ok", "error"):
-        return True
+def _alike_results(a: Call, b: Call) -> bool:
+    """Two results of one kind, and, unless both were long and read by their lines, one
+    outcome: two different short results are never nearly the same (§12 N7, §13 N4)."""
     if a.kind != b.kind:
         return False
-    if a.near is None or b.near is None:
-        return a.outcome == b.outcome
-    return near_equal(a.near, b.near)
+    return bool(a.brought & b.brought & LINES) or a.outcome == b.outcome
 
 
 def _repeats_pair(seq: Sequence[Call], index: int, window: int) -> bool:
@@ -217,7 +220,15 @@ def _frequency(view: RunView, seq: Sequence[Call], index: int) -> Detection | No
     ]  # the calls of one answer are one decision: its siblings are not its repeats (N6)
     if 1 + len({c.batch for c in earlier if c.sig == cur.sig}) < threshold:
         return None
-    count = 1 + _chain(cur.sig, reversed(_first_of_each_answer(earlier)), limits.aware, cur.outcome)
+    if limits.aware and cur.news:
+        return None  # something new came since its last time: pacing (SPEC §13 N10)
+    count = 1 + _chain(
+        cur.sig,
+        reversed(_first_of_each_answer(earlier)),
+        limits.aware,
+        cur.outcome,
+        paced=limits.aware,
+    )
     if count < threshold:
         return None
     key = key_text(cur.sig)
@@ -337,15 +348,16 @@ def _sequence(seq: Sequence[Call], length: int, repeats: int) -> Detection:
 
 
 def near_repeat(view: RunView, seq: Sequence[Call], sigs: list[Key]) -> Detection | None:
-    """The same call again and again, its result only *nearly* the same each time (numbers
-    changed, lines repeated): ``near_repeat_threshold`` identical calls among the last twice as
-    many (SPEC §11 R1); a different call that succeeded in between ends the count (N5).
+    """The same call again and again, its result bringing nothing new each time (a view
+    whose lines repeat or shift, a page that only ticks): ``near_repeat_threshold`` identical
+    calls among the last twice as many (SPEC §11 R1, §13 R15); new lines are progress (N11),
+    and a different call that succeeded in between ends the count (N5).
     """
     cur = seq[-1]
     threshold = view.limits.near_threshold(cur.name)
     if not threshold or cur.changed or sigs.count(cur.sig) < threshold:
         return None
-    count = 1 + _near_chain(cur, reversed(seq[-2 * threshold : -1]), None)
+    count = 1 + _stale_chain(cur, reversed(seq[-2 * threshold : -1]))
     return _near(cur, count, threshold)
 
 
@@ -358,11 +370,18 @@ def _near(cur: Call, count: int, threshold: int) -> Detection | None:
 
 def no_new_info(view: RunView, *_: object) -> Detection | None:
     """Model answers in a row whose calls brought nothing new, as :class:`RunView` counts
-    them (SPEC §11 R6, §12 R8, N6, N9)."""
-    threshold = view.limits.no_new_info
-    count = view.quiet
-    if not threshold or not view.quiet_grew or count < threshold:
+    them (SPEC §11 R6, §12 R8, N6, N9): ``no_new_info_calls`` of them, or half as many that
+    each brought back only what the run had seen (§13 R12)."""
+    if not view.quiet_grew:
         return None
+    limits = view.limits
+    threshold, count = limits.no_new_info, view.quiet
+    if not threshold:
+        return None
+    if count < threshold:
+        threshold, count = limits.stale, view.stale
+        if count < threshold:
+            return None
     tools = view.quiet_tools
     return Detection(
         Signal.NO_NEW_INFO, tools[-1] if tools else None, tools, count, threshold, digest("info")
@@ -411,8 +430,14 @@ def failing_turns(view: RunView, *_: object) -> Detection | None:
     threshold = view.limits.failing_turns
     if not threshold or not view.failing_grew or view.failing < threshold:
         return None
+    tools = view.failing_tools  # none: the model only answered, and was asked again
     return Detection(
-        Signal.FAILING_TURNS, None, (), view.failing, threshold, digest("failing_turns")
+        Signal.FAILING_TURNS,
+        tools[-1] if tools else None,
+        tools,
+        view.failing,
+        threshold,
+        digest("failing_turns"),
     )
 
 
@@ -427,25 +452,24 @@ def repeated_response(view: RunView) -> Detection | None:
 
 
 def reply_cycle(view: RunView) -> Detection | None:
-    """Replies going round: a cycle of 1..``reply_cycle_length`` replies, each nearly the
-    same as the one a lap before, for ``Limits.reply_laps`` laps (SPEC §12 R9)."""
+    """Replies going round: ``Limits.reworded`` replies in a row, each nearly the one before
+    with nothing new between (SPEC §13 R14, any scope); or, in a conversation, a cycle of
+    1..``reply_cycle_length`` replies, each nearly the same as the one a lap before, for
+    ``Limits.reply_laps`` laps (§12 R9)."""
     limits = view.limits
     laps, replies = limits.reply_laps, view.replies
+    if limits.reworded and view.reworded >= limits.reworded:
+        key = digest("replies", replies[-1][0])
+        return Detection(Signal.REPLY_CYCLE, None, (), view.reworded, limits.reworded, key)
     for length in range(1, limits.reply_cycle + 1):
         span = length * laps
         if len(replies) < span:
             return None
         # the newest pairs first: a reply unlike the one a lap before ends the look at once
-        if all(
-            _same_reply(replies[-1 - i], replies[-1 - i - length]) for i in range(span - length)
-        ):
+        if all(alike(replies[-1 - i], replies[-1 - i - length]) for i in range(span - length)):
             key = digest("replies", *sorted({reply[0] for reply in replies[-length:]}))
             return Detection(Signal.REPLY_CYCLE, None, (), laps, laps, key)
     return None
-
-
-def _same_reply(a: tuple[str, str | None], b: tuple[str, str | None]) -> bool:
-    return a[0] == b[0] or (a[1] is not None and b[1] is not None and near_reply(a[1], b[1]))
 
 
 # What holds of a result, a turn or an answer (bits): a rule whose check needs one of these

@@ -16,7 +16,15 @@ from functools import lru_cache
 from typing import Any, NamedTuple
 
 from langchain_loop_guard._canonical import DIGEST_SIZE, PLAIN_HASH, canonical
-from langchain_loop_guard._masks import HEAD, LARGE, OUTCOME_HASH, TAIL, collapse, masked
+from langchain_loop_guard._masks import (
+    HEAD,
+    LARGE,
+    OUTCOME_HASH,
+    TAIL,
+    VolatileFields,
+    collapse,
+    masked,
+)
 
 __all__ = [
     "EFFECT",
@@ -26,8 +34,8 @@ __all__ = [
     "assistant_key",
     "changes_something",
     "error_key",
+    "error_shaped",
     "error_text",
-    "near_equal",
     "near_reply",
     "normalize_outcome",
     "outcome",
@@ -124,10 +132,9 @@ def _error_key(tool: str, text: bytes) -> str:
 
 # --- near outcomes and the information in them (SPEC §11 R1, R6) -----------------------------
 
-_SKETCH = 8  # line hashes kept per outcome: the smallest, a sample of its distinct lines
+_SKETCH = 32  # line hashes kept per outcome: the smallest, a sample of its distinct lines
 NEAR_LINES = 20
-"""Results of at least this many lines are compared nearly (a file view, a listing)."""
-_NEAR_SHARE = 6  # sketch entries two outcomes share at least to be nearly the same
+"""Results of at least this many lines are read line by line (a file view, a listing)."""
 _SHORT = 256  # characters: longer results always count as information
 
 
@@ -137,20 +144,24 @@ class Outcome(NamedTuple):
     key: str
     """The outcome digest (a success) or the error key (a failure)."""
     near: str | None
-    """The sketch :func:`near_equal` compares: the result's lines with numbers left out;
-    ``None`` for a result shorter than :data:`NEAR_LINES` lines, which is compared exactly
-    (numbers that move in a short status are progress, SPEC §12 N7)."""
+    """A sample of the result's distinct lines (hashed, numbers left out), from which the
+    run learns which lines are new; ``None`` for a result shorter than :data:`NEAR_LINES`
+    lines, which is compared whole (counts that move in a short status are progress)."""
     info: str
     """What the result says once the call's argument values are removed (``""``: nothing)."""
+    failed: bool = False
+    """Whether a successful output reads as a failure (an error returned as text, §13 R13):
+    its key is then an error key."""
 
     def event(self, tool: str, call_id: str | None, *, failed: bool) -> dict[str, Any]:
-        """The fields of the ``tool_result`` event that feeds this result to a detector."""
+        """The fields of the ``tool_result`` event that feeds this result to a detector
+        (``failed``: the tool failed; an error returned as text fails too)."""
         return {
             "kind": "tool_result",
             "tool": tool,
             "digest": self.key,
             "call_id": call_id,
-            "error": failed,
+            "error": failed or self.failed,
             "near": self.near,
             "info": self.info,
         }
@@ -176,20 +187,6 @@ def _sketch(text: str) -> str:
         return f"{zlib.crc32(b''.join(lines)):08x}"
     smallest = sorted(map(zlib.crc32, lines))[:_SKETCH]  # at most 6 KB of lines: C speed
     return _PACK[len(smallest)](*smallest).hex()
-
-
-def near_equal(a: str | None, b: str | None) -> bool:
-    """Whether two sketches show nearly the same result: equal once numbers are left out,
-    or the same lines with some repeated or a few changed. An unknown one is equal to any.
-    """
-    if a is None or b is None or a == b:
-        return True
-    if len(a) <= 8 or len(b) <= 8:
-        return False
-    shared = {a[i : i + 8] for i in range(0, len(a), 8)} & {
-        b[i : i + 8] for i in range(0, len(b), 8)
-    }
-    return len(shared) >= min(_NEAR_SHARE, len(a) // 8, len(b) // 8)
 
 
 EFFECT = 1 << 32
@@ -314,8 +311,10 @@ _NOTHING = frozenset(
 def _info(text: str, key: str, tokens: frozenset[int] | None, words: _Words | None = None) -> str:
     """What a result says, for the no-new-information streak: ``""`` nothing (empty, or only
     the call's argument values); for a short result that echoed them, ``"~"`` and a digest of
-    the rest, or ``"!"`` and one when the rest says nothing was found; ``"="`` and its key for
-    any other. A call that changes something (:data:`EFFECT`) gets a ``"."`` in front."""
+    the rest, or ``"!"`` and one when the rest says nothing was found; ``"+"`` and its key for
+    a longer one (content: an output seen again is nothing new, SPEC §13 R12), ``"="`` and
+    its key for any other (an acknowledgement). A call that changes something
+    (:data:`EFFECT`) gets a ``"."`` in front."""
     if tokens and EFFECT in tokens:
         return "." + _said(text, key, tokens, words)
     return _said(text, key, tokens, words)
@@ -333,7 +332,7 @@ def _echoes(text: str, tokens: frozenset[int]) -> _Words:
 
 def _said(text: str, key: str, tokens: frozenset[int] | None, words: _Words | None = None) -> str:
     if len(text) > _SHORT:
-        return "=" + key
+        return "+" + key
     if not tokens:  # only whether it has a word at all
         data = text.encode("utf-8", "surrogatepass")
         return "=" + key if data.translate(None, _DELIMITERS_AND_SPACE) else ""
@@ -387,34 +386,67 @@ def outcome(
     error: object = None,
     tool: str = "",
     tokens: frozenset[int] | None = None,
+    volatile: VolatileFields | None = None,
 ) -> Outcome:
-    """The digests of a result: ``output``, or ``error`` (an exception or text) of ``tool``."""
-    return Outcome._make(result_digests(output, error, tool, tokens))
+    """The digests of a result: ``output``, or ``error`` (an exception or text) of ``tool``;
+    ``volatile`` the fields whose values are noise in this tool's results."""
+    return Outcome._make(result_digests(output, error, tool, tokens, volatile))
+
+
+# How an error returned as text begins (SPEC §13 R13): ``Error: …``, ``ERROR …``, a Python
+# traceback or exception line (LangChain's SQL tool returns ``Error: (sqlite3.Operational…``),
+# or a JSON object whose ``error`` is set or whose ``status`` is ``"error"``.
+_ERROR_START = re.compile(
+    r"""\s*+(?:
+        (?:Error|ERROR)\b(?!\s*[=|])
+      | error:
+      | Traceback\ \(most\ recent\ call\ last\)
+      | (?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception):
+      | \{\s*+(?:"[^"\n]{0,64}"\s*:\s*(?:"[^"\n]{0,64}"|[\w.-]{1,32})\s*,\s*){0,3}
+        (?:"error"\s*:\s*(?!null\b|false\b|""|\{\s*\}|\[\s*\]|0\b)|"status"\s*:\s*"error")
+    )""",
+    re.VERBOSE,
+)
+
+
+def error_shaped(text: str) -> bool:
+    """Whether a successful output is an error returned as text (SPEC §13 R13)."""
+    return _ERROR_START.match(text, 0, 512) is not None
 
 
 def result_digests(
-    output: object, error: object, tool: str, tokens: frozenset[int] | None
-) -> tuple[str, str | None, str]:
-    """:func:`outcome`'s key, near sketch and information, from one reading of the text."""
+    output: object,
+    error: object,
+    tool: str,
+    tokens: frozenset[int] | None,
+    volatile: VolatileFields | None = None,
+) -> tuple[str, str | None, str, bool]:
+    """:func:`outcome`'s key, line sketch, information and whether it failed, from one reading
+    of the text."""
     words = None
+    shaped = False
+    if error is None:
+        text = output if type(output) is str else _text_of(output)
+        shaped = error_shaped(text)
+        if shaped:
+            error = text
     if error is not None:
         text = _error_text(error)
         if tokens:  # the words it echoes, for its key and what it says
             words = _echoes(text, tokens)
-            key = _error_key(tool, masked(_without(text, words), digits=False))
+            key = _error_key(tool, masked(_without(text, words), digits=False, volatile=volatile))
         else:
-            key = _error_key(tool, masked(text, digits=False))
+            key = _error_key(tool, masked(text, digits=False, volatile=volatile))
     else:
-        text = output if type(output) is str else _text_of(output)
-        key = _tagged(OUTCOME_HASH, masked(text, digits=True))
+        key = _tagged(OUTCOME_HASH, masked(text, digits=True, volatile=volatile))
     # at least NEAR_LINES lines: counted in the first part, and further only when needed
     lines = text.count("\n", 0, LARGE) + 1
     if lines < NEAR_LINES and len(text) > LARGE:
         lines = text.count("\n") + 1
     near = _sketch(text) if lines >= NEAR_LINES else None
     if len(text) > _SHORT and not tokens:  # the common case: a result that is what it says
-        return key, near, "=" + key
-    return key, near, _info(text, key, tokens, words)
+        return key, near, "+" + key, shaped
+    return key, near, _info(text, key, tokens, words), shaped
 
 
 _PUNCTUATION_MARKS = b".!?,;:'\"()[]{}*_#`-"
@@ -424,7 +456,7 @@ _PUNCTUATION = bytes.maketrans(_PUNCTUATION_MARKS, b" " * len(_PUNCTUATION_MARKS
 def reply_sketch(text: object) -> str:
     """A sample of a reply's distinct words (the smallest of their hashes), lower-cased,
     without numbers and punctuation: :func:`near_reply` compares two (SPEC §12 R9)."""
-    data = collapse(_text_of(text)).lower().encode("utf-8", "surrogatepass")
+    data = collapse(_bounded(_text_of(text))).lower().encode("utf-8", "surrogatepass")
     words = set(data.translate(_PUNCTUATION).split())
     hashes = sorted(zlib.crc32(word) for word in words if not _has_digit(word))[:_REPLY_WORDS]
     return struct.pack(f">{len(hashes)}I", *hashes).hex()
@@ -449,10 +481,28 @@ def _has_digit(word: bytes) -> bool:
     return len(word.translate(None, b"0123456789")) < len(word)
 
 
+def _bounded(text: str) -> str:
+    """A reply's first and last parts, when it is longer than :data:`LARGE`: its words are
+    sampled there, as a large result's lines are."""
+    return text if len(text) <= LARGE else f"{text[:HEAD]}\n{text[-TAIL:]}"
+
+
+_SPACE = b" \t\n\r\x0b\x0c"
+
+
 def assistant_key(text: object) -> str | None:
     """The key of an assistant response, its text with whitespace collapsed (``None`` when
-    empty); content blocks or a message are read as :func:`normalize_outcome` reads outputs."""
-    collapsed = collapse(_text_of(text))
+    empty); content blocks or a message are read as :func:`normalize_outcome` reads outputs.
+    A text longer than :data:`LARGE` is collapsed in its first and last parts, and its middle
+    hashed without whitespace, as a large result is masked."""
+    whole = _text_of(text)
+    if len(whole) > LARGE:
+        hasher = _ASSISTANT_HASH.copy()
+        hasher.update(collapse(whole[:HEAD]).encode("utf-8", "surrogatepass") + b"\x00")
+        hasher.update(whole[HEAD:-TAIL].encode("utf-8", "surrogatepass").translate(None, _SPACE))
+        hasher.update(b"\x00" + collapse(whole[-TAIL:]).encode("utf-8", "surrogatepass"))
+        return hasher.hexdigest()
+    collapsed = collapse(whole)
     if not collapsed:
         return None
     return _tagged(_ASSISTANT_HASH, collapsed.encode("utf-8", "surrogatepass"))

@@ -108,8 +108,8 @@ def _public_sketch(near: str, secret: bytes | None) -> str:
 
 
 def _public_info(info: str, secret: bytes | None) -> str:
-    """An information digest keyed, its kind prefix (``.~!=``) kept."""
-    kind = info[: len(info) - len(info.lstrip(".~!="))]
+    """An information digest keyed, its kind prefix (``.~!=+``) kept."""
+    kind = info[: len(info) - len(info.lstrip(".~!=+"))]
     rest = info[len(kind) :]
     return kind + public_digest(rest, secret) if rest else kind
 

@@ -6,12 +6,24 @@ Nothing here imports LangChain, LangGraph or pydantic.
 from __future__ import annotations
 
 import zlib
-from array import array
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import pairwise
 from typing import TYPE_CHECKING, Any, Literal, get_args
+
+from langchain_loop_guard._masks import DEFAULT_VOLATILE_FIELDS, VolatileFields
+from langchain_loop_guard._novelty import (
+    LINES,
+    NEUTRAL,
+    NEW,
+    NOTHING,
+    STALE,
+    WORK,
+    Seen,
+    line_hashes,
+)
+from langchain_loop_guard._signature import near_reply
 
 if TYPE_CHECKING:
     from langchain_loop_guard._config import LoopGuardConfig
@@ -23,6 +35,7 @@ __all__ = [
     "OutcomeKind",
     "RunView",
     "StateError",
+    "alike",
     "count_of",
     "flag_of",
     "items_of",
@@ -58,13 +71,9 @@ def key_text(key: Key) -> str:
     return key if type(key) is str else f"{key:016x}"
 
 
-_MAX_INFO = 32  # pieces of information a run remembers having seen
-
-# What a result brought, for the no-new-information streak (SPEC §11 R6, §12 R8, N9), as bits:
-NEW = 1  # something the run had not seen: the streak ends
-NOTHING = 2  # a failure, an empty output, a search that found nothing, an output seen before
-WORK = 4  # a call that changed something (a write, ``mkdir``, ``cd``): the streak ends
-NEUTRAL = 0  # a query asked again, an acknowledgement seen before: neither counts nor ends
+_NEW_LINES = 2
+"""New lines a long result must bring to count as new (a line that changes, a ticking counter
+or a rotating banner, does not: SPEC §13 R15, N11)."""
 
 _TURN = ("expected", "results", "worked", "brought", "judged", "answered", "failing")
 """The current turn's fields (:meth:`RunView.clear` says what each is), as a state lists them."""
@@ -77,24 +86,23 @@ class Call:
     """One tool call of the history: digests only.
 
     ``outcome`` is the digest of the normalized result (``None`` while pending or when
-    blocked, which counts as equal to any); ``near`` a sketch of a long result's lines
-    (:func:`~._signature.near_equal`); ``info`` what the result says once the call's own
-    argument values are removed (``""``: nothing; ``"="``: it echoes nothing; ``"!"``: a
-    search that found nothing); ``changed`` whether a different call succeeded since the
-    previous call with its signature (``None``: none in the history); ``batch`` the first call
-    of the model answer that asked for it; ``fresh`` whether its result brought something new;
-    ``tokens`` keyed hashes of the argument values, kept only while the call is pending.
+    blocked, which counts as equal to any); ``changed`` whether a different call succeeded
+    since the previous call with its signature (``None``: none in the history); ``news``
+    whether a different call brought something new since then (work done is no news: a
+    re-run after an edit is decided on its result, SPEC §11 N1); ``batch`` the
+    first call of the model answer that asked for it; ``brought`` what its result brought (the
+    bits of :mod:`._novelty`); ``tokens`` keyed hashes of the argument values, kept only while
+    the call is pending.
     """
 
     __slots__ = (
         "batch",
+        "brought",
         "call_id",
         "changed",
-        "fresh",
-        "info",
         "kind",
         "name",
-        "near",
+        "news",
         "outcome",
         "sig",
         "tokens",
@@ -109,11 +117,15 @@ class Call:
         self.batch: Call = self
         self.outcome: Key | None = None
         self.kind: OutcomeKind = "pending"
-        self.near: str | None = None
-        self.info: str | None = None
         self.changed: bool | None = None
-        self.fresh = False
+        self.news = False
+        self.brought = NEUTRAL
         self.tokens = tokens
+
+    @property
+    def fresh(self) -> bool:
+        """Whether its result brought something the run had not seen."""
+        return bool(self.brought & NEW)
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +144,9 @@ class Limits:
     max_sequence: int
     near_repeat: int
     no_new_info: int
+    stale: int
+    """Answers in a row that bring back only what the run has seen which stop the run: half
+    of ``no_new_info`` (SPEC §13 R12); 0: off."""
     error: int
     error_often: int
     """Failures with one error within the window that stop the run even with progress
@@ -142,10 +157,13 @@ class Limits:
     reply_laps: int
     """Laps of a cycle of nearly identical replies that stop the run: ``cycle_repeats``, never
     below the same reply's ``repeat_assistant_threshold``."""
+    reworded: int
+    """Replies in a row, each nearly the same as the one before, with nothing new from a tool
+    or a human between, that stop the run in any scope: one more than
+    ``repeat_assistant_threshold`` (SPEC §13 R14); 0: off."""
+    volatile: Mapping[str, VolatileFields]
+    """The fields masked in each tool's results (``"*"``: any other tool's)."""
     history: int
-    sketched: int
-    """How many of the newest calls keep their near sketch: as far as a near repeat looks back
-    (0: all of them; the calls before it are never compared again)."""
 
     @classmethod
     def of(cls, config: LoopGuardConfig) -> Limits:
@@ -185,6 +203,7 @@ class Limits:
             max_sequence=max_sequence,
             near_repeat=near_repeat,
             no_new_info=config.no_new_info_calls if aware else 0,
+            stale=(config.no_new_info_calls + 1) // 2 if aware else 0,
             error=config.repeat_error_threshold,
             error_often=error_often if aware else 0,
             failing_turns=config.failing_turns if aware else 0,
@@ -192,8 +211,11 @@ class Limits:
             # replies go round only in a conversation: a run answers once (SPEC §12 R9)
             reply_cycle=config.reply_cycle_length if aware and config.scope == "thread" else 0,
             reply_laps=max(config.cycle_repeats, config.repeat_assistant_threshold),
+            reworded=config.repeat_assistant_threshold + 1
+            if aware and config.reply_cycle_length
+            else 0,
+            volatile=_volatile_of(config.volatile_fields),
             history=history,
-            sketched=2 * max(near_repeat, max_repeat) if near_repeat else 0,
         )
 
     def repeat_threshold(self, tool: str) -> int:
@@ -204,9 +226,24 @@ class Limits:
         """The window threshold of ``tool``: never below its repeat threshold."""
         return max(self.frequency, self.repeat_threshold(tool))
 
+    def volatile_of(self, tool: str) -> VolatileFields:
+        """The fields whose values are noise in ``tool``'s results."""
+        volatile = self.volatile
+        return volatile.get(tool) or volatile["*"]
+
     def near_threshold(self, tool: str) -> int:
         """The near-repeat threshold of ``tool`` (0: off): never below its repeat threshold."""
         return max(self.near_repeat, self.repeat_threshold(tool)) if self.near_repeat else 0
+
+
+def _volatile_of(fields: Mapping[str, frozenset[str]]) -> dict[str, VolatileFields]:
+    """The compiled volatile fields of each tool named, and of every other (``"*"``)."""
+    every = (*DEFAULT_VOLATILE_FIELDS, *sorted(fields.get("*", ())))
+    compiled = {"*": VolatileFields(every)}
+    for tool, names in fields.items():
+        if tool != "*":
+            compiled[tool] = VolatileFields((*every, *sorted(names)))
+    return compiled
 
 
 @lru_cache(maxsize=64)
@@ -222,6 +259,8 @@ class RunView:
     The view does the bookkeeping of each event (:meth:`add_call`, :meth:`add_result`, …) and
     exports and restores itself as JSON data; the rules only read it. ``calls`` is the
     history, oldest first, ``limits.history`` deep; ``sigs`` their signatures, in order.
+    ``memory`` is what the run's results said (:class:`~._novelty.Seen`): every signal reads
+    novelty from what it made of each result (``Call.brought``), never an idea of its own.
     """
 
     __slots__ = (
@@ -235,16 +274,20 @@ class RunView:
         "expected",
         "failing",
         "failing_grew",
-        "infos",
+        "failing_tools",
+        "informed",
         "judged",
         "limits",
+        "memory",
         "quiet",
         "quiet_grew",
         "quiet_tools",
         "replies",
         "results",
+        "reworded",
         "seen",
         "sigs",
+        "stale",
         "turns",
         "worked",
     )
@@ -253,30 +296,36 @@ class RunView:
         self.limits = limits
         self.calls: list[Call] = []
         self.sigs: list[Key] = []
+        self.memory = Seen()
         self.clear()
 
     def clear(self) -> None:
-        """Forget the run: history, streaks, turns."""
+        """Forget the run: history, streaks, turns, what it has seen."""
         self.calls.clear()
         self.sigs.clear()
+        self.memory.clear()
         # the recent replies (key, word sketch), newest last, for cycles of them (R9)
         self.replies: tuple[tuple[str, str | None], ...] = ()
+        # the streak of replies each nearly the previous one (R14): its length, and whether
+        # something new came from a tool (or a human, ``2``) since the last reply
+        self.reworded = 0
+        self.informed = 0
         self.seen = 0
         self.turns = 0
         # the answer being worked through: its first call's place, and its calls still due
         self.batch: Call | None = None
         self.due = 0
-        # what the run's results said (information digests, hashed), and the streak of model
-        # answers (or unannounced calls) that brought nothing new, with their tools
-        self.infos = array("Q")
+        # the streak of model answers (or unannounced calls) that brought nothing new, with
+        # their tools, and the streak of those that brought back only what the run had seen
         self.quiet = 0
+        self.stale = 0
         self.quiet_tools: tuple[str, ...] = ()
         self.quiet_grew = False
         # the streak of one tool's error in a row: its key and length
         self.error: tuple[Key | None, int] = (None, 0)
         # the current turn: calls announced by its response, results in, whether one worked,
         # what its results brought, whether it was judged, whether it only answered; and how
-        # many turns in a row failed
+        # many turns in a row failed, with the tools that failed in them
         self.expected: int | None = None
         self.results = 0
         self.worked = False
@@ -284,6 +333,7 @@ class RunView:
         self.judged = True
         self.answered = False
         self.failing = 0
+        self.failing_tools: tuple[str, ...] = ()
         self.failing_grew = False
         self.assistant: tuple[str | None, int] = (None, 0)
 
@@ -303,12 +353,20 @@ class RunView:
             del self.sigs[:extra]
 
     def add_call(self, call: Call) -> bool:
-        """Append ``call``, noting whether a different call succeeded since its last time and
-        which answer asked for it; whether the history held its signature."""
+        """Append ``call``, noting whether a different call succeeded (and whether one
+        brought something new) since its last time and which answer asked for it; whether the
+        history held its signature."""
         calls, sigs, sig = self.calls, self.sigs, call.sig
         if sig in sigs:  # looked up at C speed: most calls are new
             since = len(sigs) - sigs[::-1].index(sig)  # the calls after its newest occurrence
-            call.changed = any(earlier.kind == "ok" for earlier in calls[since:])
+            changed = news = False
+            for earlier in calls[since:]:
+                if earlier.kind == "ok":
+                    changed = True
+                    if earlier.brought & (NEW | WORK) == NEW:  # a query's answer, not work
+                        news = True
+                        break
+            call.changed, call.news = changed, news
         if self.due:
             if self.batch is None:
                 self.batch = call
@@ -319,9 +377,6 @@ class RunView:
         if len(calls) > self.limits.history:
             del calls[0], sigs[0]
         self.seen += 1
-        sketched = self.limits.sketched
-        if 0 < sketched < len(calls):
-            calls[-sketched - 1].near = None  # out of every near repeat's reach from now on
         return call.changed is not None
 
     def start_turn(self) -> None:
@@ -348,15 +403,26 @@ class RunView:
             self.answered = True
 
     def add_reply(self, key: str, sketch: str | None, *, in_context: bool) -> None:
-        """An answer with text and no tool call: the streak of identical replies, and the
-        recent replies for cycles of nearly identical ones (SPEC §12 R9)."""
+        """An answer with text and no tool call: the streak of identical replies, the recent
+        replies for cycles of nearly identical ones (SPEC §12 R9), and the streak of replies
+        each nearly the one before (§13 R14). A reply after something new from a tool starts
+        every streak afresh, however alike the words (§13 N12); a human message ends only the
+        last streak (the same reply to every message is R9's loop)."""
+        informed, self.informed = self.informed, 0
         last, streak = self.assistant
-        self.assistant = (key, streak + 1 if key == last and in_context else 1)
-        kept = self.limits.reply_laps * self.limits.reply_cycle
-        if not in_context:
-            self.replies = ()  # a helper model's answer to a new input starts afresh
-        if kept:
-            self.replies = (*self.replies[len(self.replies) + 1 - kept :], (key, sketch))
+        # news from a tool (with progress awareness: the seed counts every identical text), or
+        # a helper model's new input
+        fresh = (informed & 1 and self.limits.aware) or not in_context
+        self.assistant = (key, 1 if fresh or key != last else streak + 1)
+        previous = self.replies[-1] if self.replies else None
+        if fresh or informed or previous is None or not alike(previous, (key, sketch)):
+            self.reworded = 1
+        else:
+            self.reworded += 1
+        if fresh:
+            self.replies = ()
+        kept = max(self.limits.reply_laps * self.limits.reply_cycle, 1)
+        self.replies = (*self.replies[len(self.replies) + 1 - kept :], (key, sketch))
 
     def find(self, name: str, call_id: str | None) -> Call | None:
         """The call a result of ``name`` belongs to: the newest with its id, or else the
@@ -390,10 +456,7 @@ class RunView:
         """A result came in for the pending ``call`` (``None``: none found; a failure nobody
         asked for still counts, as a call of its own). Returns the call it was recorded on."""
         if call is not None:
-            call.outcome, call.kind = outcome, "error" if failed else "ok"
-            # a result that echoes nothing says what its outcome is: kept once, as the outcome
-            call.near, call.tokens = near, None
-            call.info = "=" if info is not None and info[:1] == "=" else info
+            call.outcome, call.kind, call.tokens = outcome, "error" if failed else "ok", None
         elif failed:
             call = Call(name, "", call_id)
             call.outcome, call.kind = outcome, "error"
@@ -404,11 +467,15 @@ class RunView:
             last, count = self.error
             self.error = (call.outcome, count + 1 if last == call.outcome else 1)
         if call is not None:
-            brought = self._brought(call, failed)
-            call.fresh = bool(brought & NEW)
+            brought = self._brought(call, failed, near, info)
+            call.brought = brought
             self.brought |= brought
+            if brought & (NEW | WORK):
+                self.informed |= 1
             if brought != NEUTRAL:
                 self._note_tool(name)
+            if failed and name not in self.failing_tools:
+                self.failing_tools = (*self.failing_tools[-3:], name)
         self.results += 1
         if not failed:
             self.worked = True
@@ -419,14 +486,19 @@ class RunView:
         return call
 
     def user_message(self) -> None:
-        """A new human message: successful calls before it stop counting as repeats, and
-        what was seen before is news again; failures and replies still count (R7, R9)."""
-        for index, call in enumerate(self.calls):
-            if call.kind == "ok":
-                call.sig = self.sigs[index] = ""  # no call has it: it can no longer be repeated
-        self.failing, self.failing_grew, self.judged, self.answered = 0, False, True, False
-        self.quiet, self.quiet_tools, self.quiet_grew, self.brought = 0, (), False, 0
-        del self.infos[:]
+        """A new human message: new information for every count of calls and errors (SPEC §13
+        N13, which withdrew §11 R7): no call before it is a repeat of a call after it, and what
+        was seen before is news again; the replies' streaks go on (R9, R14 say when they stop).
+        """
+        self.calls.clear()  # no call before it repeats one after it, nor fails the same way
+        self.sigs.clear()
+        self.batch, self.due = None, 0
+        self.error = (None, 0)
+        self.failing, self.failing_tools, self.failing_grew = 0, (), False
+        self.judged, self.answered = True, False
+        self.quiet, self.stale, self.quiet_tools, self.quiet_grew, self.brought = 0, 0, (), False, 0
+        self.informed |= 2
+        self.memory.clear()
 
     def _judge(self) -> None:
         if self.judged or (self.results == 0 and not self.worked):
@@ -434,7 +506,7 @@ class RunView:
         self.judged = True
         self._count_quiet()
         if self.worked:
-            self.failing = 0
+            self.failing, self.failing_tools = 0, ()
         else:
             self._failed_turn()
 
@@ -444,12 +516,13 @@ class RunView:
 
     def _count_quiet(self) -> None:
         """One answer's calls (or one unannounced call) judged: did they bring anything?"""
-        brought, self.brought = self.brought, 0
+        brought, self.brought = self.brought & ~LINES, 0
         if brought & (NEW | WORK) or not brought:  # something new, or work done
             if brought:
-                self.quiet, self.quiet_tools = 0, ()
+                self.quiet, self.stale, self.quiet_tools = 0, 0, ()
             return
         self.quiet += 1
+        self.stale = self.stale + 1 if brought == STALE else 0
         self.quiet_grew = True
 
     def _note_tool(self, name: str) -> None:
@@ -457,29 +530,41 @@ class RunView:
         if name not in tools:
             self.quiet_tools = (*tools[-3:], name)
 
-    def _brought(self, call: Call, failed: bool) -> int:
-        """What a result brought, as the bits above: a call that changes something did work,
-        whatever it printed (SPEC §12 N9); a query asked again is left to the repeat rules."""
+    def _brought(self, call: Call, failed: bool, near: str | None, info: str | None) -> int:
+        """What a result brought, as the bits of :mod:`._novelty`: a call that changes
+        something did work, whatever it printed (SPEC §12 N9)."""
         if failed:
             return NOTHING
-        info = call.info
         if info is None:
             return NEW  # a result digested without its information (an older trace)
         if info[:1] == ".":
-            return WORK | (self._said(call, info[1:]) & NEW)
-        return self._said(call, info)
+            return WORK | (self._said(call, info[1:], near) & (NEW | LINES))
+        return self._said(call, info, near)
 
-    def _said(self, call: Call, info: str) -> int:
+    def _said(self, call: Call, info: str, near: str | None) -> int:
         if not info:
             return NOTHING
-        if call.changed is not None and info[0] in "!~":
-            return NEUTRAL  # the same query asked again
-        if info[0] == "!":
-            return NOTHING
-        value = ("" if call.outcome is None else call.outcome) if info == "=" else info
-        if _seen(self.infos, value):
-            return NEUTRAL if info == "=" else NOTHING
-        return NEW
+        again = call.changed is not None  # the same call, made before in the history
+        if info[0] == "!":  # a search that found nothing (asked again: the repeat rules')
+            return NEUTRAL if again else NOTHING
+        if near is not None and info[0] in "=+":  # a long result: are its lines new?
+            hashes = line_hashes(near)
+            if self.memory.count_new(hashes) >= min(_NEW_LINES, len(hashes)):
+                return NEW | LINES
+            seen = LINES
+        else:
+            whole = info in ("=", "+")  # an older trace's: the outcome is the information
+            value = ("" if call.outcome is None else call.outcome) if whole else info
+            if not self.memory.check(_hash(value)):
+                return NEW
+            seen = NEUTRAL
+        if again:
+            return seen  # seen again from the same call: the repeat rules' business
+        if info[0] == "~":
+            return seen | NOTHING  # a short answer about the arguments, seen before
+        if info[0] == "=" and not seen:
+            return NEUTRAL  # a short acknowledgement seen before: no content to bring
+        return seen | STALE
 
     # --- state ---------------------------------------------------------------------------
 
@@ -493,30 +578,32 @@ class RunView:
                     None if c.outcome is None else key_text(c.outcome),
                     c.kind,
                     c.call_id,
-                    c.near,
-                    c.info,
                     c.changed,
+                    c.news,
                     None if c.tokens is None else sorted(c.tokens),
                     c.batch is not c,
-                    c.fresh,
+                    c.brought,
                 ]
                 for c in self.calls
             ],
             "seen": self.seen,
             "turns": self.turns,
             "batch": [self.batch is not None, self.due],
-            "infos": self.infos.tolist(),
-            "quiet": [self.quiet, list(self.quiet_tools)],
+            "memory": self.memory.export(),
+            "quiet": [self.quiet, self.stale, list(self.quiet_tools)],
             "turn": [getattr(self, name) for name in _TURN],
+            "failing_tools": list(self.failing_tools),
             "error": [None if self.error[0] is None else key_text(self.error[0]), self.error[1]],
             "assistant": list(self.assistant),
             "replies": [list(reply) for reply in self.replies],
+            "reworded": [self.reworded, self.informed],
         }
 
-    def restore_state(self, state: Mapping[str, Any]) -> None:
-        """Take an exported state; raises one of :data:`StateError` (and changes nothing)
-        when it is malformed."""
-        calls = [_call_from_state(item) for item in items_of(state["calls"])]
+    def restore_state(self, state: Mapping[str, Any], *, version: int = 5) -> None:
+        """Take an exported state (``version`` 4: the previous release's); raises one of
+        :data:`StateError` (and changes nothing) when it is malformed."""
+        reader = _call_from_state if version == 5 else _call_from_v4
+        calls = [reader(item) for item in items_of(state["calls"])]
         if calls and calls[0].batch is _JOINED:
             calls[0].batch = calls[0]  # its answer's first call is out of the history
         for previous, call in pairwise(calls):
@@ -525,9 +612,18 @@ class RunView:
         seen, turns = count_of(state["seen"]), count_of(state["turns"])
         started, due = items_of(state["batch"])
         started = flag_of(started)
-        infos = array("Q", map(_hash_from_state, items_of(state["infos"])))
-        count, tools = items_of(state["quiet"])
-        quiet = count_of(count)
+        if version == 5:
+            memory = Seen.restore(state["memory"])
+            count, stale, tools = items_of(state["quiet"])
+            failing_tools = tuple(text_of(tool) for tool in items_of(state["failing_tools"]))
+            reworded, informed = map(count_of, items_of(state["reworded"]))
+        else:  # v4 kept the digests of what it had seen: they are seen again from here on
+            memory = Seen()
+            for number in items_of(state["infos"]):
+                memory.check(_hash_from_state(number))
+            (count, tools), stale = items_of(state["quiet"]), 0
+            failing_tools, reworded, informed = (), 0, 0
+        quiet, stale = count_of(count), count_of(stale)
         quiet_tools = tuple(text_of(tool) for tool in items_of(tools))
         expected, results, worked, brought, judged, answered, failing = items_of(state["turn"])
         turn = (
@@ -554,11 +650,16 @@ class RunView:
         self.replies = tuple(replies)
         self.seen, self.turns, self.due = seen, turns, count_of(due)
         self.batch = calls[-1].batch if started and calls else None
-        self.infos, self.quiet, self.quiet_tools = infos, quiet, quiet_tools
+        self.memory, self.quiet, self.stale, self.quiet_tools = memory, quiet, stale, quiet_tools
+        self.failing_tools, self.reworded, self.informed = failing_tools, reworded, informed
         self.assistant, self.error = assistant, error
         for name, value in zip(_TURN, turn, strict=True):
             setattr(self, name, value)
-        del self.infos[:-_MAX_INFO]
+
+
+def alike(a: tuple[str, str | None], b: tuple[str, str | None]) -> bool:
+    """Two replies the same, or nearly (sharing nearly all their words)."""
+    return a[0] == b[0] or (a[1] is not None and b[1] is not None and near_reply(a[1], b[1]))
 
 
 def successes_cannot_stop(state: Mapping[str, Any], no_new_info: int) -> bool:
@@ -567,31 +668,20 @@ def successes_cannot_stop(state: Mapping[str, Any], no_new_info: int) -> bool:
     answers that brought nothing new cannot reach ``no_new_info`` with them (R6, R8).
     Anything unreadable answers ``False``."""
     calls, quiet = state.get("calls"), state.get("quiet")
-    if not isinstance(calls, list) or not isinstance(quiet, list) or len(quiet) != 2:
+    if not isinstance(calls, list) or not isinstance(quiet, list) or len(quiet) != 3:
         return False
     pending = 0
     for call in calls:
-        if not isinstance(call, list) or len(call) != 11:
+        if not isinstance(call, list) or len(call) != 10:
             return False
         if call[3] == "pending":
-            if call[7] is not False and call[7] is not None:
+            if call[5] is not False and call[5] is not None:
                 return False  # decided on its result (None: the first of its signature)
             pending += 1
     count = quiet[0]
     if type(count) is not int:
         return False
     return not no_new_info or count + pending < no_new_info
-
-
-def _seen(infos: array[int], value: Key) -> bool:
-    """Whether ``value`` (a digest) is among the run's information; it is from now on."""
-    number = _hash(value)
-    if number in infos:
-        return True
-    if len(infos) >= _MAX_INFO:
-        del infos[0]
-    infos.append(number)
-    return False
 
 
 def _hash(value: Key) -> int:
@@ -646,16 +736,33 @@ def _hash_from_state(value: object) -> int:
 
 
 def _call_from_state(item: object) -> Call:
-    name, sig, outcome, kind, call_id, near, info, changed, tokens, joined, fresh = items_of(item)
+    name, sig, outcome, kind, call_id, changed, news, tokens, joined, brought = items_of(item)
+    call = _call((name, sig, outcome, kind, call_id, changed, tokens, joined))
+    call.news = flag_of(news)
+    call.brought = count_of(brought) & (NEW | NOTHING | WORK | STALE | LINES)
+    return call
+
+
+def _call_from_v4(item: object) -> Call:
+    """A call as the previous release exported it (its sketch and information are not
+    needed once its result is in)."""
+    name, sig, outcome, kind, call_id, _, _, changed, tokens, joined, fresh = items_of(item)
+    call = _call((name, sig, outcome, kind, call_id, changed, tokens, joined))
+    call.brought = NEW if flag_of(fresh) else NEUTRAL
+    return call
+
+
+def _call(fields: tuple[object, ...]) -> Call:
+    """A call of a state, from its fields common to every version."""
+    name, sig, outcome, kind, call_id, changed, tokens, joined = fields
     if kind not in _KINDS:
         raise ValueError(kind)
     call = Call(text_of(name), key_of(text_of(sig)), optional_text_of(call_id))
     if flag_of(joined):
         call.batch = _JOINED
-    call.outcome, call.kind = None if outcome is None else key_of(text_of(outcome)), kind
-    call.near, call.info = optional_text_of(near), optional_text_of(info)
+    call.outcome = None if outcome is None else key_of(text_of(outcome))
+    call.kind = kind  # type: ignore[assignment]  # one of _KINDS: checked above
     call.changed = None if changed is None else flag_of(changed)
-    call.fresh = flag_of(fresh)
     if tokens is not None:
         call.tokens = frozenset(map(count_of, items_of(tokens)))
     return call

@@ -780,15 +780,26 @@ def test_without_progress_awareness_every_message_with_text_counts() -> None:
 
 
 def test_tool_events_between_messages_do_not_break_the_assistant_streak() -> None:
-    """Done, tool call and result, Done, tool call and result, Done: the third stops."""
+    """Done, a call that fails, Done, a call that fails, Done: the third stops (the calls
+    between brought nothing new)."""
     steps: list[Step] = [
         Say("Done."),
-        Call("a", {"n": 1}),
+        Call("a", {"n": 1}, error="ValueError: no"),
         Say("Done."),
-        Call("b", {}),
+        Call("b", {}, error="ValueError: no"),
         Say("Done."),
     ]
     assert actions(run(detector(), steps))[-1] == "abort"
+
+
+def test_a_reply_after_new_information_from_a_tool_starts_a_new_streak() -> None:
+    """SPEC §13 N12: "Done." after each lookup that brought something new is work reported
+    in a template, never a repeated response, however often."""
+    steps: list[Step] = []
+    for n in range(6):
+        steps += [Say("Done."), Call("lookup", {"id": n}, f'{{"id": {n}, "status": "shipped"}}')]
+    steps.append(Say("Done."))
+    assert actions(run(detector(), steps)) == ["allow"] * len(steps)
 
 
 # --- ignore_tools -------------------------------------------------------------------------------
@@ -1201,25 +1212,21 @@ def test_a_near_repeat_stop_names_the_keys_that_let_a_call_repeat() -> None:
     assert first_stop(run(loosened, [_growing(i) for i in range(12)])) is None
 
 
-def test_only_the_calls_a_near_repeat_can_reach_keep_their_sketch() -> None:
-    """A near repeat looks back twice its threshold: older calls drop their sketch (memory),
-    a short result has none (it is compared exactly, SPEC §12 N7), and a call loosened by an
-    override is still compared as far as its own threshold."""
+def test_the_history_keeps_no_sketch_of_a_result_only_what_it_brought() -> None:
+    """A result is read once, against what the run has seen (SPEC §13): its call keeps what it
+    brought, never a sketch of its text, and a call loosened by an override is still stopped
+    by its own threshold."""
     d = detector()
     long_view = "\n".join(f"line {_letters(n)}" for n in range(25))
     run(d, [Call("read", {"path": f"f{n}"}, f"{long_view}\nend {n}") for n in range(30)])
-    sketches = [call[5] for call in d.export_state()["calls"]]
-    assert len(sketches) == 25
-    assert sketches[:17] == [None] * 17
-    assert None not in sketches[17:]  # the newest 2 x near_repeat_threshold
-    run(d, [Call("read", {"path": "short"}, "one line")])
-    assert d.export_state()["calls"][-1][5] is None
+    calls = d.export_state()["calls"]
+    assert len(calls) == 25
+    assert all(len(call) == 10 for call in calls)
+    assert all(isinstance(item, (str, int, bool, type(None))) for c in calls for item in c[:7])
     loosened = detector(tool_threshold_overrides={"edit": 9})
     stop = first_stop(run(loosened, [_growing(i) for i in range(9)]))
     assert stop is not None
     assert (stop[0], stop[1].signal) == (9, Signal.NEAR_REPEAT)
-    edits = loosened.export_state()["calls"]
-    assert [call[5] is not None for call in edits] == [True] * 8 + [False]  # the 9th: blocked
 
 
 def test_pending_outcomes_count_as_equal() -> None:

@@ -257,12 +257,21 @@ def test_user_message_lifts_a_trip_and_ends_repeats_of_successful_calls() -> Non
     assert detector.tripped is None
 
 
-def test_user_message_keeps_the_same_failure_counting() -> None:
-    """The same failing call after every new human message is still a loop (SPEC §11 R7)."""
+def test_user_message_is_new_information_for_the_failure_counts() -> None:
+    """A lookup that fails, the user sends their id again, the same lookup fails again: a
+    retry the human asked for is no loop (SPEC §13 N13, which withdrew §11 R7); without the
+    human messages between, the 3rd identical failure stops the run."""
+    detector = LoopDetector()
+    stops = []
+    for _ in range(4):
+        detector.user_message()
+        call = detector.tool_call("update", {"x": 1})
+        result = detector.tool_result("update", error="ValueError: locked")
+        stops.append(call.stops or result.stops)
+    assert stops == [False] * 4
     detector = LoopDetector()
     stops = []
     for _ in range(3):
-        detector.user_message()
         call = detector.tool_call("update", {"x": 1})
         result = detector.tool_result("update", error="ValueError: locked")
         stops.append(call.stops or result.stops)

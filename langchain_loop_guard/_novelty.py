@@ -1,0 +1,145 @@
+"""What the run has seen, and what a result brought that it had not (SPEC §13).
+
+v4 rests on one notion: a step makes progress when it brings information the run has not seen.
+:class:`Seen` remembers, without any text, what the run's results said: the digest of each short
+result (what it says once the call's own argument values are removed) and a sample of the lines
+of each long one. It is a Bloom filter in two generations of fixed size, so its memory is the
+same after ten events and after a million: when the newer generation is full, the older one is
+dropped and the run forgets its oldest news (a false "seen" is rare, about one in a hundred).
+
+The bits below say what a result brought; :class:`~._view.RunView` adds them up per model answer
+and every signal reads them.
+
+Nothing here imports LangChain, LangGraph or pydantic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+__all__ = [
+    "LINES",
+    "NEUTRAL",
+    "NEW",
+    "NOTHING",
+    "STALE",
+    "WORK",
+    "Seen",
+    "line_hashes",
+]
+
+# What a result brought (bits), read by the no-new-information streak and the repeat rules:
+NEW = 1
+"""Something the run had not seen: a short output never seen, a long one with new lines."""
+NOTHING = 2
+"""A failure, an empty output, a search that found nothing."""
+WORK = 4
+"""A call that changed something (a write, ``mkdir``, ``cd``), whatever it printed (§12 N9)."""
+STALE = 8
+"""An output the run has seen already, brought back by a call it had not made (§13 R12)."""
+NEUTRAL = 0
+"""The same query asked again, its answer seen: the repeat rules' business, not novelty's."""
+LINES = 16
+"""Not what it brought but how it was read: a long result, judged by its lines (the others
+are judged whole, so two different short results are never "nearly" the same)."""
+
+_BITS = 2048  # bits of one generation
+_BYTES = _BITS // 8
+_CAPACITY = 160  # items one generation takes before it becomes the older one (~1% false seen)
+_MASK = _BITS - 1
+_SPREAD = 0x9E3779B97F4A7C15  # an odd 64-bit multiplier that spreads CRCs over all bits
+
+
+def _places(value: int) -> tuple[int, int, int]:
+    """The three bits of ``value`` (any non-negative int) in a generation."""
+    mixed = (value * _SPREAD) & 0xFFFFFFFFFFFFFFFF
+    return mixed & _MASK, (mixed >> 21) & _MASK, (mixed >> 42) & _MASK
+
+
+class Seen:
+    """A bounded, text-free memory of what the run's results said (see the module)."""
+
+    __slots__ = ("_count", "_new", "_old")
+
+    def __init__(self) -> None:
+        self._new = bytearray(_BYTES)
+        self._old: bytearray | None = None
+        self._count = 0
+
+    def clear(self) -> None:
+        """Forget everything (a new run, or a human message that makes everything news)."""
+        self._new = bytearray(_BYTES)
+        self._old = None
+        self._count = 0
+
+    def _holds(self, places: tuple[int, int, int]) -> bool:
+        a, b, c = places
+        new = self._new
+        if new[a >> 3] >> (a & 7) & 1 and new[b >> 3] >> (b & 7) & 1 and new[c >> 3] >> (c & 7) & 1:
+            return True
+        old = self._old
+        return (
+            old is not None
+            and bool(old[a >> 3] >> (a & 7) & 1)
+            and bool(old[b >> 3] >> (b & 7) & 1)
+            and bool(old[c >> 3] >> (c & 7) & 1)
+        )
+
+    def _add(self, places: tuple[int, int, int]) -> None:
+        if self._count >= _CAPACITY:
+            self._old, self._new, self._count = self._new, bytearray(_BYTES), 0
+        new = self._new
+        for place in places:
+            new[place >> 3] |= 1 << (place & 7)
+        self._count += 1
+
+    def check(self, value: int) -> bool:
+        """Whether ``value`` was seen; it is from now on."""
+        places = _places(value)
+        if self._holds(places):
+            return True
+        self._add(places)
+        return False
+
+    def count_new(self, values: Iterable[int]) -> int:
+        """How many of ``values`` were not seen; all of them are from now on."""
+        unseen = 0
+        for value in values:
+            if not self.check(value):
+                unseen += 1
+        return unseen
+
+    # --- state -------------------------------------------------------------------------------
+
+    def export(self) -> list[object]:
+        """The memory as JSON data: two hex strings of bits (no text) and a count."""
+        return [self._new.hex(), None if self._old is None else self._old.hex(), self._count]
+
+    @classmethod
+    def restore(cls, data: object) -> Seen:
+        """The memory :meth:`export` wrote; raises ``TypeError`` or ``ValueError`` if it is
+        malformed."""
+        if not isinstance(data, list) or len(data) != 3:
+            raise TypeError(data)
+        new, old, count = data
+        seen = cls()
+        seen._new = _generation(new)
+        seen._old = None if old is None else _generation(old)
+        if type(count) is not int or not 0 <= count <= _CAPACITY:
+            raise ValueError(count)
+        seen._count = count
+        return seen
+
+
+def _generation(value: object) -> bytearray:
+    if not isinstance(value, str) or len(value) != 2 * _BYTES:
+        raise ValueError(value)
+    return bytearray.fromhex(value)
+
+
+def line_hashes(sketch: str) -> list[int]:
+    """The line hashes of a result's line sketch (hex, 8 digits each); none if malformed."""
+    try:
+        return [int(sketch[i : i + 8], 16) for i in range(0, len(sketch) - 7, 8)]
+    except ValueError:
+        return []
