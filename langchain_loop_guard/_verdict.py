@@ -79,16 +79,17 @@ _REASONS: dict[Signal, str] = {
         "(limit {threshold})."
     ),
     Signal.NEAR_REPEAT: N_(
-        "`{tool}` was called {count} times with the same arguments and nearly the same "
-        "result (limit {threshold}). If it is meant to repeat, raise its limit with "
+        "`{tool}` was called {count} times with the same arguments, and its results brought "
+        "nothing new (limit {threshold}). If it is meant to repeat, raise its limit with "
         "`tool_threshold_overrides` or list it in `ignore_tools`."
     ),
     Signal.NO_NEW_INFO: N_(
-        "the last {count} model turns called tools ({cycle}) that brought nothing new: "
-        "failures, empty results, searches that found nothing (limit {threshold})."
+        "nothing new in {count} model turns in a row: their tool calls ({cycle}) brought "
+        "back failures, empty results, searches that found nothing, or only what the run "
+        "had already seen (limit {threshold})."
     ),
     Signal.FAILING_TURNS: N_(
-        "no tool call succeeded in {count} model turns in a row (limit {threshold})."
+        "no tool call succeeded in {count} model turns in a row ({cycle}) (limit {threshold})."
     ),
     Signal.REPEATED_TOOL_ERROR: N_(
         "`{tool}` failed with the same error {count} times within {window} tool calls "
@@ -98,8 +99,8 @@ _REASONS: dict[Signal, str] = {
         "the assistant gave the same response {count} times in a row (limit {threshold})."
     ),
     Signal.REPLY_CYCLE: N_(
-        "the assistant's replies went round {count} times, nearly the same each time "
-        "(limit {threshold})."
+        "the assistant replied {count} times nearly the same way, with nothing new from a "
+        "tool in between (limit {threshold})."
     ),
     Signal.TURN_COUNT: N_(
         "Loop guard warning: the run has made {count} model calls (more than {threshold})."
@@ -108,6 +109,14 @@ _REASONS: dict[Signal, str] = {
         "Loop guard warning: the run has been going for {count} s (more than {threshold} s)."
     ),
 }
+
+
+_ANSWERED_AGAIN = N_(
+    "the model answered {count} times in a row without calling a tool and was asked again, "
+    "with nothing new in between (limit {threshold})."
+)
+"""The reason of failing turns in which the model called no tool at all (SPEC §13 R14: never
+"no tool call succeeded" to an agent that called none)."""
 
 
 def reason(
@@ -121,7 +130,10 @@ def reason(
     window: int = 0,
 ) -> str:
     """The localized, user-facing reason of ``signal``: tool names and counts, no content."""
-    text = translator(locale).gettext(_REASONS[signal])
+    message = _REASONS[signal]
+    if signal is Signal.FAILING_TURNS and not tools:
+        message = _ANSWERED_AGAIN
+    text = translator(locale).gettext(message)
     cycle = " → ".join(f"`{name}`" for name in tools)
     return text.format(tool=tool, cycle=cycle, count=count, threshold=threshold, window=window)
 
