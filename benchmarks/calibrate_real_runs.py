@@ -57,7 +57,7 @@ DEFAULT_DATA = ROOT.parent / "shared" / "real-trajectories"
 # note, so this table may name keys a detector rewrite is about to add.
 GRID: dict[str, tuple[Any, ...]] = {
     "near_repeat_threshold": (3, 4, 5),
-    "no_new_info_calls": (8, 10, 12),
+    "no_new_info_calls": (8, 9, 10, 12),
     "failing_turns": (5, 6, 7),
     "repeat_error_threshold": (3, 4),
     "reply_cycle_length": (3, 4),
@@ -362,10 +362,26 @@ def _conversation_rows() -> list[HandRow]:
     return rows
 
 
+# The model turn by which SPEC stops each loop of ``tests/guard_scenarios.py`` (the loops
+# not named here: within the integration tests' bound, ``MAX_LOOP_TURNS``).
+LOOP_SPANS: dict[str, tuple[int, str]] = {
+    "repeat": (3, "§2: A A A"),
+    "unknown_tool": (3, "§2: A A A"),
+    "cycle": (6, "§2: 3 full cycles"),
+    "window": (7, "§2: 4 of the last 10 calls"),
+    "repeated_error": (3, "§2: the same error 3 times in a row"),
+    "repeated_assistant_response": (3, "§2: the same text 3 times in a row"),
+    "repeated_sequence": (12, "§11 R5: within the 3rd lap of a 4-call block"),
+    "no_new_info": (10, "§11 R6: by the 10th call"),
+    "failing_turns": (8, "§11 R3: within 8 failing turns"),
+    "same_failing_call_between_think_steps": (5, "§11 R4: at the 3rd book(x) error"),
+}
+
+
 def _loop_row(loop: Any, max_turns: int) -> HandRow:
     """A loop of ``tests/guard_scenarios.py`` (SPEC §2, §11) through the pure detector, fed as
-    an agent loop feeds it: it must stop within ``max_turns`` model turns, as the integration
-    tests require (their signal is theirs to check)."""
+    an agent loop feeds it: it must stop within ``max_turns`` model turns (its signal is the
+    integration tests' to check)."""
     from langchain_core.tools import ToolException
 
     from langchain_loop_guard import LoopDetector, LoopGuardConfig
@@ -427,7 +443,10 @@ def hand_made_rows() -> tuple[list[HandRow], str | None]:
         try:
             from guard_scenarios import LOOPS, MAX_LOOP_TURNS
 
-            rows += [_loop_row(loop, MAX_LOOP_TURNS) for loop in LOOPS]
+            rows += [
+                _loop_row(loop, LOOP_SPANS.get(loop.name, (MAX_LOOP_TURNS, ""))[0])
+                for loop in LOOPS
+            ]
         except ImportError as exc:
             missing.append(f"tests/guard_scenarios.py ({exc})")
         _ROWS = rows
