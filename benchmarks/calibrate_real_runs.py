@@ -787,7 +787,7 @@ def _rows(r: dict[str, Any]) -> list[str]:
     out.append(
         f"{stops} must-stop and {len(r['rows']) - stops} never-stop rows "
         "(`tests/conversations.py` with the spans of `tests/test_beyond_coding.py`; the "
-        "loops of `tests/guard_scenarios.py`), through the pure detector."
+        "loops of `tests/guard_scenarios.py` with SPEC's spans), through the pure detector."
     )
     if count:
         out += ["", "| row | candidates that break it |", "|---|---:|"]
