@@ -62,8 +62,8 @@ GRID: dict[str, tuple[Any, ...]] = {
     "repeat_error_threshold": (3, 4),
     "reply_cycle_length": (3, 4),
     # SPEC §13 R12 ("by the 5th answer in a row that brings back only what the run has
-    # seen, calibrate"): the key the v4 detector gives it
-    "seen_answers": (4, 5, 6),
+    # seen, calibrate") has no key of its own: such answers count double toward
+    # no_new_info_calls, so the values above try 4, 5, 5 and 6 of them
 }
 QUICK_GRID: dict[str, tuple[Any, ...]] = {"no_new_info_calls": (9, 10)}
 

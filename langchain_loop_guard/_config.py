@@ -354,6 +354,10 @@ class LoopGuardConfig(BaseModel):
     def _dump_overrides(self, value: Mapping[str, int]) -> dict[str, int]:
         return dict(value)
 
+    @field_serializer("volatile_fields")
+    def _dump_volatile_fields(self, value: Mapping[str, frozenset[str]]) -> dict[str, list[str]]:
+        return {tool: sorted(names) for tool, names in value.items()}
+
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, LoopGuardConfig):
             return NotImplemented

@@ -487,9 +487,9 @@ class RunView:
 
     def user_message(self) -> None:
         """A new human message: new information for every count of calls and errors (SPEC §13
-        N13, which withdrew §11 R7): no call before it is a repeat of a call after it, and what
-        was seen before is news again; the replies' streaks go on (R9, R14 say when they stop).
-        """
+        N13, which withdrew §11 R7): no call before it is a repeat of a call after it. What the
+        run has seen stays seen (a lookup answered as before brings nothing new to a reply), and
+        the replies' streaks go on (R9, R14 say when they stop)."""
         self.calls.clear()  # no call before it repeats one after it, nor fails the same way
         self.sigs.clear()
         self.batch, self.due = None, 0
@@ -498,7 +498,6 @@ class RunView:
         self.judged, self.answered = True, False
         self.quiet, self.stale, self.quiet_tools, self.quiet_grew, self.brought = 0, 0, (), False, 0
         self.informed |= 2
-        self.memory.clear()
 
     def _judge(self) -> None:
         if self.judged or (self.results == 0 and not self.worked):

@@ -48,6 +48,8 @@ SPEC_DEFAULTS: dict[str, object] = {
     "max_sequence_length": 6,
     "no_new_info_calls": 10,
     "failing_turns": 6,
+    # SPEC §13 (v4)
+    "volatile_fields": {},
     # SPEC §12 (v3.1)
     "reply_cycle_length": 4,
     "nudges": 0,
@@ -74,6 +76,7 @@ CAMEL_CASE = [
     ("noNewInfoCalls", "no_new_info_calls", 12),
     ("failingTurns", "failing_turns", 0),
     ("replyCycleLength", "reply_cycle_length", 2),
+    ("volatileFields", "volatile_fields", {"search": frozenset({"rank"})}),
 ]
 
 # SPEC §5's environment variables, with a value, its field and the parsed value.
@@ -104,6 +107,12 @@ ENVIRONMENT = [
     ("LOOP_GUARD_NO_NEW_INFO", "0", "no_new_info_calls", 0),
     ("LOOP_GUARD_FAILING_TURNS", "12", "failing_turns", 12),
     ("LOOP_GUARD_REPLY_CYCLE", "0", "reply_cycle_length", 0),
+    (
+        "LOOP_GUARD_VOLATILE_FIELDS",
+        "score, search:rank",
+        "volatile_fields",
+        {"*": frozenset({"score"}), "search": frozenset({"rank"})},
+    ),
     ("LOOP_GUARD_NUDGES", "2", "nudges", 2),
     ("LOOP_GUARD_SCOPE", "thread", "scope", "thread"),
 ]
@@ -1215,6 +1224,7 @@ def test_environment_table_is_the_specs() -> None:
         "LOOP_GUARD_NO_NEW_INFO",
         "LOOP_GUARD_FAILING_TURNS",
         "LOOP_GUARD_REPLY_CYCLE",
+        "LOOP_GUARD_VOLATILE_FIELDS",
         "LOOP_GUARD_NUDGES",
         "LOOP_GUARD_SCOPE",
     ]

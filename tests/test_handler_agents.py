@@ -161,15 +161,16 @@ LOOPS = {
     "window frequency": Loop(
         [
             call("search", {"q": "bug"}),
-            call("read_file", {"path": "1.py"}),
+            call("save_note", {"text": "1.py: no hit"}),
             call("search", {"q": "bug"}),
-            call("read_file", {"path": "2.py"}),
+            call("save_note", {"text": "2.py: no hit"}),
             call("search", {"q": "bug"}),
-            call("read_file", {"path": "3.py"}),
+            call("save_note", {"text": "3.py: no hit"}),
             call("search", {"q": "bug"}),
             "done",
         ],
-        {"search": ["no results"], "read_file": [by_path]},
+        # the calls between do work and bring nothing new: no pacing (SPEC §13 N10)
+        {"search": ["no results"], "save_note": ["saved"]},
         Signal.TOOL_FREQUENCY,
         "search",
         ran=7,  # other calls succeeded in between: the 4th search runs, its result stops (N1)
