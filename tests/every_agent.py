@@ -392,7 +392,7 @@ def _returns(text: str) -> Tool:
     return lambda **_: text
 
 
-_ACTIONS = [
+_ACTIONS: list[tuple[str, str, dict[str, Any], str]] = [
     (
         "Add a checked bag to H8Q05L.",
         "update_reservation_baggages",

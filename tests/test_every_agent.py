@@ -8,6 +8,7 @@ same scenarios run through the integrations in ``test_every_agent_apps.py``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 import pytest
@@ -130,7 +131,7 @@ def test_r11_latencies_ids_moments_and_cursors_are_not_news(shape: str) -> None:
         pytest.param(rendered_dashboard, id="global-render-id"),
     ],
 )
-def test_r11_fields_the_user_names_are_masked(make: type[Case]) -> None:
+def test_r11_fields_the_user_names_are_masked(make: Callable[[], Case]) -> None:
     """R11 with ``volatile_fields``: a field named for one tool, or for every tool, is
     masked like a latency: the 3rd identical call is refused."""
     seen = drive_case(make())
