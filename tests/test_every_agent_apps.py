@@ -321,7 +321,8 @@ def _planner_graph(model: ScriptedChatModel, guard: LoopGuardNode | None, cap: i
 
 def _replan(cap: int) -> AgentMiddleware[Any, Any]:
     """The app's ``after_model`` hook: an answer without tool calls goes back to the model,
-    until ``cap`` answers."""
+    until ``cap`` answers. ``create_agent`` runs ``after_model`` hooks last listed first, so
+    with the guard listed before it, this hook jumps back before the guard's hook runs (C3)."""
 
     @after_model(can_jump_to=["model"])
     def replan(state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
@@ -364,7 +365,7 @@ def run_planner(shape: str, integration: R14Guard, scope: str, on_stop: OnStop) 
     else:
         guard = LoopGuardMiddleware(loop_config, on_stop=on_stop)
         order = (
-            [_replan(cap), guard] if integration == "middleware-first" else [guard, _replan(cap)]
+            [guard, _replan(cap)] if integration == "middleware-first" else [_replan(cap), guard]
         )
         graph = create_agent(model, [], middleware=order, checkpointer=InMemorySaver())
     if integration.startswith("handler"):
