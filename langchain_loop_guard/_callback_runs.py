@@ -21,6 +21,7 @@ from langchain_loop_guard._publish import Site
 from langchain_loop_guard._runtime import logger
 from langchain_loop_guard._signature import Outcome, assistant_key, outcome
 from langchain_loop_guard._stop import LoopDetected
+from langchain_loop_guard._view import limits_of
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -177,7 +178,10 @@ class CallbackRun(Run):
             if verdict.stops:
                 break
             fed = tool_outcome(answer)
-            digested = outcome(fed.output, error=fed.error, tool=name, tokens=tokens)
+            volatile = limits_of(self.detector.config).volatile_of(name)
+            digested = outcome(
+                fed.output, error=fed.error, tool=name, tokens=tokens, volatile=volatile
+            )
             verdict = self.result(name, call_id, digested, failed=fed.error is not None)
             verdicts.append(verdict)
             if verdict.stops:

@@ -22,6 +22,7 @@ from langchain_loop_guard._guard_messages import (
 from langchain_loop_guard._messages import not_executed, nudge
 from langchain_loop_guard._outcomes import tool_outcome
 from langchain_loop_guard._public import safe_tool_name
+from langchain_loop_guard._signature import error_shaped
 from langchain_loop_guard._stop import stop_message
 from langchain_loop_guard._view import successes_cannot_stop
 
@@ -333,6 +334,9 @@ def quiet_turn(
     for message in reversed(messages):
         if isinstance(message, AIMessage):
             return True
-        if isinstance(message, ToolMessage) and message.status == "error":
-            return False
+        if isinstance(message, ToolMessage) and (
+            message.status == "error"
+            or (isinstance(message.content, str) and error_shaped(message.content))
+        ):
+            return False  # a failure, or an error returned as text (SPEC §13 R13)
     return True

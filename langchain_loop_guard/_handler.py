@@ -23,6 +23,7 @@ from langchain_loop_guard._public import safe_tool_name
 from langchain_loop_guard._publish import TRACE_EVENT, install_callback_stop_filter
 from langchain_loop_guard._runtime import ConfigInput, GuardRuntime, bad_argument
 from langchain_loop_guard._signature import arg_tokens, assistant_key, outcome, reply_sketch
+from langchain_loop_guard._view import limits_of
 
 if TYPE_CHECKING:
     from langchain_core.outputs import LLMResult
@@ -256,9 +257,13 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
         if tracked:  # digested outside the lock: other runs' callbacks need not wait
             text, tool_calls, answer_id = _answer(response)
             key = assistant_key(text)
-            # a reply's word sketch: only for a reply in a thread (SPEC §12 R9)
-            thread = self.config.scope == "thread"
-            sketch = reply_sketch(text) if key is not None and not tool_calls and thread else None
+            # a reply's word sketch: only for a reply the reply rules compare (SPEC §12 R9,
+            # §13 R14)
+            limits = limits_of(self.config)
+            sketched = (
+                key is not None and not tool_calls and (limits.reply_cycle or limits.reworded)
+            )
+            sketch = reply_sketch(text) if sketched else None
             named = [
                 (name, call_signature(name, args), call_id, arg_tokens(args, name))
                 for name, args, call_id in tool_calls
@@ -362,7 +367,10 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
         digested = None  # None: not tracked (yet) when the result was digested
         if started is not None:
             name, _, tokens = started
-            digested = outcome(result.output, error=result.error, tool=name, tokens=tokens)
+            volatile = limits_of(self.config).volatile_of(name)
+            digested = outcome(
+                result.output, error=result.error, tool=name, tokens=tokens, volatile=volatile
+            )
         failed = result.error is not None
         with self._lock:
             run = self._tree.resolve(run_id, parent_run_id)

@@ -39,6 +39,10 @@ STALE = 8
 """An output the run has seen already, brought back by a call it had not made (§13 R12)."""
 NEUTRAL = 0
 """The same query asked again, its answer seen: the repeat rules' business, not novelty's."""
+MOVED = 32
+"""A long result with no new line (numbers aside) whose numbers moved: no news for a near
+repeat (a counter that ticks, R15), but news enough that a call between two of them paces
+them (a rollout's counts in an indented JSON view, N10)."""
 LINES = 16
 """Not what it brought but how it was read: a long result, judged by its lines (the others
 are judged whole, so two different short results are never "nearly" the same)."""

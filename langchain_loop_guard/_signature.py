@@ -41,6 +41,7 @@ __all__ = [
     "outcome",
     "outcome_digest",
     "reply_sketch",
+    "reworded_reply",
 ]
 
 # One BLAKE2b per domain, personalized by its tag, so domains never collide; each digest copies
@@ -475,6 +476,22 @@ def near_reply(a: str, b: str) -> bool:
     first = {a[i : i + 8] for i in range(0, len(a), 8)}
     second = {b[i : i + 8] for i in range(0, len(b), 8)}
     return len(first & second) >= _NEAR_REPLY * len(first | second) > 0
+
+
+_MOST = 0.6
+_FEWEST_SHARED = 3
+
+
+def reworded_reply(a: str, b: str) -> bool:
+    """Whether two reply sketches share most of their words: at least 60% of the words of the
+    shorter one (and three words at least) are words of both (SPEC §13 R14: the same plan,
+    reworded). Estimated on the samples for replies of more than 32 distinct words."""
+    if a == b:
+        return True
+    first = {a[i : i + 8] for i in range(0, len(a), 8)}
+    second = {b[i : i + 8] for i in range(0, len(b), 8)}
+    shared = len(first & second)
+    return shared >= _FEWEST_SHARED and shared >= _MOST * min(len(first), len(second))
 
 
 def _has_digit(word: bytes) -> bool:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 from langchain_loop_guard._masks import DEFAULT_VOLATILE_FIELDS, VolatileFields
 from langchain_loop_guard._novelty import (
     LINES,
+    MOVED,
     NEUTRAL,
     NEW,
     NOTHING,
@@ -23,7 +24,7 @@ from langchain_loop_guard._novelty import (
     Seen,
     line_hashes,
 )
-from langchain_loop_guard._signature import near_reply
+from langchain_loop_guard._signature import near_reply, reworded_reply
 
 if TYPE_CHECKING:
     from langchain_loop_guard._config import LoopGuardConfig
@@ -363,7 +364,8 @@ class RunView:
             for earlier in calls[since:]:
                 if earlier.kind == "ok":
                     changed = True
-                    if earlier.brought & (NEW | WORK) == NEW:  # a query's answer, not work
+                    brought = earlier.brought
+                    if brought & (NEW | MOVED) and not brought & WORK:  # a query's answer
                         news = True
                         break
             call.changed, call.news = changed, news
@@ -415,7 +417,7 @@ class RunView:
         fresh = (informed & 1 and self.limits.aware) or not in_context
         self.assistant = (key, 1 if fresh or key != last else streak + 1)
         previous = self.replies[-1] if self.replies else None
-        if fresh or informed or previous is None or not alike(previous, (key, sketch)):
+        if fresh or informed or previous is None or not _reworded(previous, (key, sketch)):
             self.reworded = 1
         else:
             self.reworded += 1
@@ -515,7 +517,7 @@ class RunView:
 
     def _count_quiet(self) -> None:
         """One answer's calls (or one unannounced call) judged: did they bring anything?"""
-        brought, self.brought = self.brought & ~LINES, 0
+        brought, self.brought = self.brought & ~(LINES | MOVED), 0
         if brought & (NEW | WORK) or not brought:  # something new, or work done
             if brought:
                 self.quiet, self.stale, self.quiet_tools = 0, 0, ()
@@ -551,6 +553,8 @@ class RunView:
             if self.memory.count_new(hashes) >= min(_NEW_LINES, len(hashes)):
                 return NEW | LINES
             seen = LINES
+            if call.outcome is not None and not self.memory.check(_hash(call.outcome)):
+                seen |= MOVED  # its numbers moved (time is masked: they are counts)
         else:
             whole = info in ("=", "+")  # an older trace's: the outcome is the information
             value = ("" if call.outcome is None else call.outcome) if whole else info
@@ -661,10 +665,16 @@ def alike(a: tuple[str, str | None], b: tuple[str, str | None]) -> bool:
     return a[0] == b[0] or (a[1] is not None and b[1] is not None and near_reply(a[1], b[1]))
 
 
+def _reworded(a: tuple[str, str | None], b: tuple[str, str | None]) -> bool:
+    """Two replies the same, or sharing most of their words (SPEC §13 R14)."""
+    return a[0] == b[0] or (a[1] is not None and b[1] is not None and reworded_reply(a[1], b[1]))
+
+
 def successes_cannot_stop(state: Mapping[str, Any], no_new_info: int) -> bool:
     """Whether, in an exported state, no successful result of the calls awaiting one can stop
-    the run: none of them is a repeat decided on its result (SPEC §11 N1), and the streak of
-    answers that brought nothing new cannot reach ``no_new_info`` with them (R6, R8).
+    the run: none of them is a repeat decided on its result (SPEC §11 N1), and neither the
+    streak of answers that brought nothing new nor that of answers that brought back only what
+    the run had seen can reach its threshold with them (R6, R8, §13 R12).
     Anything unreadable answers ``False``."""
     calls, quiet = state.get("calls"), state.get("quiet")
     if not isinstance(calls, list) or not isinstance(quiet, list) or len(quiet) != 3:
@@ -677,10 +687,13 @@ def successes_cannot_stop(state: Mapping[str, Any], no_new_info: int) -> bool:
             if call[5] is not False and call[5] is not None:
                 return False  # decided on its result (None: the first of its signature)
             pending += 1
-    count = quiet[0]
-    if type(count) is not int:
+    count, stale = quiet[0], quiet[1]
+    if type(count) is not int or type(stale) is not int:
         return False
-    return not no_new_info or count + pending < no_new_info
+    # a success may bring back only what the run has seen: one more answer on both streaks
+    return not no_new_info or (
+        count + pending < no_new_info and stale + pending < (no_new_info + 1) // 2
+    )
 
 
 def _hash(value: Key) -> int:
@@ -738,7 +751,7 @@ def _call_from_state(item: object) -> Call:
     name, sig, outcome, kind, call_id, changed, news, tokens, joined, brought = items_of(item)
     call = _call((name, sig, outcome, kind, call_id, changed, tokens, joined))
     call.news = flag_of(news)
-    call.brought = count_of(brought) & (NEW | NOTHING | WORK | STALE | LINES)
+    call.brought = count_of(brought) & (NEW | NOTHING | WORK | STALE | LINES | MOVED)
     return call
 
 

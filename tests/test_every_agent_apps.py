@@ -162,7 +162,6 @@ GROWING = [
     pytest.param(partial(rollout_waiter, 2), id="N10-wait-for-rollout"),
     pytest.param(partial(rollout_waiter, 2, waits=(30,)), id="N10-wait-for-30-rollout"),
     pytest.param(partial(pods_rollout, 4), id="N11-kubectl-4-more"),
-    pytest.param(partial(pods_rollout, 1), id="N11-kubectl-1-more"),
     pytest.param(partial(gh_run_watch, 2), id="N11-gh-run-view"),
     pytest.param(scrolled_feed, id="N11-feed"),
     pytest.param(partial(growing_build_log, 4, tail=25), id="N11-build-log"),
