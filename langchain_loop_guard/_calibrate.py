@@ -17,7 +17,10 @@ from langchain_loop_guard._replay import (
     Progress,
     ReplayReport,
     ReplayVerdict,
+    Streamed,
     TraceFormat,
+    json_chunks,
+    json_data,
     replay_many,
 )
 from langchain_loop_guard._report import report_html, stop_place, stop_text
@@ -50,40 +53,54 @@ class Calibration:
 
     def to_json(self) -> dict[str, Any]:
         """The calibration as JSON data: per value, the summary and each run's stop."""
+        data: dict[str, Any] = json_data(self._json())
+        return data
+
+    def json_chunks(self) -> Iterator[str]:
+        """:func:`json_text` of :meth:`to_json`, in pieces (a run's stop at a time)."""
+        return json_chunks(self._json())
+
+    def _json(self) -> Streamed:
         first = self.reports[0]
-        return {
+        head = {
             "trace": first.path,
             "format": first.format,
             "key": self.key,
             "runs": len(first.runs),
             "events": first.events,
-            "settings": [
-                {
-                    "value": value,
-                    "would_stop": report.would_stop,
-                    "by_signal": report.by_signal,
-                    "stops": {
-                        run.run: run.stop.to_json() for run in report.runs if run.stop is not None
-                    },
-                }
-                for value, report in zip(self.values, self.reports, strict=True)
-            ],
-            "changes": [
-                {
-                    "from": self.values[index - 1],
-                    "to": self.values[index],
-                    "runs": [
-                        {
-                            "run": run,
-                            "before": old.to_json() if old else None,
-                            "after": new.to_json() if new else None,
-                        }
-                        for run, old, new in self.changes(index)
-                    ],
-                }
-                for index in range(1, len(self.reports))
-            ],
         }
+        settings = Streamed(
+            Streamed(
+                [
+                    ("value", value),
+                    ("would_stop", report.would_stop),
+                    ("by_signal", report.by_signal),
+                    ("stops", Streamed(self._stops(report), pairs=True)),
+                ],
+                pairs=True,
+            )
+            for value, report in zip(self.values, self.reports, strict=True)
+        )
+        changes = Streamed(
+            {
+                "from": self.values[index - 1],
+                "to": self.values[index],
+                "runs": [
+                    {
+                        "run": run,
+                        "before": old.to_json() if old else None,
+                        "after": new.to_json() if new else None,
+                    }
+                    for run, old, new in self.changes(index)
+                ],
+            }
+            for index in range(1, len(self.reports))
+        )
+        return Streamed([*head.items(), ("settings", settings), ("changes", changes)], pairs=True)
+
+    @staticmethod
+    def _stops(report: ReplayReport) -> Iterator[tuple[str, Any]]:
+        return ((run.run, run.stop.to_json()) for run in report.runs if run.stop is not None)
 
     def lines(self) -> Iterator[str]:
         """The text report: a line per value, then the runs each change of value moves."""

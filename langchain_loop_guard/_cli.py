@@ -294,7 +294,7 @@ def _replay_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _run_replay(args: argparse.Namespace) -> int:
     from langchain_loop_guard._calibrate import calibrate  # noqa: PLC0415
-    from langchain_loop_guard._replay import json_text, replay, terminal_safe  # noqa: PLC0415
+    from langchain_loop_guard._replay import replay, terminal_safe  # noqa: PLC0415
     from langchain_loop_guard._trace import TraceFormatError  # noqa: PLC0415
 
     try:
@@ -325,8 +325,9 @@ def _run_replay(args: argparse.Namespace) -> int:
     finally:
         if bar is not None:
             bar.close()
-    if args.json:
-        print(json_text(result.to_json()))
+    if args.json:  # streamed: a run at a time, not the whole document in memory
+        sys.stdout.writelines(result.json_chunks())
+        sys.stdout.write("\n")
     else:
         for line in result.lines():
             print(line)

@@ -34,7 +34,7 @@ from langchain_loop_guard._signature import (
     reply_sketch,
 )
 from langchain_loop_guard._sources import json_type
-from langchain_loop_guard._trace import TraceFormatError, TraceItem
+from langchain_loop_guard._trace import TraceFormatError, TraceItem, cut_tool_name
 
 __all__ = ["MISSING_IO_HELP", "looks_like_langsmith", "read_langsmith"]
 
@@ -181,7 +181,7 @@ def _run(path: str, line: int, obj: Mapping[str, Any], order: int) -> _Run:
         line=line,
         id=run_id,
         kind=kind,
-        name=sys.intern(name),
+        name=sys.intern(cut_tool_name(name)),  # as the live guard cuts a tool's name
         start=_time(obj["start_time"], "start_time", fail),
         end=None if end is None else _time(end, "end_time", fail),
         order=order,
@@ -201,19 +201,31 @@ def _run(path: str, line: int, obj: Mapping[str, Any], order: int) -> _Run:
         run.sketch = reply_sketch(text) if run.key is not None and not calls else None
         run.answers = _answers(inputs or {}) or None
     elif kind == "tool":
-        done = run.end is not None
-        run.io = inputs is not None and (bool(outputs) or failed or not done)
-        run.signature = call_signature(name, dict(inputs or {}))
-        run.call_id = _tool_call_id(obj, outputs or {})
-        tokens = arg_tokens(dict(inputs or {}), name)
-        if run.stopped or not (done or failed):
-            run.result = None  # blocked by the guard, or never finished: no outcome
-        elif failed:
-            run.result = (True, outcome(error=error or "", tool=name, tokens=tokens))
-        else:
-            found = outputs or {}
-            run.result = _tool_outcome(name, found.get("output", found), tokens)
+        _digest_tool(run, obj, inputs, outputs, error)
     return run
+
+
+def _digest_tool(
+    run: _Run,
+    obj: Mapping[str, Any],
+    inputs: Mapping[str, Any] | None,
+    outputs: Mapping[str, Any] | None,
+    error: str | None,
+) -> None:
+    """Fill in a tool run's call signature, call id and outcome."""
+    name, failed = run.name, run.failed
+    done = run.end is not None
+    run.io = inputs is not None and (bool(outputs) or failed or not done)
+    run.signature = call_signature(name, dict(inputs or {}))
+    run.call_id = _tool_call_id(obj, outputs or {})
+    tokens = arg_tokens(dict(inputs or {}), name)
+    if run.stopped or not (done or failed):
+        run.result = None  # blocked by the guard, or never finished: no outcome
+    elif failed:
+        run.result = (True, outcome(error=error or "", tool=name, tokens=tokens))
+    else:
+        found = outputs or {}
+        run.result = _tool_outcome(name, found.get("output", found), tokens)
 
 
 def _interned(value: str | None) -> str | None:
@@ -443,13 +455,13 @@ def _answers(inputs: Mapping[str, Any]) -> dict[str, tuple[bool, Outcome]]:
             answers.clear()
             for call in _tool_calls(message):
                 if isinstance(call.get("id"), str):
-                    names[call["id"]] = str(call.get("name") or "unknown_tool")
+                    names[call["id"]] = _tool_name(call.get("name"))
                     tokens[call["id"]] = arg_tokens(call.get("args"), names[call["id"]])
         elif kind == "tool":
             call_id = message.get("tool_call_id")
             if not isinstance(call_id, str):
                 continue
-            name = names.get(call_id) or str(message.get("name") or "unknown_tool")
+            name = names.get(call_id) or _tool_name(message.get("name"))
             answers[call_id] = _tool_outcome(name, candidate, tokens.get(call_id))
     return answers
 
@@ -474,9 +486,14 @@ def _answer(outputs: Mapping[str, Any]) -> tuple[str, list[tuple[str, str, str]]
     calls: list[tuple[str, str, str]] = []
     for index, call in enumerate(_tool_calls(message)):
         call_id = str(call.get("id") or f"#{index}")
-        name = str(call.get("name") or "unknown_tool")
+        name = _tool_name(call.get("name"))
         calls.append((call_id, name, call_signature(name, call.get("args"))))
     return _text(message.get("content")), calls
+
+
+def _tool_name(name: object) -> str:
+    """The tool a model's call names, cut as the live guard cuts it."""
+    return cut_tool_name(str(name or "unknown_tool"))
 
 
 def _tool_calls(message: Mapping[str, Any]) -> list[Mapping[str, Any]]:

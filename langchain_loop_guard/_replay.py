@@ -33,7 +33,10 @@ __all__ = [
     "ReplayReport",
     "ReplayVerdict",
     "RunReplay",
+    "Streamed",
     "TraceFormat",
+    "json_chunks",
+    "json_data",
     "json_text",
     "replay",
     "replay_many",
@@ -166,16 +169,26 @@ class ReplayReport:
     def to_json(self) -> dict[str, Any]:
         """The report as JSON data."""
         return {
-            "trace": self.path,
-            "format": self.format,
-            "runs": [run.to_json() for run in self.runs],
-            "summary": {
-                "runs": len(self.runs),
-                "events": self.events,
-                "would_stop": self.would_stop,
-                "by_signal": self.by_signal,
-            },
+            key: list(value) if isinstance(value, Streamed) else value
+            for key, value in self._json()
         }
+
+    def json_chunks(self) -> Iterator[str]:
+        """:func:`json_text` of :meth:`to_json`, in pieces: a run at a time, never the whole
+        document in memory (``loop-guard replay --json`` of a million runs)."""
+        return json_chunks(Streamed(self._json(), pairs=True))
+
+    def _json(self) -> Iterator[tuple[str, Any]]:
+        yield "trace", self.path
+        yield "format", self.format
+        yield "runs", Streamed(run.to_json() for run in self.runs)
+        summary = {
+            "runs": len(self.runs),
+            "events": self.events,
+            "would_stop": self.would_stop,
+            "by_signal": self.by_signal,
+        }
+        yield "summary", summary
 
     def lines(self) -> Iterator[str]:
         """The text report, line by line, in the report's locale (control characters escaped)."""
@@ -215,6 +228,49 @@ class ReplayReport:
 
     def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
         printer.text(str(self))  # IPython's text form: the text report, not the dataclass
+
+
+class Streamed:
+    """A JSON array (or, with ``pairs``, an object of ``(key, value)`` pairs) whose items
+    :func:`json_chunks` writes one at a time, as they are made."""
+
+    __slots__ = ("items", "pairs")
+
+    def __init__(self, items: Iterable[Any], *, pairs: bool = False) -> None:
+        self.items = items
+        self.pairs = pairs
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.items)
+
+
+def json_data(value: Any) -> Any:
+    """``value`` with each :class:`Streamed` array or object made a list or a dict."""
+    if not isinstance(value, Streamed):
+        return value
+    if value.pairs:
+        return {key: json_data(item) for key, item in value}
+    return [json_data(item) for item in value]
+
+
+def json_chunks(value: Any, depth: int = 0) -> Iterator[str]:
+    """``value`` as :func:`json_text` writes it, in pieces: a :class:`Streamed` array or object
+    an item at a time (items may be :class:`Streamed` in turn), any other value at once."""
+    if not isinstance(value, Streamed):
+        text = json_text(value)
+        yield text.replace("\n", "\n" + "  " * depth) if depth else text
+        return
+    pad = "  " * (depth + 1)
+    opening, closing = ("{", "}") if value.pairs else ("[", "]")
+    first = True
+    for item in value:
+        yield f"{opening}\n{pad}" if first else f",\n{pad}"
+        first = False
+        if value.pairs:
+            key, item = item  # noqa: PLW2901 - an object's pair: its key, then its value
+            yield f"{json_text(key)}: "
+        yield from json_chunks(item, depth + 1)
+    yield f"{opening}{closing}" if first else f"\n{'  ' * depth}{closing}"
 
 
 class _Clock:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from langchain_loop_guard._detector import DetectorEvent, Signal
 from langchain_loop_guard._messages import translator
-from langchain_loop_guard._public import safe_tool_name
+from langchain_loop_guard._public import safe_tool_name, terminal_safe
 
 if TYPE_CHECKING:
     from langchain_loop_guard._calibrate import Calibration
@@ -153,7 +153,9 @@ def report_html(report: ReplayReport, *, sweep: Calibration | None = None, page:
 
 
 def _e(text: object) -> str:
-    return html.escape(str(text), quote=True)
+    """Text for the page: controls, bidirectional overrides, line separators and lone
+    surrogates made visible escapes (as the text report shows them), then HTML-escaped."""
+    return html.escape(terminal_safe(str(text)), quote=True)
 
 
 def stop_place(stop: ReplayVerdict | None) -> tuple[int, str] | None:
