@@ -23,7 +23,13 @@ from langchain_loop_guard._replay import (
     json_data,
     replay_many,
 )
-from langchain_loop_guard._report import report_html, stop_place, stop_text
+from langchain_loop_guard._report import (
+    changes_text,
+    report_html,
+    run_name,
+    stop_place,
+    stop_text,
+)
 
 __all__ = ["Calibration", "calibrate"]
 
@@ -111,17 +117,20 @@ class Calibration:
         yield self.reports[0]._title(tr)
         for index, report in enumerate(self.reports):
             signals = ", ".join(f"{name} {count}" for name, count in report.by_signal.items())
-            line = tr.gettext("{setting}: {stopped} of {runs} runs would stop").format(
-                setting=self.setting(index), stopped=report.would_stop, runs=len(report.runs)
+            runs = len(report.runs)
+            line = tr.ngettext(
+                "{setting}: {stopped} of {runs} run would stop",
+                "{setting}: {stopped} of {runs} runs would stop",
+                runs,
+            ).format(
+                setting=self.setting(index), stopped=f"{report.would_stop:,}", runs=f"{runs:,}"
             )
             yield line + (f" ({signals})" if signals else "")
         for index in range(1, len(self.reports)):
             moved = self.changes(index)
-            yield tr.gettext("from {before} to {after}: {count} runs change").format(
-                before=self.setting(index - 1), after=self.setting(index), count=len(moved)
-            )
+            yield changes_text(tr, self.setting(index - 1), self.setting(index), len(moved))
             for run, old, new in moved:
-                yield f"  {run}: {stop_text(tr, old)} -> {stop_text(tr, new)}"
+                yield f"  {run_name(tr, run)}: {stop_text(tr, old)} -> {stop_text(tr, new)}"
 
     __str__ = ReplayReport.__str__  # the text report, in IPython too
     _repr_pretty_ = ReplayReport._repr_pretty_

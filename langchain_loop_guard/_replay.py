@@ -21,7 +21,13 @@ from langchain_loop_guard._detector import LoopDetector, Signal, Verdict
 from langchain_loop_guard._langsmith import looks_like_langsmith, read_langsmith
 from langchain_loop_guard._messages import translator
 from langchain_loop_guard._public import json_text, terminal_safe
-from langchain_loop_guard._report import Timeline, describe_run, report_html
+from langchain_loop_guard._report import (
+    Timeline,
+    describe_run,
+    report_html,
+    run_line,
+    runs_text,
+)
 from langchain_loop_guard._sources import json_type, json_values, trace_files
 from langchain_loop_guard._trace import TraceFormatError, TraceItem, decode_event
 from langchain_loop_guard._trajectories import looks_like_trajectory, read_trajectories
@@ -196,22 +202,21 @@ class ReplayReport:
 
     def _title(self, tr: Any) -> str:
         """The first line of a text report (a calibration's too)."""
-        title = tr.gettext("loop-guard replay of {path} ({format}): {runs} runs, {events} events")
-        runs, events = len(self.runs), self.events
-        return str(title.format(path=self.path, format=self.format, runs=runs, events=events))
+        title = tr.gettext("loop-guard replay of {path} ({format}): {size}")
+        size = tr.ngettext("{count} event", "{count} events", self.events)
+        size = f"{runs_text(tr, len(self.runs))}, {size.format(count=f'{self.events:,}')}"
+        return str(title.format(path=self.path, format=self.format, size=size))
 
     def _lines(self) -> Iterator[str]:
         tr = translator(self.locale)
         yield self._title(tr)
         for run in self.runs:
-            yield tr.gettext("run {run}: {events} events, {calls} tool calls").format(
-                run=run.run, events=run.events, calls=run.calls
-            )
+            yield run_line(tr, run)
             for depth, line in describe_run(tr, run):
                 yield "  " * depth + line
         signals = ", ".join(f"{name} {count}" for name, count in self.by_signal.items())
-        yield tr.gettext("summary: {runs} runs, {stopped} would stop").format(
-            runs=len(self.runs), stopped=self.would_stop
+        yield tr.gettext("summary: {runs}, {stopped} would stop").format(
+            runs=runs_text(tr, len(self.runs)), stopped=f"{self.would_stop:,}"
         ) + (f" ({signals})" if signals else "")
 
     def __str__(self) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 from array import array
 from collections import Counter
 from collections.abc import Iterator
@@ -27,19 +28,29 @@ __all__ = [
     "MAX_DRAWN",
     "MAX_LISTED",
     "MAX_MARKS",
+    "NO_THREAD",
     "Timeline",
+    "changes_text",
     "describe_run",
     "report_html",
+    "run_line",
+    "run_name",
+    "runs_text",
+    "size_text",
     "stop_place",
     "stop_text",
 ]
 
+NO_THREAD: Final = "-"
+"""The run id under which a middleware or node guard records a thread without a thread id."""
 MAX_MARKS: Final = 256
 MAX_DRAWN: Final = 300
 MAX_LISTED: Final = 300
 _NAMES: Final = 32  # tool names a timeline tells apart; further ones share the last, "…"
-_TOOLS: Final = ("#1f6fb2", "#e8871e", "#2e9e4f", "#8e5cc2", "#1aa3a3", "#c2458a", "#8c6d31")
+_TOOLS: Final = ("#e8871e", "#2e9e4f", "#8e5cc2", "#17a2a2", "#c2458a", "#8c6d31", "#7c8a1c")
+"""The tools' colours: no blue (the live stop's) and no red (a failure's), yellow (a warning's)."""
 _OTHER, _FAILED, _LIVE, _WARN = "#a3abb8", "#e53935", "#1565c0", "#f9a825"
+_SPARED: Final = ("#c62828", 0.07)  # the shade over what would not have run: colour, opacity
 _STOPS: Final = ("#1d2330", "#6a1b9a", "#00838f", "#ef6c00", "#283593", "#6d4c41")
 _SIGNALS: Final = (  # in the order of Signal, cycled past the twelfth
     "#c62828", "#ef6c00", "#f9a825", "#2e7d32", "#00838f", "#1565c0",
@@ -47,7 +58,17 @@ _SIGNALS: Final = (  # in the order of Signal, cycled past the twelfth
 )  # fmt: skip
 _W: Final = 1000  # a timeline's length in SVG units, stretched to the page's width
 _CSP: Final = "default-src 'none'; style-src 'unsafe-inline'"
-_CSS: Final = """.lgr{font:14px/1.45 system-ui,"Segoe UI",Roboto,sans-serif;color:#1d2330;
+_FONTS: Final = (
+    'system-ui,-apple-system,"Segoe UI",Roboto,"Apple SD Gothic Neo","Malgun Gothic",'
+    '"Noto Sans KR","Noto Sans CJK KR","Source Han Sans K","NanumGothic","Nanum Gothic",'
+    '"Baekmuk Gulim","UnDotum",sans-serif'
+)
+"""The page's fonts: each platform's own, then the Korean families of macOS, Windows, Android
+and Linux (a Latin font lacks Hangul: a Korean page falls through to the first that has it)."""
+_CSS: Final = (
+    """.lgr{font:14px/1.45 """
+    + _FONTS
+    + """;color:#1d2330;
 max-width:1180px;margin:0 auto;padding:12px 20px;box-sizing:border-box;overflow-wrap:anywhere}
 .lgr h1{font-size:22px;margin:0}.lgr h2{font-size:17px;margin:24px 0 8px;padding-bottom:4px;
 border-bottom:1px solid #dde2ea}.lgr h3{font-size:14px;margin:12px 0 4px}.lgr .meta{color:#5b6577}
@@ -61,7 +82,9 @@ ui-monospace,Menlo,Consolas,monospace}.lgr svg{display:block;width:100%;margin:6
 .lgr ul{margin:2px 0;padding-left:18px}.lgr .key{display:inline-block}
 .lgr .sw{display:inline-block;width:11px;height:11px;border-radius:2px;margin:0 4px 0 10px;
 vertical-align:-1px}.lgr summary{cursor:pointer;
-font-weight:600;margin:12px 0}.lgr a{color:#0b57d0}"""
+font-weight:600;margin:12px 0}.lgr a{color:#0b57d0}.lgr code{font:12.5px ui-monospace,Menlo,
+Consolas,"D2Coding",monospace;background:#eef1f5;border-radius:3px;padding:0 3px}"""
+)
 
 
 class Timeline:
@@ -102,6 +125,40 @@ class Timeline:
             last = len(self.at) - 1  # a merged mark's other calls: the last mark
             hit = next((m for m in marks if self.names[self.codes[m]] == event.tool), last)
             self.failed[hit] = 1
+
+
+def runs_text(tr: Any, count: int) -> str:
+    """``1 run``, ``2 runs`` (thousands separated), in the locale of ``tr``."""
+    return str(tr.ngettext("{count} run", "{count} runs", count).format(count=f"{count:,}"))
+
+
+def size_text(tr: Any, events: int, calls: int) -> str:
+    """``1 event, 2 tool calls``: a run's size, in the locale of ``tr``."""
+    shown = tr.ngettext("{count} event", "{count} events", events).format(count=f"{events:,}")
+    made = tr.ngettext("{count} tool call", "{count} tool calls", calls).format(count=f"{calls:,}")
+    return f"{shown}, {made}"
+
+
+def run_name(tr: Any, run: str) -> str:
+    """A run's id as reports show it: a run a graph guard recorded without a thread id (``-``)
+    is said to be one."""
+    return str(tr.gettext("(no thread id)")) if run == NO_THREAD else run
+
+
+def run_line(tr: Any, run: RunReplay) -> str:
+    """``run abc: 12 events, 4 tool calls``."""
+    text = tr.gettext("run {run}: {size}")
+    return str(text.format(run=run_name(tr, run.run), size=size_text(tr, run.events, run.calls)))
+
+
+def changes_text(tr: Any, before: str, after: str, count: int) -> str:
+    """``from KEY=3 to KEY=5: 1 run changes``."""
+    text = tr.ngettext(
+        "from {before} to {after}: {count} run changes",
+        "from {before} to {after}: {count} runs change",
+        count,
+    )
+    return str(text.format(before=before, after=after, count=f"{count:,}"))
 
 
 def stop_text(tr: Any, stop: ReplayVerdict | None) -> str:
@@ -150,6 +207,14 @@ def report_html(report: ReplayReport, *, sweep: Calibration | None = None, page:
         f'content="width=device-width,initial-scale=1"><title>{title}</title></head>'
         f'<body style="margin:0">\n{body}</body></html>\n'
     )
+
+
+_TICKED: Final = re.compile(r"`([^`\n]{1,300})`")
+
+
+def _code(text: object) -> str:
+    """:func:`_e`, then each `` `name` `` of a guard's message (a tool, a cycle) as code."""
+    return _TICKED.sub(r"<code>\1</code>", _e(text))
 
 
 def _e(text: object) -> str:
@@ -291,12 +356,10 @@ class _Page:
             before, after = sweep.reports[step - 1].runs, sweep.reports[step].runs
             pairs = enumerate(zip(before, after, strict=True))
             moved = [i for i, (old, new) in pairs if stop_place(old.stop) != stop_place(new.stop)]
-            head = tr.gettext("from {before} to {after}: {count} runs change").format(
-                before=self._setting(step - 1), after=self._setting(step), count=len(moved)
-            )
+            head = changes_text(tr, self._setting(step - 1), self._setting(step), len(moved))
             yield f"<h3>{_e(head)}</h3><ul>"
             for i in moved[:MAX_LISTED]:
-                run = _e(before[i].run)
+                run = _e(run_name(tr, before[i].run))
                 link = f'<a href="#run-{i}">{run}</a>' if i in drawn else run
                 change = f"{stop_text(tr, before[i].stop)} → {stop_text(tr, after[i].stop)}"
                 yield f"<li>{link}: {_e(change)}</li>"
@@ -320,7 +383,12 @@ class _Page:
             stops = [(_STOPS[i % 6], self._setting(i)) for i in range(len(self.reports))]
         legend = [(_OTHER, tr.gettext("other tools")), (_FAILED, tr.gettext("failed call"))]
         legend += [*stops, (_LIVE, tr.gettext("live stop")), (_WARN, tr.gettext("warning"))]
-        yield "".join(_sw(color, label) for color, label in legend) + "</p>"
+        yield "".join(_sw(color, label) for color, label in legend)
+        color, opacity = _SPARED
+        shade = f"background:{color};opacity:{opacity * 3:.2f}"  # the swatch is small: darker
+        spared = tr.gettext("would not have run (after the first stop)")
+        yield f'<span class="key"><span class="sw spared" style="{shade}"></span>'
+        yield f"{_e(spared)}</span></p>"
         for index in self.shown[:MAX_DRAWN]:
             yield from self._run(index)
         rest = self.shown[MAX_DRAWN:]
@@ -330,22 +398,22 @@ class _Page:
                 run = self.report.runs[index]
                 lines = [text for _, text in self._stops_of(index, reasons=False)]
                 text = "; ".join(lines) or stop_text(tr, run.stop)
-                yield f'<li id="run-{index}">{_e(run.run)}: {_e(text)}</li>'
+                yield f'<li id="run-{index}">{_e(run_name(tr, run.run))}: {_e(text)}</li>'
             yield from self._more(len(rest))
 
     def _run(self, index: int) -> Iterator[str]:
         tr, run = self.tr, self.report.runs[index]
-        size = tr.gettext("{events} events, {calls} tool calls")
-        size = size.format(events=f"{run.events:,}", calls=f"{run.calls:,}")
+        size = size_text(tr, run.events, run.calls)
         kind = "run" if self._stops(index) else "run live"
-        yield f'<div class="{kind}" id="run-{index}"><span class="id">{_e(run.run)}</span> '
+        name = _e(run_name(tr, run.run))
+        yield f'<div class="{kind}" id="run-{index}"><span class="id">{name}</span> '
         yield f'<span class="meta">{_e(size)}</span>{"".join(self._svg(index, run))}<ul>'
-        items = [f"{_sw(c) if c else ''}{_e(t)}" for c, t in self._stops_of(index)]
+        items = [f"{_sw(c) if c else ''}{_code(t)}" for c, t in self._stops_of(index)]
         for depth, text in describe_run(tr, run, stops=self.sweep is None):
             if depth == 1:
-                items.append(_e(text))
+                items.append(_code(text))
             else:
-                items[-1] += f" — {_e(text)}"
+                items[-1] += f" — {_code(text)}"
         if run.timeline is not None and run.timeline.span > 1:
             note = tr.gettext("each mark stands for up to {count} tool calls")
             items.append(_e(note.format(count=run.timeline.span)))
@@ -402,8 +470,9 @@ class _Page:
         stops = [(step, stop) for step, stop in found if stop is not None]
         if stops:  # what the guard would have spared: the rest of the run, shaded
             start = x(min(stop.event for _, stop in stops))
-            yield f'<rect x="{start:.1f}" width="{_W - start:.1f}" height="34" fill="#c62828" '
-            yield 'fill-opacity="0.07"/>'
+            color, opacity = _SPARED
+            yield f'<rect x="{start:.1f}" width="{_W - start:.1f}" height="34" fill="{color}" '
+            yield f'fill-opacity="{opacity}"/>'
         for step, stop in reversed(stops):  # the first value's mark on top
             title = f"{self._setting(step)} {stop.signal.value}".strip()
             yield _line(x(stop.event), _STOPS[step % 6], title)
@@ -415,13 +484,16 @@ class _Page:
             (i for i in range(len(runs)) if i not in shown), key=lambda i: -runs[i].events
         )
         if quiet:
-            summary = tr.gettext("{count} runs would not stop (the longest first)")
-            yield f"<details><summary>{_e(summary.format(count=len(quiet)))}</summary><ul>"
+            summary = tr.ngettext(
+                "{count} run would not stop",
+                "{count} runs would not stop (the longest first)",
+                len(quiet),
+            )
+            yield f"<details><summary>{_e(summary.format(count=f'{len(quiet):,}'))}</summary><ul>"
             for i in quiet[:MAX_LISTED]:
                 run = runs[i]
-                text = tr.gettext("run {run}: {events} events, {calls} tool calls")
                 warned = ", ".join(w.signal.value for w in run.warnings)
-                text = text.format(run=run.run, events=run.events, calls=run.calls)
+                text = run_line(tr, run)
                 yield f"<li>{_e(text)}{_e(f' ({warned})' if warned else '')}</li>"
             yield from self._more(len(quiet))
             yield "</details>"
