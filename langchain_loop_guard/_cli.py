@@ -321,6 +321,20 @@ def _replay_arguments(parser: argparse.ArgumentParser) -> None:
         "many runs would stop and which runs change from one value to the next; the values "
         'are comma-separated, or one JSON array (ignore_tools=[[],["sleep"]])',
     )
+    verdicts = parser.add_mutually_exclusive_group()
+    verdicts.add_argument(
+        "--labels",
+        metavar="FILE",
+        help="your verdicts on the runs, to score the stops against: a JSON object "
+        '{"RUN": "loop" | "fine", ...} or CSV rows RUN,LABEL; with --sweep, each value says '
+        "the loops it stops, the loops it misses and the good runs it would stop",
+    )
+    verdicts.add_argument(
+        "--feedback",
+        metavar="KEY[=THRESHOLD]",
+        help="take the verdicts from a LangSmith export's feedback (feedback_stats): a run "
+        "whose average KEY score is below THRESHOLD (default 0.5) looped, others were fine",
+    )
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument(
         "--html",
@@ -339,6 +353,7 @@ def _replay_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _run_replay(args: argparse.Namespace) -> int:
     from langchain_loop_guard._calibrate import calibrate  # noqa: PLC0415
+    from langchain_loop_guard._labels import Feedback  # noqa: PLC0415
     from langchain_loop_guard._replay import replay, terminal_safe  # noqa: PLC0415
     from langchain_loop_guard._trace import TraceFormatError  # noqa: PLC0415
 
@@ -346,18 +361,22 @@ def _run_replay(args: argparse.Namespace) -> int:
         values: dict[str, Any] = dict(_setting(text) for text in args.values)
         sweep = _sweep(args.sweep) if args.sweep is not None else None
         config = LoopGuardConfig.load(**values)
+        feedback = Feedback.parse(args.feedback) if args.feedback is not None else None
     except ValueError as exc:
         return _usage(exc, terminal_safe)
+    verdicts = {"labels": args.labels, "feedback": feedback}
     show = args.progress if args.progress is not None else sys.stderr.isatty()
     bar = _ProgressBar(sys.stderr) if show else None
     trace_format = None if args.format == "auto" else args.format
     result: Any
     try:
         if sweep is None:
-            result = replay(args.trace, config, format=trace_format, progress=bar)
+            result = replay(args.trace, config, format=trace_format, progress=bar, **verdicts)
         else:
             key, tried = sweep
-            result = calibrate(args.trace, key, tried, config, format=trace_format, progress=bar)
+            result = calibrate(
+                args.trace, key, tried, config, format=trace_format, progress=bar, **verdicts
+            )
         if args.html is not None:
             with open(args.html, "w", encoding="utf-8") as page:
                 page.write(result.to_html())
@@ -472,7 +491,12 @@ reported as TRACE:LINE: problem, with exit status 2.
 --sweep KEY=V1,V2,... replays the trace once under each value of one setting (over the
 configuration and --set values) and reports how many runs each value would stop, and which
 runs change from one value to the next: choose thresholds from your own history before
-turning the guard on.""",
+turning the guard on.
+
+--labels FILE (or --feedback KEY for a LangSmith export with feedback) says which runs
+looped and which were fine; each replay (each value of a sweep) then says how many loops it
+stops, how many it misses and which good runs it would stop, and the page charts the loops
+each value stops against the good runs it stops.""",
     add_arguments=_replay_arguments,
     run=_run_replay,
     epilog=_REPLAY_EXIT_STATUS,

@@ -318,8 +318,10 @@ class _DemoRun:
         scenario: Scenario,
         config: LoopGuardConfig,
         record_to: str | os.PathLike[str] | None = None,
+        thread: str | None = None,
     ) -> None:
         self.scenario = scenario
+        self.thread = thread
         self.config = config
         self.record_to = record_to
         self.timeline = _Timeline()
@@ -344,9 +346,16 @@ class _DemoRun:
             if guard.recorder is not None:
                 guard.recorder.close()
 
-    def run_config(self, *guards: BaseCallbackHandler) -> RunnableConfig:
-        """The run's config: the recorder goes first, so it sees an event the guard stops."""
-        return {"recursion_limit": _RECURSION_LIMIT, "callbacks": [self.recorder, *guards]}
+    def run_config(self, *guards: BaseCallbackHandler, thread: str | None = None) -> RunnableConfig:
+        """The run's config: the recorder goes first, so it sees an event the guard stops; a
+        graph guard's run has a thread (its name in a recorded trace, ``demo-repeat``…)."""
+        config: RunnableConfig = {
+            "recursion_limit": _RECURSION_LIMIT,
+            "callbacks": [self.recorder, *guards],
+        }
+        if thread is not None:
+            config["configurable"] = {"thread_id": thread}
+        return config
 
     def reviewers(self) -> list[AgentMiddleware[Any, Any, Any]]:
         """The reviewer middleware, for the scenario that has one."""
@@ -368,7 +377,7 @@ class _DemoRun:
         agent = create_agent(
             self.model, list(self.scenario.tools), middleware=[*self.reviewers(), guard]
         )
-        agent.invoke({"messages": [HumanMessage(_TASK)]}, self.run_config())
+        agent.invoke({"messages": [HumanMessage(_TASK)]}, self.run_config(thread=self.thread))
 
     def with_node(self) -> None:
         """A hand-built ``StateGraph``: model, node guard and ``ToolNode``, as the guard's
@@ -399,7 +408,7 @@ class _DemoRun:
 
         builder.add_conditional_edges("loop_guard", route, list(guard.destinations))
         graph = builder.compile()
-        graph.invoke({"messages": [HumanMessage(_TASK)]}, self.run_config())
+        graph.invoke({"messages": [HumanMessage(_TASK)]}, self.run_config(thread=self.thread))
 
 
 # --- running and rendering ----------------------------------------------------------------------
@@ -425,7 +434,7 @@ def run_demo(
         msg = f"unknown integration {integration!r}; expected one of {', '.join(INTEGRATIONS)}"
         raise ValueError(msg)
     config = LoopGuardConfig(mode=mode, locale=locale)
-    run = _DemoRun(SCENARIOS[loop](_marker), config, record_to)
+    run = _DemoRun(SCENARIOS[loop](_marker), config, record_to, thread=f"demo-{loop}")
     raised: LoopDetected | None = None
     error: str | None = None
     try:

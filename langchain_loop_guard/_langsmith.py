@@ -21,7 +21,7 @@ import functools
 import json
 import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from langchain_loop_guard._canonical import call_signature
@@ -36,7 +36,7 @@ from langchain_loop_guard._signature import (
 from langchain_loop_guard._sources import json_type
 from langchain_loop_guard._trace import TraceFormatError, TraceItem, cut_tool_name
 
-__all__ = ["MISSING_IO_HELP", "looks_like_langsmith", "read_langsmith"]
+__all__ = ["MISSING_IO_HELP", "FeedbackScores", "looks_like_langsmith", "read_langsmith"]
 
 _RUN_TYPES: Final = frozenset(
     {"llm", "tool", "chain", "prompt", "parser", "retriever", "embedding"}
@@ -72,6 +72,46 @@ def _ids_only(obj: Mapping[str, Any]) -> bool:
     return ("id" in obj or "run_id" in obj) and all(value is None for value in rest)
 
 
+_KEYS_NAMED: Final = 20  # feedback keys an error message can name
+
+
+@dataclass(slots=True)
+class FeedbackScores:
+    """What :func:`read_langsmith` finds of one feedback key: each trace's average score
+    (``feedback_stats[key]["avg"]``, weighted by its ``n``, over the trace's runs), and the
+    feedback keys the export holds (the first few), to name them when ``key`` is not one."""
+
+    key: str
+    by_trace: dict[str, float] = field(default_factory=dict)
+    keys: set[str] = field(default_factory=set)
+
+    def of(self, obj: Mapping[str, Any]) -> tuple[float, float] | None:
+        """A run's ``(average, count)`` of the key, from its ``feedback_stats``."""
+        stats = obj.get("feedback_stats")
+        if not isinstance(stats, Mapping):
+            return None
+        if len(self.keys) < _KEYS_NAMED:
+            self.keys.update(str(key) for key in list(stats)[:_KEYS_NAMED])
+        found = stats.get(self.key)
+        if isinstance(found, Mapping):
+            average, count = found.get("avg"), found.get("n", 1)
+        else:
+            average, count = found, 1
+        numbers = (int, float)
+        if not isinstance(average, numbers) or isinstance(average, bool):
+            return None
+        if not isinstance(count, numbers) or isinstance(count, bool) or count <= 0:
+            count = 1
+        return float(average), float(count)
+
+    def add(self, trace: str, runs: Iterable[_Run]) -> None:
+        """Note the average score of ``trace`` (its runs' scores weighted by their counts)."""
+        scored = [run.feedback for run in runs if run.feedback is not None]
+        total = sum(count for _, count in scored)
+        if total > 0:
+            self.by_trace[trace] = sum(average * count for average, count in scored) / total
+
+
 @dataclass(slots=True)
 class _Run:
     """One run, digested: what the replay needs of it and nothing else."""
@@ -97,6 +137,7 @@ class _Run:
     sketch: str | None = None  # a model run answering without calls: its reply's word sketch
     calls: tuple[tuple[str, str, str], ...] = ()  # a model run's calls: (id, name, signature)
     answers: Mapping[str, tuple[bool, Outcome]] | None = None  # tool messages in its input
+    feedback: tuple[float, float] | None = None  # (average, count) of the key asked for
 
     @property
     def complete(self) -> int:
@@ -105,21 +146,31 @@ class _Run:
 
 
 def read_langsmith(
-    values: Iterable[tuple[str, int, Any]], *, scope: str = "run"
+    values: Iterable[tuple[str, int, Any]],
+    *,
+    scope: str = "run",
+    feedback: FeedbackScores | None = None,
 ) -> Iterator[TraceItem]:
     """The events of every trace of a LangSmith export, trace after trace, from ``(file, line,
     value)`` of each JSON value read. :class:`TraceFormatError`, naming the file and line, for a
     value that is no run, a run missing a field or with one of the wrong type, or an export
-    without inputs and outputs."""
+    without inputs and outputs. ``feedback`` is told each trace's score (before the first
+    event)."""
     runs: dict[str, _Run] = {}
     for path, line, value in values:
         for obj in _flatten(path, line, value):
             run = _run(path, line, obj, len(runs))
+            if feedback is not None:
+                run.feedback = feedback.of(obj)
             known = runs.get(run.id)
             if known is None or run.complete > known.complete:
                 runs[run.id] = run
     _check_io(runs.values())
-    for key, trace in _traces(runs, scope):
+    traces = _traces(runs, scope)
+    if feedback is not None:
+        for key, trace in traces:
+            feedback.add(key, trace)
+    for key, trace in traces:
         yield from _events(key, trace)
 
 

@@ -12,11 +12,13 @@ import stat
 from pathlib import Path
 
 import pytest
+from langchain.agents import create_agent
 
-from langchain_loop_guard import LoopGuardConfig, calibrate, replay
+from langchain_loop_guard import LoopGuardConfig, LoopGuardMiddleware, calibrate, replay
 from langchain_loop_guard._cli import EXIT_OK, EXIT_USAGE, main
 from langchain_loop_guard._demo_kinds import INTEGRATIONS
 from langchain_loop_guard._report import _FONTS, _LIVE, _SPARED, _TOOLS
+from langchain_loop_guard.testing import ScriptedChatModel, call, scripted_tool
 
 EN, KO = LoopGuardConfig(), LoopGuardConfig(locale="ko")
 PARTICLES = re.compile(r"\((이|가|을|를|은|는|으|와|과)\)")  # 이(가), 을(를)…: left unresolved
@@ -75,19 +77,28 @@ def test_demo_record_to_a_folder_that_does_not_exist_is_a_usage_error(
     assert len(captured.err.splitlines()) == 1
 
 
-@pytest.mark.parametrize("integration", ["middleware", "node"])
-def test_a_run_without_a_thread_id_is_named_so(
-    integration: str, recorded: dict[str, Path], tmp_path: Path
-) -> None:
-    """A graph guard's run without a thread id is "(no thread id)", never ``run -:``."""
+def test_a_run_without_a_thread_id_is_named_so(tmp_path: Path) -> None:
+    """A middleware run without a thread id is recorded as ``-`` and shown as "(no thread
+    id)", never ``run -:``; the demo's graph runs have a thread (``demo-repeat``)."""
+    trace = tmp_path / "trace.jsonl"
+    guard = LoopGuardMiddleware({"mode": "observe"}, record_to=trace)
+    model = ScriptedChatModel(script=[call("search", {"q": "x"})] * 5 + ["done"])
+    agent = create_agent(model, [scripted_tool("search", "same")], middleware=[guard])
+    agent.invoke({"messages": [("user", "go")]})  # no config: no thread id
     for config, name in ((EN, "(no thread id)"), (KO, "(스레드 ID 없음)")):
-        report = replay(recorded[integration], config)
+        report = replay(trace, config)
         assert report.runs[0].run == "-"  # the data keeps what the trace says
         text, page = str(report), report.to_html()
         assert "run -:" not in text
         assert "실행 -:" not in text
         assert name in text
         assert f'<span class="id">{name}</span>' in page
+
+
+def test_the_demos_graph_runs_are_recorded_under_their_thread(recorded: dict[str, Path]) -> None:
+    """``demo --integration middleware --record``: the run is ``demo-repeat``, to label."""
+    for integration in ("middleware", "node"):
+        assert [run.run for run in replay(recorded[integration], EN).runs] == ["demo-repeat"]
 
 
 def test_counts_are_singular_or_plural(recorded: dict[str, Path], tmp_path: Path) -> None:
