@@ -136,3 +136,33 @@ def test_readme_examples_print_the_stops_in_both_languages(
     out = capsys.readouterr().out
     assert "Loop guard stopped the run" in out
     assert "루프 가드" in out
+
+
+_WALK = "### Scoring the stops against your own verdicts"
+_CSV = re.compile(r"^```csv\n(.*?)^```", re.MULTILINE | re.DOTALL)
+
+
+def test_the_manuals_labels_walkthrough_runs_twice_as_written(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The tuning section's demo runs, labels file and replays: each command exits 0 (twice,
+    in one folder), and the sweep finds the good run that ``cycle_repeats=2`` would stop."""
+    text = DOCUMENTS[1].read_text(encoding="utf-8")
+    section = text[text.index(_WALK) : text.index("\n## ", text.index(_WALK))]
+    (labels,) = _CSV.findall(section)
+    lines = [line for block in _SHELL.findall(section) for line in block.splitlines() if line]
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    (tmp_path / "labels.csv").write_text(labels, encoding="utf-8")
+    for _ in range(2):
+        for line in lines:
+            words = shlex.split(line)
+            if words[:2] == ["mkdir", "-p"]:
+                Path(words[2]).mkdir(parents=True, exist_ok=True)
+            else:
+                assert words[0] == "loop-guard", line
+                assert main(words[1:]) == EXIT_OK, line
+        out = capsys.readouterr().out
+        assert "loops stopped 3 of 3, loops missed 0, good runs stopped 1 of 1" in out
+        assert "good runs that would stop: demo-productive" in out
+    assert '<svg class="verdicts"' in (tmp_path / "labels-sweep.html").read_text("utf-8")
