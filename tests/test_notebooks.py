@@ -32,6 +32,8 @@ EXPECTED = {
         "ticket-2   would stop: tool call 3: repeated_tool_call (read_log, 3/3)",
         "runs stopped by each value of repeat_tool_threshold",  # the sweep's chart
         "would stop: 2 of 3",
+        "1 good run would stop",  # the labelled sweep: ticket-1, at repeat_tool_threshold=3
+        "loops stopped: 2/2",
         "on {'deploy_status': 6}",
     ],
 }
