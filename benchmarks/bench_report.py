@@ -10,7 +10,8 @@ tracemalloc's peak), as ``bench_replay.py`` does.
   against the replay alone, best of each (target under 2x).
 - A loop-guard trace of 1,000,000 runs of one event each (about 100 MB): the peak memory of
   the replay (target under 500 MB; a detector per run of the file took about 2.4 GB) and of
-  the replay with its page.
+  the replay with its page; and of the replay with its ``--json`` document (target under
+  300 MB: built whole, the document took 1.86 GB; it is streamed a run at a time).
 """
 
 from __future__ import annotations
@@ -48,6 +49,9 @@ size = 0
 if sys.argv[2] == "html":
     with open(sys.argv[3], "w", encoding="utf-8") as page:
         size = page.write(report.to_html())
+elif sys.argv[2] == "json":  # as loop-guard replay --json writes it
+    with open(sys.argv[3], "w", encoding="utf-8") as out:
+        size = sum(out.write(chunk) for chunk in report.json_chunks())
 elapsed = time.perf_counter() - start
 growth = status_kb("VmHWM") - before if proc else tracemalloc.get_traced_memory()[1] // 1024
 print(json.dumps({"seconds": elapsed, "runs": len(report.runs), "stopped": report.would_stop,
@@ -135,14 +139,23 @@ def report_cost(runs: int = 10_000, rounds: int = 3) -> list[Row]:
         ]
 
 
-def one_event_runs(runs: int = 1_000_000) -> list[Row]:
-    """Rows: peak memory of replaying ``runs`` one-event runs, without and with the page."""
+_ONE_EVENT_MODES: dict[str, tuple[str, float, str]] = {
+    "plain": ("replay", 500.0, "a detector per run took ~2.4 KB each"),
+    "html": ("replay and page", 500.0, "a detector per run took ~2.4 KB each"),
+    "json": ("replay and --json", 300.0, "streamed; built whole it took 1.86 GB"),
+}
+
+
+def one_event_runs(runs: int = 1_000_000, modes: tuple[str, ...] = ("plain", "html")) -> list[Row]:
+    """Rows: peak memory of replaying ``runs`` one-event runs, alone and with each output of
+    ``modes`` (``"html"``, ``"json"``)."""
     rows: list[Row] = []
     with tempfile.TemporaryDirectory(prefix="loop-guard-bench-") as tmp:
-        trace, page = Path(tmp) / "one-event-runs.jsonl", Path(tmp) / "report.html"
+        trace, page = Path(tmp) / "one-event-runs.jsonl", Path(tmp) / "report.out"
         write_one_event_runs(trace, runs)
         size = trace.stat().st_size / MB
-        for mode, label in (("plain", "replay"), ("html", "replay and page")):
+        for mode in modes:
+            label, target, note = _ONE_EVENT_MODES[mode]
             result = _measure(trace, mode, page)
             rows.append(
                 Row(
@@ -150,9 +163,9 @@ def one_event_runs(runs: int = 1_000_000) -> list[Row]:
                     f"{size:,.0f} MB trace",
                     f"{result['seconds']:.1f} s",
                     result["peak_kb"] / 1024,
-                    500.0,
+                    target,
                     unit="MB",
-                    note=f"{result['runs']:,} runs; a detector per run took ~2.4 KB each",
+                    note=f"{result['runs']:,} runs; {note}",
                 )
             )
     return rows
@@ -161,4 +174,7 @@ def one_event_runs(runs: int = 1_000_000) -> list[Row]:
 if __name__ == "__main__":
     from _harness import format_table
 
-    print(format_table(report_cost() + one_event_runs()))
+    if sys.argv[1:] == ["--json-row"]:  # only the streamed --json row
+        print(format_table(one_event_runs(modes=("json",))))
+    else:
+        print(format_table(report_cost() + one_event_runs(modes=("plain", "html", "json"))))

@@ -77,7 +77,9 @@ def main(argv: list[str] | None = None) -> int:
         print("replay done", flush=True)
     if "report" in sections:
         rows += bench_report.report_cost(runs=2_000 if quick else 10_000, rounds=1 if quick else 3)
-        rows += bench_report.one_event_runs(runs=100_000 if quick else 1_000_000)
+        rows += bench_report.one_event_runs(
+            runs=100_000 if quick else 1_000_000, modes=("plain", "html", "json")
+        )
         print("report done", flush=True)
     if "load" in sections:
         rows += bench_load.runs_in_flight(runs=1_500, rounds=1 if quick else 3)

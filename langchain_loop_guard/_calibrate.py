@@ -11,18 +11,32 @@ from typing import Any
 
 from langchain_loop_guard._config import LoopGuardConfig
 from langchain_loop_guard._errors import LoopGuardConfigError
+from langchain_loop_guard._labels import Feedback, LabelsInput
 from langchain_loop_guard._messages import translator
 from langchain_loop_guard._public import terminal_safe
 from langchain_loop_guard._replay import (
     Progress,
     ReplayReport,
     ReplayVerdict,
+    Streamed,
     TraceFormat,
+    json_chunks,
+    json_data,
     replay_many,
 )
-from langchain_loop_guard._report import report_html, stop_place, stop_text
+from langchain_loop_guard._report import (
+    changes_text,
+    report_html,
+    run_name,
+    score_lines,
+    score_text,
+    stop_place,
+    stop_text,
+)
 
 __all__ = ["Calibration", "calibrate"]
+
+_NAMED = 10  # good runs a text line names per value
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -50,40 +64,68 @@ class Calibration:
 
     def to_json(self) -> dict[str, Any]:
         """The calibration as JSON data: per value, the summary and each run's stop."""
+        data: dict[str, Any] = json_data(self._json())
+        return data
+
+    def json_chunks(self) -> Iterator[str]:
+        """:func:`json_text` of :meth:`to_json`, in pieces (a run's stop at a time)."""
+        return json_chunks(self._json())
+
+    def _json(self) -> Streamed:
         first = self.reports[0]
-        return {
+        head = {
             "trace": first.path,
             "format": first.format,
             "key": self.key,
             "runs": len(first.runs),
             "events": first.events,
-            "settings": [
-                {
-                    "value": value,
-                    "would_stop": report.would_stop,
-                    "by_signal": report.by_signal,
-                    "stops": {
-                        run.run: run.stop.to_json() for run in report.runs if run.stop is not None
-                    },
-                }
-                for value, report in zip(self.values, self.reports, strict=True)
-            ],
-            "changes": [
-                {
-                    "from": self.values[index - 1],
-                    "to": self.values[index],
-                    "runs": [
-                        {
-                            "run": run,
-                            "before": old.to_json() if old else None,
-                            "after": new.to_json() if new else None,
-                        }
-                        for run, old, new in self.changes(index)
-                    ],
-                }
-                for index in range(1, len(self.reports))
-            ],
         }
+        settings = Streamed(
+            Streamed(
+                [
+                    ("value", value),
+                    ("would_stop", report.would_stop),
+                    ("by_signal", report.by_signal),
+                    *self._labels(report),
+                    ("stops", Streamed(self._stops(report), pairs=True)),
+                ],
+                pairs=True,
+            )
+            for value, report in zip(self.values, self.reports, strict=True)
+        )
+        changes = Streamed(
+            {
+                "from": self.values[index - 1],
+                "to": self.values[index],
+                "runs": [
+                    {
+                        "run": run,
+                        "before": old.to_json() if old else None,
+                        "after": new.to_json() if new else None,
+                    }
+                    for run, old, new in self.changes(index)
+                ],
+            }
+            for index in range(1, len(self.reports))
+        )
+        return Streamed([*head.items(), ("settings", settings), ("changes", changes)], pairs=True)
+
+    @staticmethod
+    def _labels(report: ReplayReport) -> list[tuple[str, Any]]:
+        """A value's score against the labels, naming the good runs stopped and the loops
+        missed (nothing without labels)."""
+        found = report.score
+        if found is None:
+            return []
+        names = {
+            "fine_stopped_runs": [report.runs[i].run for i in found.false_stop_runs],
+            "loops_missed_runs": [report.runs[i].run for i in found.missed_runs],
+        }
+        return [("labels", {**found.to_json(), **names})]
+
+    @staticmethod
+    def _stops(report: ReplayReport) -> Iterator[tuple[str, Any]]:
+        return ((run.run, run.stop.to_json()) for run in report.runs if run.stop is not None)
 
     def lines(self) -> Iterator[str]:
         """The text report: a line per value, then the runs each change of value moves."""
@@ -94,17 +136,35 @@ class Calibration:
         yield self.reports[0]._title(tr)
         for index, report in enumerate(self.reports):
             signals = ", ".join(f"{name} {count}" for name, count in report.by_signal.items())
-            line = tr.gettext("{setting}: {stopped} of {runs} runs would stop").format(
-                setting=self.setting(index), stopped=report.would_stop, runs=len(report.runs)
+            runs = len(report.runs)
+            line = tr.ngettext(
+                "{setting}: {stopped} of {runs} run would stop",
+                "{setting}: {stopped} of {runs} runs would stop",
+                runs,
+            ).format(
+                setting=self.setting(index), stopped=f"{report.would_stop:,}", runs=f"{runs:,}"
             )
             yield line + (f" ({signals})" if signals else "")
+            yield from self._score_lines(tr, report)
+        if self.reports[0].score is not None:  # what the labels could not match, said once
+            yield from (line.strip() for line in list(score_lines(tr, self.reports[0].score))[1:])
         for index in range(1, len(self.reports)):
             moved = self.changes(index)
-            yield tr.gettext("from {before} to {after}: {count} runs change").format(
-                before=self.setting(index - 1), after=self.setting(index), count=len(moved)
-            )
+            yield changes_text(tr, self.setting(index - 1), self.setting(index), len(moved))
             for run, old, new in moved:
-                yield f"  {run}: {stop_text(tr, old)} -> {stop_text(tr, new)}"
+                yield f"  {run_name(tr, run)}: {stop_text(tr, old)} -> {stop_text(tr, new)}"
+
+    @staticmethod
+    def _score_lines(tr: Any, report: ReplayReport) -> Iterator[str]:
+        """A value's score against the labels, and the good runs it would stop."""
+        found = report.score
+        if found is None:
+            return
+        yield f"  {score_text(tr, found)}"
+        false = [run_name(tr, report.runs[i].run) for i in found.false_stop_runs]
+        if false:
+            shown = ", ".join(false[:_NAMED]) + (", …" if len(false) > _NAMED else "")
+            yield "    " + tr.gettext("good runs that would stop: {runs}").format(runs=shown)
 
     __str__ = ReplayReport.__str__  # the text report, in IPython too
     _repr_pretty_ = ReplayReport._repr_pretty_
@@ -131,6 +191,8 @@ def calibrate(
     *,
     format: TraceFormat | None = None,
     progress: Progress | None = None,
+    labels: LabelsInput | None = None,
+    feedback: str | Feedback | None = None,
 ) -> Calibration:
     """Replay the trace at ``path`` under each of ``values`` of the setting ``key``, in one pass.
 
@@ -141,6 +203,9 @@ def calibrate(
         config: the rest of the configuration; :meth:`LoopGuardConfig.load` when ``None``.
         format: the trace's format; recognised from its content when ``None``.
         progress: told how far the replay is.
+        labels, feedback: your verdicts on the runs, as :func:`replay` takes them: each value
+            then says how many loops it stops, how many it misses, and which good runs it
+            would stop.
 
     Raises:
         LoopGuardConfigError: ``key`` is not a setting, or a value is invalid.
@@ -155,7 +220,11 @@ def calibrate(
     return Calibration(
         key=key,
         values=tuple(values),
-        reports=tuple(_replay_scopes(path, configs, format=format, progress=progress)),
+        reports=tuple(
+            _replay_scopes(
+                path, configs, format=format, progress=progress, labels=labels, feedback=feedback
+            )
+        ),
     )
 
 
@@ -165,12 +234,21 @@ def _replay_scopes(
     *,
     format: TraceFormat | None,
     progress: Progress | None,
+    labels: LabelsInput | None,
+    feedback: str | Feedback | None,
 ) -> list[ReplayReport]:
     """:func:`replay_many` with one pass per ``scope`` among ``configs`` (the scope decides
     how a trace is read into runs), the reports in the order of ``configs``."""
     reports: dict[int, ReplayReport] = {}
     for scope in dict.fromkeys(config.scope for config in configs):
         indexes = [i for i, config in enumerate(configs) if config.scope == scope]
-        found = replay_many(path, [configs[i] for i in indexes], format=format, progress=progress)
+        found = replay_many(
+            path,
+            [configs[i] for i in indexes],
+            format=format,
+            progress=progress,
+            labels=labels,
+            feedback=feedback,
+        )
         reports.update(zip(indexes, found, strict=True))
     return [reports[i] for i in range(len(configs))]

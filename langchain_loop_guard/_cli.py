@@ -18,6 +18,7 @@ from langchain_loop_guard._config import LoopGuardConfig, Mode
 from langchain_loop_guard._demo_kinds import INTEGRATIONS, LOOP_KINDS, describe_scenarios
 from langchain_loop_guard._errors import LoopGuardConfigError
 from langchain_loop_guard._messages import LOCALES, negotiate_locale, translator
+from langchain_loop_guard._public import terminal_safe
 from langchain_loop_guard._status import text_table
 
 __all__ = [
@@ -40,8 +41,29 @@ _PROG = "loop-guard"
 _EXIT_STATUS = """\
 exit status:
   0    success
-  1    the command ran but failed (the demo did not go as designed: please report it)
+  1    the command ran but failed (see each command's --help)
   2    usage error, or an invalid configuration (one line per problem on stderr)
+  130  interrupted
+"""
+_DEMO_EXIT_STATUS = """\
+exit status:
+  0    the demo went as designed
+  1    the demo did not go as designed: please report it
+  2    usage error, or a --record file that cannot be written
+  130  interrupted
+"""
+_CONFIG_EXIT_STATUS = """\
+exit status:
+  0    the configuration is valid (and was printed)
+  2    usage error, or an invalid configuration (one line per problem on stderr)
+  130  interrupted
+"""
+_REPLAY_EXIT_STATUS = """\
+exit status:
+  0    the report was written, whether or not the guard would stop a run
+  1    the report could not be written out (its reader went away: a closed pipe)
+  2    usage error, an invalid configuration, or a trace that cannot be read
+       (TRACE:LINE: problem, one line on stderr)
   130  interrupted
 """
 
@@ -90,6 +112,12 @@ def _demo_arguments(parser: argparse.ArgumentParser) -> None:
         "node: LoopGuardNode in a hand-built StateGraph (default: %(default)s)",
     )
     parser.add_argument(
+        "--record",
+        metavar="FILE",
+        help="also record the run as a loop-guard trace (record_to=) in FILE, made afresh "
+        "(mode 0600), to try `loop-guard replay FILE` on",
+    )
+    parser.add_argument(
         "-v",
         "--verbose",
         action="store_true",
@@ -101,7 +129,7 @@ def _demo_epilog() -> str:
     scenarios = describe_scenarios("en")
     width = max(len(name) for name in scenarios)
     lines = [f"  {name.ljust(width)}  {text}" for name, text in scenarios.items()]
-    return "loops:\n" + "\n".join(lines) + "\n\n" + _EXIT_STATUS
+    return "loops:\n" + "\n".join(lines) + "\n\n" + _DEMO_EXIT_STATUS
 
 
 _LOCALE_VARIABLE = "LOOP_GUARD_LOCALE"
@@ -140,15 +168,31 @@ def _run_demo(args: argparse.Namespace) -> int:
     locale = _demo_locale(args.locale)
     if locale is None:
         return EXIT_USAGE
+    tr = translator(locale)
+    if args.record is not None:
+        try:  # afresh: record_to= appends, and a second demo would add a second run
+            os.close(os.open(args.record, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600))
+        except OSError as exc:
+            problem = f"{exc.filename or args.record}: {exc.strerror or exc}"
+            print(f"{_PROG}: --record: {terminal_safe(problem)}", file=sys.stderr)
+            return EXIT_USAGE
     with _logging(verbose=args.verbose):
-        result = run_demo(args.loop, mode=args.mode, locale=locale, integration=args.integration)
+        result = run_demo(
+            args.loop,
+            mode=args.mode,
+            locale=locale,
+            integration=args.integration,
+            record_to=args.record,
+        )
     for line in render(result):
         print(line)
+    if args.record is not None:
+        recorded = tr.gettext("Recorded the run to {path}; replay it: loop-guard replay {path}")
+        print(terminal_safe(recorded.format(path=args.record)))
     if result.error is not None:
         return EXIT_FAILURE
     designed = expected_signal(args.loop) if args.mode != "off" else None
     if result.first_signal != designed:
-        tr = translator(locale)
         message = tr.gettext(
             "The demo did not go as designed: expected {expected}, got {actual}. "
             "Please report this."
@@ -244,6 +288,7 @@ LOOP_GUARD_* environment variables. Print each value with its source. An invalid
 configuration prints one line per problem on stderr and exits with status 2.""",
     add_arguments=_config_arguments,
     run=_run_config,
+    epilog=_CONFIG_EXIT_STATUS,
 )
 
 
@@ -276,6 +321,20 @@ def _replay_arguments(parser: argparse.ArgumentParser) -> None:
         "many runs would stop and which runs change from one value to the next; the values "
         'are comma-separated, or one JSON array (ignore_tools=[[],["sleep"]])',
     )
+    verdicts = parser.add_mutually_exclusive_group()
+    verdicts.add_argument(
+        "--labels",
+        metavar="FILE",
+        help="your verdicts on the runs, to score the stops against: a JSON object "
+        '{"RUN": "loop" | "fine", ...} or CSV rows RUN,LABEL; with --sweep, each value says '
+        "the loops it stops, the loops it misses and the good runs it would stop",
+    )
+    verdicts.add_argument(
+        "--feedback",
+        metavar="KEY[=THRESHOLD]",
+        help="take the verdicts from a LangSmith export's feedback (feedback_stats): a run "
+        "whose average KEY score is below THRESHOLD (default 0.5) looped, others were fine",
+    )
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument(
         "--html",
@@ -294,28 +353,34 @@ def _replay_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _run_replay(args: argparse.Namespace) -> int:
     from langchain_loop_guard._calibrate import calibrate  # noqa: PLC0415
-    from langchain_loop_guard._replay import json_text, replay, terminal_safe  # noqa: PLC0415
+    from langchain_loop_guard._labels import Feedback  # noqa: PLC0415
+    from langchain_loop_guard._replay import replay, terminal_safe  # noqa: PLC0415
     from langchain_loop_guard._trace import TraceFormatError  # noqa: PLC0415
 
     try:
         values: dict[str, Any] = dict(_setting(text) for text in args.values)
         sweep = _sweep(args.sweep) if args.sweep is not None else None
         config = LoopGuardConfig.load(**values)
+        feedback = Feedback.parse(args.feedback) if args.feedback is not None else None
     except ValueError as exc:
         return _usage(exc, terminal_safe)
+    verdicts = {"labels": args.labels, "feedback": feedback}
     show = args.progress if args.progress is not None else sys.stderr.isatty()
     bar = _ProgressBar(sys.stderr) if show else None
     trace_format = None if args.format == "auto" else args.format
     result: Any
     try:
         if sweep is None:
-            result = replay(args.trace, config, format=trace_format, progress=bar)
+            result = replay(args.trace, config, format=trace_format, progress=bar, **verdicts)
         else:
             key, tried = sweep
-            result = calibrate(args.trace, key, tried, config, format=trace_format, progress=bar)
+            result = calibrate(
+                args.trace, key, tried, config, format=trace_format, progress=bar, **verdicts
+            )
         if args.html is not None:
             with open(args.html, "w", encoding="utf-8") as page:
                 page.write(result.to_html())
+
     except (LoopGuardConfigError, TraceFormatError) as exc:
         return _usage(exc, terminal_safe)
     except OSError as exc:
@@ -325,11 +390,15 @@ def _run_replay(args: argparse.Namespace) -> int:
     finally:
         if bar is not None:
             bar.close()
-    if args.json:
-        print(json_text(result.to_json()))
+    if args.json:  # streamed: a run at a time, not the whole document in memory
+        sys.stdout.writelines(result.json_chunks())
+        sys.stdout.write("\n")
     else:
         for line in result.lines():
             print(line)
+    if args.html is not None:  # after the report: the last line a terminal shows
+        wrote = translator(config.locale).gettext("Wrote the HTML report to {path}")
+        print(terminal_safe(wrote.format(path=args.html)), file=sys.stderr)
     return EXIT_OK
 
 
@@ -422,9 +491,15 @@ reported as TRACE:LINE: problem, with exit status 2.
 --sweep KEY=V1,V2,... replays the trace once under each value of one setting (over the
 configuration and --set values) and reports how many runs each value would stop, and which
 runs change from one value to the next: choose thresholds from your own history before
-turning the guard on.""",
+turning the guard on.
+
+--labels FILE (or --feedback KEY for a LangSmith export with feedback) says which runs
+looped and which were fine; each replay (each value of a sweep) then says how many loops it
+stops, how many it misses and which good runs it would stop, and the page charts the loops
+each value stops against the good runs it stops.""",
     add_arguments=_replay_arguments,
     run=_run_replay,
+    epilog=_REPLAY_EXIT_STATUS,
 )
 
 COMMANDS: tuple[Command, ...] = (DEMO, CONFIG, REPLAY)

@@ -8,6 +8,7 @@ even if the guard failed to stop it.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -312,29 +313,49 @@ class _GraphState(MessagesState, LoopGuardState):
 class _DemoRun:
     """One run of a scenario under one integration, recorded on a timeline."""
 
-    def __init__(self, scenario: Scenario, config: LoopGuardConfig) -> None:
+    def __init__(
+        self,
+        scenario: Scenario,
+        config: LoopGuardConfig,
+        record_to: str | os.PathLike[str] | None = None,
+        thread: str | None = None,
+    ) -> None:
         self.scenario = scenario
+        self.thread = thread
         self.config = config
+        self.record_to = record_to
         self.timeline = _Timeline()
         self.model = ScriptedChatModel(script=list(scenario.script))
         self.recorder = _Recorder(self.timeline, frozenset(t.name for t in scenario.tools))
         self._unsubscribe: list[Callable[[], None]] = []
+        self._guards: list[GuardRuntime] = []
 
     def watch(self, guard: GuardRuntime) -> None:
         """Put ``guard``'s verdicts on the timeline, as it reports them."""
+        self._guards.append(guard)
         timeline = self.timeline
         self._unsubscribe.append(
             guard.add_verdict_listener(lambda _run, verdict: timeline.add(GuardVerdict(verdict)))
         )
 
     def close(self) -> None:
-        """Stop listening to the guards."""
+        """Stop listening to the guards, and close the trace they record to."""
         for unsubscribe in self._unsubscribe:
             unsubscribe()
+        for guard in self._guards:
+            if guard.recorder is not None:
+                guard.recorder.close()
 
-    def run_config(self, *guards: BaseCallbackHandler) -> RunnableConfig:
-        """The run's config: the recorder goes first, so it sees an event the guard stops."""
-        return {"recursion_limit": _RECURSION_LIMIT, "callbacks": [self.recorder, *guards]}
+    def run_config(self, *guards: BaseCallbackHandler, thread: str | None = None) -> RunnableConfig:
+        """The run's config: the recorder goes first, so it sees an event the guard stops; a
+        graph guard's run has a thread (its name in a recorded trace, ``demo-repeat``…)."""
+        config: RunnableConfig = {
+            "recursion_limit": _RECURSION_LIMIT,
+            "callbacks": [self.recorder, *guards],
+        }
+        if thread is not None:
+            config["configurable"] = {"thread_id": thread}
+        return config
 
     def reviewers(self) -> list[AgentMiddleware[Any, Any, Any]]:
         """The reviewer middleware, for the scenario that has one."""
@@ -342,26 +363,26 @@ class _DemoRun:
 
     def with_callbacks(self) -> None:
         """``create_agent`` with ``LoopGuardCallbackHandler`` in the run's callbacks."""
-        handler = LoopGuardCallbackHandler(self.config)
+        handler = LoopGuardCallbackHandler(self.config, record_to=self.record_to)
         self.watch(handler)
         agent = create_agent(self.model, list(self.scenario.tools), middleware=self.reviewers())
         agent.invoke({"messages": [HumanMessage(_TASK)]}, self.run_config(handler))
 
     def with_middleware(self) -> None:
         """``create_agent`` with ``LoopGuardMiddleware``."""
-        guard = LoopGuardMiddleware(self.config)
+        guard = LoopGuardMiddleware(self.config, record_to=self.record_to)
         self.watch(guard)
         # after_model hooks run last to first: the guard, listed last, sees each answer before
         # the reviewer can send it back
         agent = create_agent(
             self.model, list(self.scenario.tools), middleware=[*self.reviewers(), guard]
         )
-        agent.invoke({"messages": [HumanMessage(_TASK)]}, self.run_config())
+        agent.invoke({"messages": [HumanMessage(_TASK)]}, self.run_config(thread=self.thread))
 
     def with_node(self) -> None:
         """A hand-built ``StateGraph``: model, node guard and ``ToolNode``, as the guard's
         documentation wires them (tool results go back through the guard)."""
-        guard = LoopGuardNode(self.config)
+        guard = LoopGuardNode(self.config, record_to=self.record_to)
         self.watch(guard)
         tools = list(self.scenario.tools)
         model = self.model.bind_tools(tools)
@@ -387,7 +408,7 @@ class _DemoRun:
 
         builder.add_conditional_edges("loop_guard", route, list(guard.destinations))
         graph = builder.compile()
-        graph.invoke({"messages": [HumanMessage(_TASK)]}, self.run_config())
+        graph.invoke({"messages": [HumanMessage(_TASK)]}, self.run_config(thread=self.thread))
 
 
 # --- running and rendering ----------------------------------------------------------------------
@@ -399,10 +420,12 @@ def run_demo(
     mode: Mode = "on",
     locale: str = "en",
     integration: Integration = "callbacks",
+    record_to: str | os.PathLike[str] | None = None,
     _marker: str = "",
 ) -> DemoResult:
     """Run the ``loop`` scenario once, under the built-in defaults with ``mode`` and ``locale``
-    (so it behaves the same everywhere), and return what happened. ``_marker`` is appended to
+    (so it behaves the same everywhere), and return what happened. ``record_to`` is the guard's
+    (its events appended to that trace, for ``loop-guard replay``). ``_marker`` is appended to
     every argument, output and answer of the script (the tests check it never shows)."""
     if loop not in SCENARIOS:
         msg = f"unknown loop {loop!r}; expected one of {', '.join(LOOP_KINDS)}"
@@ -410,7 +433,8 @@ def run_demo(
     if integration not in INTEGRATIONS:
         msg = f"unknown integration {integration!r}; expected one of {', '.join(INTEGRATIONS)}"
         raise ValueError(msg)
-    run = _DemoRun(SCENARIOS[loop](_marker), LoopGuardConfig(mode=mode, locale=locale))
+    config = LoopGuardConfig(mode=mode, locale=locale)
+    run = _DemoRun(SCENARIOS[loop](_marker), config, record_to, thread=f"demo-{loop}")
     raised: LoopDetected | None = None
     error: str | None = None
     try:

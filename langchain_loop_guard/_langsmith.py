@@ -21,7 +21,7 @@ import functools
 import json
 import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from langchain_loop_guard._canonical import call_signature
@@ -34,9 +34,9 @@ from langchain_loop_guard._signature import (
     reply_sketch,
 )
 from langchain_loop_guard._sources import json_type
-from langchain_loop_guard._trace import TraceFormatError, TraceItem
+from langchain_loop_guard._trace import TraceFormatError, TraceItem, cut_tool_name
 
-__all__ = ["MISSING_IO_HELP", "looks_like_langsmith", "read_langsmith"]
+__all__ = ["MISSING_IO_HELP", "FeedbackScores", "looks_like_langsmith", "read_langsmith"]
 
 _RUN_TYPES: Final = frozenset(
     {"llm", "tool", "chain", "prompt", "parser", "retriever", "embedding"}
@@ -72,6 +72,46 @@ def _ids_only(obj: Mapping[str, Any]) -> bool:
     return ("id" in obj or "run_id" in obj) and all(value is None for value in rest)
 
 
+_KEYS_NAMED: Final = 20  # feedback keys an error message can name
+
+
+@dataclass(slots=True)
+class FeedbackScores:
+    """What :func:`read_langsmith` finds of one feedback key: each trace's average score
+    (``feedback_stats[key]["avg"]``, weighted by its ``n``, over the trace's runs), and the
+    feedback keys the export holds (the first few), to name them when ``key`` is not one."""
+
+    key: str
+    by_trace: dict[str, float] = field(default_factory=dict)
+    keys: set[str] = field(default_factory=set)
+
+    def of(self, obj: Mapping[str, Any]) -> tuple[float, float] | None:
+        """A run's ``(average, count)`` of the key, from its ``feedback_stats``."""
+        stats = obj.get("feedback_stats")
+        if not isinstance(stats, Mapping):
+            return None
+        if len(self.keys) < _KEYS_NAMED:
+            self.keys.update(str(key) for key in list(stats)[:_KEYS_NAMED])
+        found = stats.get(self.key)
+        if isinstance(found, Mapping):
+            average, count = found.get("avg"), found.get("n", 1)
+        else:
+            average, count = found, 1
+        numbers = (int, float)
+        if not isinstance(average, numbers) or isinstance(average, bool):
+            return None
+        if not isinstance(count, numbers) or isinstance(count, bool) or count <= 0:
+            count = 1
+        return float(average), float(count)
+
+    def add(self, trace: str, runs: Iterable[_Run]) -> None:
+        """Note the average score of ``trace`` (its runs' scores weighted by their counts)."""
+        scored = [run.feedback for run in runs if run.feedback is not None]
+        total = sum(count for _, count in scored)
+        if total > 0:
+            self.by_trace[trace] = sum(average * count for average, count in scored) / total
+
+
 @dataclass(slots=True)
 class _Run:
     """One run, digested: what the replay needs of it and nothing else."""
@@ -97,6 +137,7 @@ class _Run:
     sketch: str | None = None  # a model run answering without calls: its reply's word sketch
     calls: tuple[tuple[str, str, str], ...] = ()  # a model run's calls: (id, name, signature)
     answers: Mapping[str, tuple[bool, Outcome]] | None = None  # tool messages in its input
+    feedback: tuple[float, float] | None = None  # (average, count) of the key asked for
 
     @property
     def complete(self) -> int:
@@ -105,21 +146,31 @@ class _Run:
 
 
 def read_langsmith(
-    values: Iterable[tuple[str, int, Any]], *, scope: str = "run"
+    values: Iterable[tuple[str, int, Any]],
+    *,
+    scope: str = "run",
+    feedback: FeedbackScores | None = None,
 ) -> Iterator[TraceItem]:
     """The events of every trace of a LangSmith export, trace after trace, from ``(file, line,
     value)`` of each JSON value read. :class:`TraceFormatError`, naming the file and line, for a
     value that is no run, a run missing a field or with one of the wrong type, or an export
-    without inputs and outputs."""
+    without inputs and outputs. ``feedback`` is told each trace's score (before the first
+    event)."""
     runs: dict[str, _Run] = {}
     for path, line, value in values:
         for obj in _flatten(path, line, value):
             run = _run(path, line, obj, len(runs))
+            if feedback is not None:
+                run.feedback = feedback.of(obj)
             known = runs.get(run.id)
             if known is None or run.complete > known.complete:
                 runs[run.id] = run
     _check_io(runs.values())
-    for key, trace in _traces(runs, scope):
+    traces = _traces(runs, scope)
+    if feedback is not None:
+        for key, trace in traces:
+            feedback.add(key, trace)
+    for key, trace in traces:
         yield from _events(key, trace)
 
 
@@ -181,7 +232,7 @@ def _run(path: str, line: int, obj: Mapping[str, Any], order: int) -> _Run:
         line=line,
         id=run_id,
         kind=kind,
-        name=sys.intern(name),
+        name=sys.intern(cut_tool_name(name)),  # as the live guard cuts a tool's name
         start=_time(obj["start_time"], "start_time", fail),
         end=None if end is None else _time(end, "end_time", fail),
         order=order,
@@ -201,19 +252,31 @@ def _run(path: str, line: int, obj: Mapping[str, Any], order: int) -> _Run:
         run.sketch = reply_sketch(text) if run.key is not None and not calls else None
         run.answers = _answers(inputs or {}) or None
     elif kind == "tool":
-        done = run.end is not None
-        run.io = inputs is not None and (bool(outputs) or failed or not done)
-        run.signature = call_signature(name, dict(inputs or {}))
-        run.call_id = _tool_call_id(obj, outputs or {})
-        tokens = arg_tokens(dict(inputs or {}), name)
-        if run.stopped or not (done or failed):
-            run.result = None  # blocked by the guard, or never finished: no outcome
-        elif failed:
-            run.result = (True, outcome(error=error or "", tool=name, tokens=tokens))
-        else:
-            found = outputs or {}
-            run.result = _tool_outcome(name, found.get("output", found), tokens)
+        _digest_tool(run, obj, inputs, outputs, error)
     return run
+
+
+def _digest_tool(
+    run: _Run,
+    obj: Mapping[str, Any],
+    inputs: Mapping[str, Any] | None,
+    outputs: Mapping[str, Any] | None,
+    error: str | None,
+) -> None:
+    """Fill in a tool run's call signature, call id and outcome."""
+    name, failed = run.name, run.failed
+    done = run.end is not None
+    run.io = inputs is not None and (bool(outputs) or failed or not done)
+    run.signature = call_signature(name, dict(inputs or {}))
+    run.call_id = _tool_call_id(obj, outputs or {})
+    tokens = arg_tokens(dict(inputs or {}), name)
+    if run.stopped or not (done or failed):
+        run.result = None  # blocked by the guard, or never finished: no outcome
+    elif failed:
+        run.result = (True, outcome(error=error or "", tool=name, tokens=tokens))
+    else:
+        found = outputs or {}
+        run.result = _tool_outcome(name, found.get("output", found), tokens)
 
 
 def _interned(value: str | None) -> str | None:
@@ -443,13 +506,13 @@ def _answers(inputs: Mapping[str, Any]) -> dict[str, tuple[bool, Outcome]]:
             answers.clear()
             for call in _tool_calls(message):
                 if isinstance(call.get("id"), str):
-                    names[call["id"]] = str(call.get("name") or "unknown_tool")
+                    names[call["id"]] = _tool_name(call.get("name"))
                     tokens[call["id"]] = arg_tokens(call.get("args"), names[call["id"]])
         elif kind == "tool":
             call_id = message.get("tool_call_id")
             if not isinstance(call_id, str):
                 continue
-            name = names.get(call_id) or str(message.get("name") or "unknown_tool")
+            name = names.get(call_id) or _tool_name(message.get("name"))
             answers[call_id] = _tool_outcome(name, candidate, tokens.get(call_id))
     return answers
 
@@ -474,9 +537,14 @@ def _answer(outputs: Mapping[str, Any]) -> tuple[str, list[tuple[str, str, str]]
     calls: list[tuple[str, str, str]] = []
     for index, call in enumerate(_tool_calls(message)):
         call_id = str(call.get("id") or f"#{index}")
-        name = str(call.get("name") or "unknown_tool")
+        name = _tool_name(call.get("name"))
         calls.append((call_id, name, call_signature(name, call.get("args"))))
     return _text(message.get("content")), calls
+
+
+def _tool_name(name: object) -> str:
+    """The tool a model's call names, cut as the live guard cuts it."""
+    return cut_tool_name(str(name or "unknown_tool"))
 
 
 def _tool_calls(message: Mapping[str, Any]) -> list[Mapping[str, Any]]:

@@ -70,8 +70,14 @@ def safe_tool_name(name: object) -> str:
     return "".join(char if char.isprintable() else "?" for char in name)
 
 
-_UNSAFE: Final = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff]")
-_UNSAFE_IN_JSON: Final = re.compile("[\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff]")
+_UNSAFE: Final = re.compile(
+    "[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u206f\ud800-\udfff\ufeff]"
+)
+"""Controls, invisible formatting characters, and lone surrogates (a JSON ``"\\ud800"`` decodes
+to one; no UTF-8 stream can write it)."""
+_UNSAFE_IN_JSON: Final = re.compile(
+    "[\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u206f\ud800-\udfff\ufeff]"
+)
 """What ``json.dumps`` leaves unescaped (it escapes U+0000-U+001F itself)."""
 
 

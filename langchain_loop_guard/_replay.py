@@ -7,21 +7,39 @@ format is read as a stream of JSON values (:mod:`~langchain_loop_guard._sources`
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import itertools
 import os
 from collections import Counter
-from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Final, Literal
 
 from langchain_loop_guard._config import LoopGuardConfig
 from langchain_loop_guard._detector import LoopDetector, Signal, Verdict
-from langchain_loop_guard._langsmith import looks_like_langsmith, read_langsmith
+from langchain_loop_guard._labels import (
+    Feedback,
+    Label,
+    LabelScore,
+    LabelsInput,
+    label_of,
+    resolve_labels,
+    score,
+)
+from langchain_loop_guard._langsmith import FeedbackScores, looks_like_langsmith, read_langsmith
 from langchain_loop_guard._messages import translator
 from langchain_loop_guard._public import json_text, terminal_safe
-from langchain_loop_guard._report import Timeline, describe_run, report_html
+from langchain_loop_guard._report import (
+    Timeline,
+    describe_run,
+    label_text,
+    report_html,
+    run_line,
+    runs_text,
+    score_lines,
+)
 from langchain_loop_guard._sources import json_type, json_values, trace_files
 from langchain_loop_guard._trace import TraceFormatError, TraceItem, decode_event
 from langchain_loop_guard._trajectories import looks_like_trajectory, read_trajectories
@@ -33,7 +51,10 @@ __all__ = [
     "ReplayReport",
     "ReplayVerdict",
     "RunReplay",
+    "Streamed",
     "TraceFormat",
+    "json_chunks",
+    "json_data",
     "json_text",
     "replay",
     "replay_many",
@@ -138,7 +159,8 @@ class ReplayReport:
     """The replay of a whole trace: one :class:`RunReplay` per run, in order of appearance.
 
     ``str(report)`` is the localized text report; :meth:`to_json` the same as JSON data;
-    :meth:`to_html` a page that draws each run (Jupyter shows it inline).
+    :meth:`to_html` a page that draws each run (Jupyter shows it inline). With ``labels`` (the
+    user's verdicts: run id to ``"loop"`` or ``"fine"``), each says how the stops score.
     """
 
     path: str
@@ -146,6 +168,17 @@ class ReplayReport:
     runs: tuple[RunReplay, ...]
     locale: str = "en"
     config: LoopGuardConfig = field(default_factory=LoopGuardConfig)
+    labels: Mapping[str, Label] | None = field(default=None, repr=False)
+
+    @property
+    def score(self) -> LabelScore | None:
+        """How the stops score against ``labels``: loops stopped, loops missed, good runs
+        stopped (``None`` without labels)."""
+        return None if self.labels is None else score(self.runs, self.labels)
+
+    def label(self, run: RunReplay) -> Label | None:
+        """The label of ``run`` (``None`` without labels, or when it has none)."""
+        return None if self.labels is None else label_of(self.labels, run.run)
 
     @property
     def events(self) -> int:
@@ -166,16 +199,32 @@ class ReplayReport:
     def to_json(self) -> dict[str, Any]:
         """The report as JSON data."""
         return {
-            "trace": self.path,
-            "format": self.format,
-            "runs": [run.to_json() for run in self.runs],
-            "summary": {
-                "runs": len(self.runs),
-                "events": self.events,
-                "would_stop": self.would_stop,
-                "by_signal": self.by_signal,
-            },
+            key: list(value) if isinstance(value, Streamed) else value
+            for key, value in self._json()
         }
+
+    def json_chunks(self) -> Iterator[str]:
+        """:func:`json_text` of :meth:`to_json`, in pieces: a run at a time, never the whole
+        document in memory (``loop-guard replay --json`` of a million runs)."""
+        return json_chunks(Streamed(self._json(), pairs=True))
+
+    def _json(self) -> Iterator[tuple[str, Any]]:
+        yield "trace", self.path
+        yield "format", self.format
+        if self.labels is None:
+            yield "runs", Streamed(run.to_json() for run in self.runs)
+        else:
+            yield "runs", Streamed({**run.to_json(), "label": self.label(run)} for run in self.runs)
+        summary = {
+            "runs": len(self.runs),
+            "events": self.events,
+            "would_stop": self.would_stop,
+            "by_signal": self.by_signal,
+        }
+        found = self.score
+        if found is not None:
+            summary["labels"] = found.to_json()
+        yield "summary", summary
 
     def lines(self) -> Iterator[str]:
         """The text report, line by line, in the report's locale (control characters escaped)."""
@@ -183,23 +232,26 @@ class ReplayReport:
 
     def _title(self, tr: Any) -> str:
         """The first line of a text report (a calibration's too)."""
-        title = tr.gettext("loop-guard replay of {path} ({format}): {runs} runs, {events} events")
-        runs, events = len(self.runs), self.events
-        return str(title.format(path=self.path, format=self.format, runs=runs, events=events))
+        title = tr.gettext("loop-guard replay of {path} ({format}): {size}")
+        size = tr.ngettext("{count} event", "{count} events", self.events)
+        size = f"{runs_text(tr, len(self.runs))}, {size.format(count=f'{self.events:,}')}"
+        return str(title.format(path=self.path, format=self.format, size=size))
 
     def _lines(self) -> Iterator[str]:
         tr = translator(self.locale)
         yield self._title(tr)
         for run in self.runs:
-            yield tr.gettext("run {run}: {events} events, {calls} tool calls").format(
-                run=run.run, events=run.events, calls=run.calls
-            )
+            label = self.label(run)
+            yield run_line(tr, run) + (f" ({label_text(tr, label)})" if label else "")
             for depth, line in describe_run(tr, run):
                 yield "  " * depth + line
         signals = ", ".join(f"{name} {count}" for name, count in self.by_signal.items())
-        yield tr.gettext("summary: {runs} runs, {stopped} would stop").format(
-            runs=len(self.runs), stopped=self.would_stop
+        yield tr.gettext("summary: {runs}, {stopped} would stop").format(
+            runs=runs_text(tr, len(self.runs)), stopped=f"{self.would_stop:,}"
         ) + (f" ({signals})" if signals else "")
+        found = self.score
+        if found is not None:
+            yield from score_lines(tr, found)
 
     def __str__(self) -> str:
         return "\n".join(self.lines())
@@ -215,6 +267,49 @@ class ReplayReport:
 
     def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
         printer.text(str(self))  # IPython's text form: the text report, not the dataclass
+
+
+class Streamed:
+    """A JSON array (or, with ``pairs``, an object of ``(key, value)`` pairs) whose items
+    :func:`json_chunks` writes one at a time, as they are made."""
+
+    __slots__ = ("items", "pairs")
+
+    def __init__(self, items: Iterable[Any], *, pairs: bool = False) -> None:
+        self.items = items
+        self.pairs = pairs
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.items)
+
+
+def json_data(value: Any) -> Any:
+    """``value`` with each :class:`Streamed` array or object made a list or a dict."""
+    if not isinstance(value, Streamed):
+        return value
+    if value.pairs:
+        return {key: json_data(item) for key, item in value}
+    return [json_data(item) for item in value]
+
+
+def json_chunks(value: Any, depth: int = 0) -> Iterator[str]:
+    """``value`` as :func:`json_text` writes it, in pieces: a :class:`Streamed` array or object
+    an item at a time (items may be :class:`Streamed` in turn), any other value at once."""
+    if not isinstance(value, Streamed):
+        text = json_text(value)
+        yield text.replace("\n", "\n" + "  " * depth) if depth else text
+        return
+    pad = "  " * (depth + 1)
+    opening, closing = ("{", "}") if value.pairs else ("[", "]")
+    first = True
+    for item in value:
+        yield f"{opening}\n{pad}" if first else f",\n{pad}"
+        first = False
+        if value.pairs:
+            key, item = item  # noqa: PLW2901 - an object's pair: its key, then its value
+            yield f"{json_text(key)}: "
+        yield from json_chunks(item, depth + 1)
+    yield f"{opening}{closing}" if first else f"\n{'  ' * depth}{closing}"
 
 
 class _Clock:
@@ -397,6 +492,8 @@ def replay(
     *,
     format: TraceFormat | None = None,
     progress: Progress | None = None,
+    labels: LabelsInput | None = None,
+    feedback: str | Feedback | None = None,
 ) -> ReplayReport:
     """Replay the trace at ``path`` and report, per run, whether and where the guard would stop.
 
@@ -408,15 +505,23 @@ def replay(
             environment) when ``None``. Its mode is taken as ``"on"``.
         format: the trace's format; recognised from its content when ``None``.
         progress: told how far the replay is, for a progress bar.
+        labels: your verdicts on the runs, to score the stops against: run id to ``"loop"``
+            or ``"fine"``, or a file of them (a JSON object, or CSV ``run,label``).
+        feedback: labels from a LangSmith export's feedback: ``"KEY"`` or ``"KEY=THRESHOLD"``
+            (a run whose average ``KEY`` score is below ``THRESHOLD``, default 0.5, looped).
 
     Raises:
-        TraceFormatError: the trace cannot be read (naming the file and line), is empty, or is
-            a LangSmith export without the inputs and outputs a replay needs.
-        OSError: the file cannot be opened.
+        TraceFormatError: the trace (or the labels file) cannot be read, naming the file and
+            line; the trace is empty, or a LangSmith export without the inputs and outputs a
+            replay needs, or without the ``feedback`` key.
+        OSError: a file cannot be opened.
         LoopGuardConfigError: ``config`` is ``None`` and the files or environment are invalid.
+        ValueError: ``feedback`` is not ``KEY[=THRESHOLD]``.
     """
     config = config if config is not None else LoopGuardConfig.load()
-    return replay_many(path, [config], format=format, progress=progress)[0]
+    return replay_many(
+        path, [config], format=format, progress=progress, labels=labels, feedback=feedback
+    )[0]
 
 
 def replay_many(
@@ -425,10 +530,16 @@ def replay_many(
     *,
     format: TraceFormat | None,
     progress: Progress | None,
+    labels: LabelsInput | None = None,
+    feedback: str | Feedback | None = None,
 ) -> list[ReplayReport]:
     """Replay ``path`` under each of ``configs`` (which share one ``scope``) in one pass
-    (two for a loop-guard trace); the reports in the order of ``configs``."""
+    (two for a loop-guard trace); the reports in the order of ``configs``, scored against
+    ``labels`` or ``feedback`` (as :func:`replay` takes them)."""
     name = os.fspath(path)
+    given = resolve_labels(labels)
+    wanted = Feedback.parse(feedback) if isinstance(feedback, str) else feedback
+    scores = None if wanted is None else FeedbackScores(wanted.key)
     files = trace_files(path)
     total = sum(file.stat().st_size for file in files)
     values = _values(files, total, progress)
@@ -446,13 +557,30 @@ def replay_many(
         stream = itertools.islice(_values(files, total, _half(progress, 1)), len(ends))
         items = (_loop_guard_item(*value) for value in stream)
     elif detected == "langsmith":
-        items = read_langsmith(itertools.chain([first], values), scope=scope)
+        items = read_langsmith(itertools.chain([first], values), scope=scope, feedback=scores)
     else:
         items = read_trajectories(itertools.chain([first], values), scope=scope)
+    if scores is not None and detected != "langsmith":
+        msg = "feedback scores come only with LangSmith exports (feedback_stats): use labels"
+        raise TraceFormatError(name, 0, msg)
     reports = _replay_all(items, configs, path=name, format=detected, ends=ends)
     if not reports[0].runs:
         raise TraceFormatError(name, 0, "the trace holds no events")
+    if wanted is not None and scores is not None:
+        given = {**_feedback_labels(name, wanted, scores), **(given or {})}
+    if given is not None:
+        reports = [dataclasses.replace(report, labels=given) for report in reports]
     return reports
+
+
+def _feedback_labels(name: str, wanted: Feedback, scores: FeedbackScores) -> dict[str, Label]:
+    """Each trace's label from its feedback score; :class:`TraceFormatError` when no run of
+    the export has the key (naming the keys it has)."""
+    if not scores.by_trace:
+        keys = ", ".join(sorted(scores.keys)) or "none"
+        msg = f"no run has the feedback key {wanted.key!r} (feedback_stats keys found: {keys})"
+        raise TraceFormatError(name, 0, msg)
+    return {_shown_id(trace): wanted.label(value) for trace, value in scores.by_trace.items()}
 
 
 def _values(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 from array import array
 from collections import Counter
 from collections.abc import Iterator
@@ -17,29 +18,43 @@ from typing import TYPE_CHECKING, Any, Final
 
 from langchain_loop_guard._detector import DetectorEvent, Signal
 from langchain_loop_guard._messages import translator
-from langchain_loop_guard._public import safe_tool_name
+from langchain_loop_guard._public import safe_tool_name, terminal_safe
 
 if TYPE_CHECKING:
     from langchain_loop_guard._calibrate import Calibration
+    from langchain_loop_guard._labels import Label, LabelScore
     from langchain_loop_guard._replay import ReplayReport, ReplayVerdict, RunReplay
 
 __all__ = [
     "MAX_DRAWN",
     "MAX_LISTED",
     "MAX_MARKS",
+    "NO_THREAD",
     "Timeline",
+    "changes_text",
     "describe_run",
+    "label_text",
     "report_html",
+    "run_line",
+    "run_name",
+    "runs_text",
+    "score_lines",
+    "score_text",
+    "size_text",
     "stop_place",
     "stop_text",
 ]
 
+NO_THREAD: Final = "-"
+"""The run id under which a middleware or node guard records a thread without a thread id."""
 MAX_MARKS: Final = 256
 MAX_DRAWN: Final = 300
 MAX_LISTED: Final = 300
 _NAMES: Final = 32  # tool names a timeline tells apart; further ones share the last, "…"
-_TOOLS: Final = ("#1f6fb2", "#e8871e", "#2e9e4f", "#8e5cc2", "#1aa3a3", "#c2458a", "#8c6d31")
+_TOOLS: Final = ("#e8871e", "#2e9e4f", "#8e5cc2", "#17a2a2", "#c2458a", "#8c6d31", "#7c8a1c")
+"""The tools' colours: no blue (the live stop's) and no red (a failure's), yellow (a warning's)."""
 _OTHER, _FAILED, _LIVE, _WARN = "#a3abb8", "#e53935", "#1565c0", "#f9a825"
+_SPARED: Final = ("#c62828", 0.07)  # the shade over what would not have run: colour, opacity
 _STOPS: Final = ("#1d2330", "#6a1b9a", "#00838f", "#ef6c00", "#283593", "#6d4c41")
 _SIGNALS: Final = (  # in the order of Signal, cycled past the twelfth
     "#c62828", "#ef6c00", "#f9a825", "#2e7d32", "#00838f", "#1565c0",
@@ -47,7 +62,17 @@ _SIGNALS: Final = (  # in the order of Signal, cycled past the twelfth
 )  # fmt: skip
 _W: Final = 1000  # a timeline's length in SVG units, stretched to the page's width
 _CSP: Final = "default-src 'none'; style-src 'unsafe-inline'"
-_CSS: Final = """.lgr{font:14px/1.45 system-ui,"Segoe UI",Roboto,sans-serif;color:#1d2330;
+_FONTS: Final = (
+    'system-ui,-apple-system,"Segoe UI",Roboto,"Apple SD Gothic Neo","Malgun Gothic",'
+    '"Noto Sans KR","Noto Sans CJK KR","Source Han Sans K","NanumGothic","Nanum Gothic",'
+    '"Baekmuk Gulim","UnDotum",sans-serif'
+)
+"""The page's fonts: each platform's own, then the Korean families of macOS, Windows, Android
+and Linux (a Latin font lacks Hangul: a Korean page falls through to the first that has it)."""
+_CSS: Final = (
+    """.lgr{font:14px/1.45 """
+    + _FONTS
+    + """;color:#1d2330;
 max-width:1180px;margin:0 auto;padding:12px 20px;box-sizing:border-box;overflow-wrap:anywhere}
 .lgr h1{font-size:22px;margin:0}.lgr h2{font-size:17px;margin:24px 0 8px;padding-bottom:4px;
 border-bottom:1px solid #dde2ea}.lgr h3{font-size:14px;margin:12px 0 4px}.lgr .meta{color:#5b6577}
@@ -61,7 +86,11 @@ ui-monospace,Menlo,Consolas,monospace}.lgr svg{display:block;width:100%;margin:6
 .lgr ul{margin:2px 0;padding-left:18px}.lgr .key{display:inline-block}
 .lgr .sw{display:inline-block;width:11px;height:11px;border-radius:2px;margin:0 4px 0 10px;
 vertical-align:-1px}.lgr summary{cursor:pointer;
-font-weight:600;margin:12px 0}.lgr a{color:#0b57d0}"""
+font-weight:600;margin:12px 0}.lgr a{color:#0b57d0}.lgr code{font:12.5px ui-monospace,Menlo,
+Consolas,"D2Coding",monospace;background:#eef1f5;border-radius:3px;padding:0 3px}
+.lgr .tag{font:600 12px/1.6 system-ui,sans-serif;border-radius:9px;padding:1px 8px;color:#fff}
+.lgr .tag.fine{background:#c62828}.lgr .tag.loop{background:#2e7d32}"""
+)
 
 
 class Timeline:
@@ -102,6 +131,73 @@ class Timeline:
             last = len(self.at) - 1  # a merged mark's other calls: the last mark
             hit = next((m for m in marks if self.names[self.codes[m]] == event.tool), last)
             self.failed[hit] = 1
+
+
+def runs_text(tr: Any, count: int) -> str:
+    """``1 run``, ``2 runs`` (thousands separated), in the locale of ``tr``."""
+    return str(tr.ngettext("{count} run", "{count} runs", count).format(count=f"{count:,}"))
+
+
+def size_text(tr: Any, events: int, calls: int) -> str:
+    """``1 event, 2 tool calls``: a run's size, in the locale of ``tr``."""
+    shown = tr.ngettext("{count} event", "{count} events", events).format(count=f"{events:,}")
+    made = tr.ngettext("{count} tool call", "{count} tool calls", calls).format(count=f"{calls:,}")
+    return f"{shown}, {made}"
+
+
+def run_name(tr: Any, run: str) -> str:
+    """A run's id as reports show it: a run a graph guard recorded without a thread id (``-``)
+    is said to be one."""
+    return str(tr.gettext("(no thread id)")) if run == NO_THREAD else run
+
+
+def run_line(tr: Any, run: RunReplay) -> str:
+    """``run abc: 12 events, 4 tool calls``."""
+    text = tr.gettext("run {run}: {size}")
+    return str(text.format(run=run_name(tr, run.run), size=size_text(tr, run.events, run.calls)))
+
+
+def label_text(tr: Any, label: Label) -> str:
+    """How a run's label is shown: ``labelled a loop``, ``labelled good``."""
+    return str(tr.gettext("labelled a loop") if label == "loop" else tr.gettext("labelled good"))
+
+
+def score_text(tr: Any, found: LabelScore) -> str:
+    """``loops stopped 2 of 3, loops missed 1, good runs stopped 1 of 5``."""
+    text = tr.gettext(
+        "loops stopped {caught} of {loops}, loops missed {missed}, "
+        "good runs stopped {false} of {fine}"
+    )
+    return str(
+        text.format(
+            caught=f"{found.caught:,}",
+            loops=f"{found.loops:,}",
+            missed=f"{found.missed:,}",
+            false=f"{found.false_stops:,}",
+            fine=f"{found.fine:,}",
+        )
+    )
+
+
+def score_lines(tr: Any, found: LabelScore) -> Iterator[str]:
+    """The text report's lines on the labels: the score, and what it could not match."""
+    yield str(tr.gettext("your labels: {score}").format(score=score_text(tr, found)))
+    if found.unlabelled:
+        text = tr.gettext("runs without a label: {count}")
+        yield "  " + str(text.format(count=f"{found.unlabelled:,}"))
+    if found.unknown:
+        text = tr.gettext("labels naming no run of the trace: {count} (ids of another kind?)")
+        yield "  " + str(text.format(count=f"{found.unknown:,}"))
+
+
+def changes_text(tr: Any, before: str, after: str, count: int) -> str:
+    """``from KEY=3 to KEY=5: 1 run changes``."""
+    text = tr.ngettext(
+        "from {before} to {after}: {count} run changes",
+        "from {before} to {after}: {count} runs change",
+        count,
+    )
+    return str(text.format(before=before, after=after, count=f"{count:,}"))
 
 
 def stop_text(tr: Any, stop: ReplayVerdict | None) -> str:
@@ -152,8 +248,18 @@ def report_html(report: ReplayReport, *, sweep: Calibration | None = None, page:
     )
 
 
+_TICKED: Final = re.compile(r"`([^`\n]{1,300})`")
+
+
+def _code(text: object) -> str:
+    """:func:`_e`, then each `` `name` `` of a guard's message (a tool, a cycle) as code."""
+    return _TICKED.sub(r"<code>\1</code>", _e(text))
+
+
 def _e(text: object) -> str:
-    return html.escape(str(text), quote=True)
+    """Text for the page: controls, bidirectional overrides, line separators and lone
+    surrogates made visible escapes (as the text report shows them), then HTML-escaped."""
+    return html.escape(terminal_safe(str(text)), quote=True)
 
 
 def stop_place(stop: ReplayVerdict | None) -> tuple[int, str] | None:
@@ -183,6 +289,8 @@ class _Page:
         self.report, self.sweep, self.tr = report, sweep, translator(report.locale)
         self.reports = sweep.reports if sweep is not None else (report,)
         stops = [i for i in range(len(report.runs)) if self._stops(i)]
+        if report.labels is not None:  # the good runs that would stop first: the false stops
+            stops.sort(key=lambda i: report.label(report.runs[i]) != "fine")
         lives = [i for i, run in enumerate(report.runs) if run.live and not self._stops(i)]
         self.shown = stops + lives  # the runs drawn, then listed; the others are folded
         counts: Counter[str] = Counter()
@@ -196,7 +304,8 @@ class _Page:
     def _stops(self, index: int) -> bool:
         return any(report.runs[index].stop is not None for report in self.reports)
 
-    def _setting(self, step: int) -> str:
+    def setting(self, step: int) -> str:
+        """``KEY=VALUE`` of value ``step`` of the sweep (empty without one)."""
         return "" if self.sweep is None else self.sweep.setting(step)
 
     def parts(self) -> Iterator[str]:
@@ -220,6 +329,8 @@ class _Page:
             yield f"<br>{_e(settings)}"
         yield "</p>"
         yield from self._overview()
+        if self.report.labels is not None:
+            yield from _verdicts(self)
         if self.sweep is not None:
             yield from self._chart(self.sweep)
         yield from self._timelines()
@@ -228,7 +339,7 @@ class _Page:
 
     def _overview(self) -> Iterator[str]:
         tr, runs = self.tr, self.report.runs
-        setting = f" ({self._setting(0)})" if self.sweep is not None else ""
+        setting = f" ({self.setting(0)})" if self.sweep is not None else ""
         cards: list[tuple[object, str]] = [
             (f"{len(runs):,}", tr.gettext("runs read")),
             (f"{self.report.events:,}", tr.gettext("events")),
@@ -239,6 +350,16 @@ class _Page:
         if recorded:
             same = sum(1 for run in recorded if run.same_as_live)
             cards.append((f"{same}/{len(recorded)}", tr.gettext("runs replayed as they ran live")))
+        found = self.report.score
+        if found is not None:
+            cards += [
+                (f"{found.caught:,}/{found.loops:,}", tr.gettext("loops stopped") + setting),
+                (f"{found.missed:,}", tr.gettext("loops missed") + setting),
+                (
+                    f"{found.false_stops:,}/{found.fine:,}",
+                    tr.gettext("good runs stopped") + setting,
+                ),
+            ]
         cells = (f'<div class="card"><b>{_e(value)}</b>{_e(label)}</div>' for value, label in cards)
         yield f'<div class="cards">{"".join(cells)}</div><div class="cols">'
         by_tool = Counter(safe_tool_name(r.stop.tool) for r in runs if r.stop and r.stop.tool)
@@ -277,7 +398,7 @@ class _Page:
                 tip = f"<title>{_e(signal.value)}: {count}</title>"
                 yield f'<rect x="{x}" y="{y:.1f}" width="70" height="{170 * count / top:.1f}" '
                 yield f'fill="{colors[signal]}">{tip}</rect>'
-            value = self._setting(step).partition("=")[2]
+            value = self.setting(step).partition("=")[2]
             short = value if len(value) <= 14 else value[:13] + "…"
             yield f'<text x="{x + 35}" y="{y - 5:.1f}" text-anchor="middle" font-weight="600">'
             yield f'{report.would_stop}</text><text x="{x + 35}" y="220" text-anchor="middle">'
@@ -289,18 +410,17 @@ class _Page:
             before, after = sweep.reports[step - 1].runs, sweep.reports[step].runs
             pairs = enumerate(zip(before, after, strict=True))
             moved = [i for i, (old, new) in pairs if stop_place(old.stop) != stop_place(new.stop)]
-            head = tr.gettext("from {before} to {after}: {count} runs change").format(
-                before=self._setting(step - 1), after=self._setting(step), count=len(moved)
-            )
+            head = changes_text(tr, self.setting(step - 1), self.setting(step), len(moved))
             yield f"<h3>{_e(head)}</h3><ul>"
             for i in moved[:MAX_LISTED]:
-                run = _e(before[i].run)
+                run = _e(run_name(tr, before[i].run))
                 link = f'<a href="#run-{i}">{run}</a>' if i in drawn else run
                 change = f"{stop_text(tr, before[i].stop)} → {stop_text(tr, after[i].stop)}"
                 yield f"<li>{link}: {_e(change)}</li>"
-            yield from self._more(len(moved))
+            yield from self.more(len(moved))
 
-    def _more(self, count: int) -> Iterator[str]:
+    def more(self, count: int) -> Iterator[str]:
+        """The end of a list of ``count`` runs: how many it leaves out, then ``</ul>``."""
         if count > MAX_LISTED:
             more = self.tr.gettext("and {count} more (--json lists every run)")
             yield f"<li>{_e(more.format(count=count - MAX_LISTED))}</li>"
@@ -315,10 +435,15 @@ class _Page:
         yield "".join(_sw(color, name) for name, color in self.colors.items())
         stops = [(_STOPS[0], tr.gettext("stop"))]
         if self.sweep is not None:
-            stops = [(_STOPS[i % 6], self._setting(i)) for i in range(len(self.reports))]
+            stops = [(_STOPS[i % 6], self.setting(i)) for i in range(len(self.reports))]
         legend = [(_OTHER, tr.gettext("other tools")), (_FAILED, tr.gettext("failed call"))]
         legend += [*stops, (_LIVE, tr.gettext("live stop")), (_WARN, tr.gettext("warning"))]
-        yield "".join(_sw(color, label) for color, label in legend) + "</p>"
+        yield "".join(_sw(color, label) for color, label in legend)
+        color, opacity = _SPARED
+        shade = f"background:{color};opacity:{opacity * 3:.2f}"  # the swatch is small: darker
+        spared = tr.gettext("would not have run (after the first stop)")
+        yield f'<span class="key"><span class="sw spared" style="{shade}"></span>'
+        yield f"{_e(spared)}</span></p>"
         for index in self.shown[:MAX_DRAWN]:
             yield from self._run(index)
         rest = self.shown[MAX_DRAWN:]
@@ -328,22 +453,25 @@ class _Page:
                 run = self.report.runs[index]
                 lines = [text for _, text in self._stops_of(index, reasons=False)]
                 text = "; ".join(lines) or stop_text(tr, run.stop)
-                yield f'<li id="run-{index}">{_e(run.run)}: {_e(text)}</li>'
-            yield from self._more(len(rest))
+                yield f'<li id="run-{index}">{_e(run_name(tr, run.run))}: {_e(text)}</li>'
+            yield from self.more(len(rest))
 
     def _run(self, index: int) -> Iterator[str]:
         tr, run = self.tr, self.report.runs[index]
-        size = tr.gettext("{events} events, {calls} tool calls")
-        size = size.format(events=f"{run.events:,}", calls=f"{run.calls:,}")
+        size = size_text(tr, run.events, run.calls)
         kind = "run" if self._stops(index) else "run live"
-        yield f'<div class="{kind}" id="run-{index}"><span class="id">{_e(run.run)}</span> '
+        name = _e(run_name(tr, run.run))
+        label = self.report.label(run)
+        if label is not None:
+            name += f' <span class="tag {label}">{_e(label_text(tr, label))}</span>'
+        yield f'<div class="{kind}" id="run-{index}"><span class="id">{name}</span> '
         yield f'<span class="meta">{_e(size)}</span>{"".join(self._svg(index, run))}<ul>'
-        items = [f"{_sw(c) if c else ''}{_e(t)}" for c, t in self._stops_of(index)]
+        items = [f"{_sw(c) if c else ''}{_code(t)}" for c, t in self._stops_of(index)]
         for depth, text in describe_run(tr, run, stops=self.sweep is None):
             if depth == 1:
-                items.append(_e(text))
+                items.append(_code(text))
             else:
-                items[-1] += f" — {_e(text)}"
+                items[-1] += f" — {_code(text)}"
         if run.timeline is not None and run.timeline.span > 1:
             note = tr.gettext("each mark stands for up to {count} tool calls")
             items.append(_e(note.format(count=run.timeline.span)))
@@ -359,7 +487,7 @@ class _Page:
             groups.setdefault(stop_place(report.runs[index].stop), []).append(step)
         for steps in groups.values():
             stop = self.reports[steps[0]].runs[index].stop
-            values = ", ".join(self._setting(i).partition("=")[2] for i in steps)
+            values = ", ".join(self.setting(i).partition("=")[2] for i in steps)
             text = f"{self.sweep.key}={values}: {stop_text(self.tr, stop)}"
             if stop is None:
                 yield None, text
@@ -400,10 +528,11 @@ class _Page:
         stops = [(step, stop) for step, stop in found if stop is not None]
         if stops:  # what the guard would have spared: the rest of the run, shaded
             start = x(min(stop.event for _, stop in stops))
-            yield f'<rect x="{start:.1f}" width="{_W - start:.1f}" height="34" fill="#c62828" '
-            yield 'fill-opacity="0.07"/>'
+            color, opacity = _SPARED
+            yield f'<rect x="{start:.1f}" width="{_W - start:.1f}" height="34" fill="{color}" '
+            yield f'fill-opacity="{opacity}"/>'
         for step, stop in reversed(stops):  # the first value's mark on top
-            title = f"{self._setting(step)} {stop.signal.value}".strip()
+            title = f"{self.setting(step)} {stop.signal.value}".strip()
             yield _line(x(stop.event), _STOPS[step % 6], title)
         yield "</svg>"
 
@@ -413,13 +542,86 @@ class _Page:
             (i for i in range(len(runs)) if i not in shown), key=lambda i: -runs[i].events
         )
         if quiet:
-            summary = tr.gettext("{count} runs would not stop (the longest first)")
-            yield f"<details><summary>{_e(summary.format(count=len(quiet)))}</summary><ul>"
+            summary = tr.ngettext(
+                "{count} run would not stop",
+                "{count} runs would not stop (the longest first)",
+                len(quiet),
+            )
+            yield f"<details><summary>{_e(summary.format(count=f'{len(quiet):,}'))}</summary><ul>"
             for i in quiet[:MAX_LISTED]:
                 run = runs[i]
-                text = tr.gettext("run {run}: {events} events, {calls} tool calls")
                 warned = ", ".join(w.signal.value for w in run.warnings)
-                text = text.format(run=run.run, events=run.events, calls=run.calls)
+                text = run_line(tr, run)
                 yield f"<li>{_e(text)}{_e(f' ({warned})' if warned else '')}</li>"
-            yield from self._more(len(quiet))
+            yield from self.more(len(quiet))
             yield "</details>"
+
+
+_CAUGHT, _FALSE = "#2e7d32", "#c62828"  # loops stopped, good runs stopped
+
+
+def _verdicts(page: _Page) -> Iterator[str]:
+    """The section on the user's labels: with a sweep, a chart of the loops each value stops
+    against the good runs it stops; then the good runs that would stop (under any value),
+    linked to their timelines, first."""
+    tr, reports = page.tr, page.reports
+    scores = [report.score for report in reports]
+    found = [score for score in scores if score is not None]
+    title = tr.gettext("your labels: loops stopped, good runs stopped")
+    yield f"<h2>{_e(title)}</h2>"
+    if page.sweep is not None:
+        yield from _verdict_chart(page, found)
+    else:
+        yield f"<p>{_e(score_text(tr, found[0]))}</p>"
+    false = sorted({i for score in found for i in score.false_stop_runs})
+    title = tr.ngettext(
+        "{count} good run would stop", "{count} good runs would stop", len(false)
+    ).format(count=f"{len(false):,}")
+    yield f"<h3>{_e(title)}</h3><ul>"
+    drawn = set(page.shown[:MAX_DRAWN])
+    for index in false[:MAX_LISTED]:
+        run = page.report.runs[index]
+        name = _e(run_name(tr, run.run))
+        link = f'<a href="#run-{index}">{name}</a>' if index in drawn else name
+        values = [
+            page.setting(step) for step, score in enumerate(found) if index in score.false_stop_runs
+        ]
+        where = f" ({_e(', '.join(values))})" if page.sweep is not None else ""
+        yield f"<li>{link}{where}: {_e(stop_text(tr, _first_stop(page, index)))}</li>"
+    yield from page.more(len(false))
+    notes = list(score_lines(tr, found[0]))[1:]  # what the labels could not match
+    if notes:
+        yield f'<p class="meta">{"<br>".join(_e(note.strip()) for note in notes)}</p>'
+
+
+def _first_stop(page: _Page, index: int) -> ReplayVerdict | None:
+    """Run ``index``'s stop under the first value that stops it."""
+    return next((r.runs[index].stop for r in page.reports if r.runs[index].stop), None)
+
+
+def _verdict_chart(page: _Page, found: list[LabelScore]) -> Iterator[str]:
+    """Per value of the sweep, two bars: the loops it stops (of the loops labelled) and the
+    good runs it stops (of the good runs labelled)."""
+    tr = page.tr
+    top = max(1, *(max(score.loops, score.fine) for score in found))
+    width = 60 + 130 * len(found)
+    yield f'<svg class="verdicts" viewBox="0 0 {width} 230" style="max-width:{width}px">'
+    caught_label, false_label = tr.gettext("loops stopped"), tr.gettext("good runs stopped")
+    for step, score in enumerate(found):
+        x = 60 + 130 * step
+        for offset, count, of, color, label in (
+            (0, score.caught, score.loops, _CAUGHT, caught_label),
+            (44, score.false_stops, score.fine, _FALSE, false_label),
+        ):
+            height = 170 * count / top
+            tip = f"<title>{_e(f'{label}: {count}/{of}')}</title>"
+            yield f'<rect x="{x + offset}" y="{200 - height:.1f}" width="40" '
+            yield f'height="{height:.1f}" fill="{color}">{tip}</rect>'
+            yield f'<text x="{x + offset + 20}" y="{195 - height:.1f}" text-anchor="middle" '
+            yield f'font-weight="600">{count}</text>'
+        value = page.setting(step).partition("=")[2]
+        short = value if len(value) <= 14 else value[:13] + "…"
+        yield f'<text x="{x + 42}" y="220" text-anchor="middle"><title>{_e(value)}</title>'
+        yield f"{_e(short)}</text>"
+    yield f'<line x1="50" x2="{width}" y1="200" y2="200" stroke="#5b6577"/></svg><p>'
+    yield _sw(_CAUGHT, caught_label) + _sw(_FALSE, false_label) + "</p>"

@@ -20,29 +20,39 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import logging
 import math
 import os
+import stat
 import threading
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Final, cast, get_args
+from typing import IO, Any, Final, cast, get_args, overload
 
 from langchain_loop_guard._canonical import digest
 from langchain_loop_guard._detector import Action, DetectorEvent, EventKind, Signal, Verdict
 from langchain_loop_guard._errors import LoopGuardError
-from langchain_loop_guard._public import new_secret, public_digest, safe_tool_name
+from langchain_loop_guard._public import (
+    MAX_TOOL_NAME,
+    new_secret,
+    public_digest,
+    safe_tool_name,
+    terminal_safe,
+)
 
 __all__ = [
     "TRACE_VERSION",
     "TraceFormatError",
     "TraceItem",
     "TraceRecorder",
+    "cut_tool_name",
     "decode_event",
     "encode_event",
     "json_type",
     "parse_json_line",
+    "quoted",
     "read_trace",
 ]
 
@@ -68,6 +78,9 @@ _REQUIRED: Final[Mapping[str, frozenset[str]]] = {
     "assistant_message": frozenset({"d", "calls"}),
 }
 _VERDICT_FIELDS: Final = frozenset({"action", "signal", "tool", "count", "threshold", "tripped"})
+_logger: Final = logging.getLogger("langchain_loop_guard")
+_QUOTED: Final = 60  # characters of a value an error message quotes
+_LISTED: Final = 5  # unknown fields an error message names
 
 
 class TraceFormatError(LoopGuardError, ValueError):
@@ -155,8 +168,11 @@ def encode_event(run: str, event: DetectorEvent, *, secret: bytes | None = None)
 class TraceRecorder:
     """Appends detector events to a JSON Lines file; thread-safe, line-flushed, failing open.
 
-    The file is opened (mode 0600 when created) at the first event. The first failure to open
-    or write it is told to ``on_error`` and recording stops.
+    The file is opened at the first event, private: created with mode 0600, and a regular file
+    that already exists with access for others is tightened to 0600 (its keyed digests still
+    say which calls repeated, and when), with a warning saying so; a file this process cannot
+    change (another user's) is used as it is, with a warning. The first failure to open or
+    write it is told to ``on_error`` and recording stops.
     """
 
     def __init__(
@@ -201,6 +217,7 @@ class TraceRecorder:
             try:
                 if self._file is None:  # created private: small values' digests are guessable
                     fd = os.open(self._path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+                    _make_private(fd, self._path)
                     self._file = open(fd, "a", encoding="utf-8")  # noqa: SIM115 - kept open
                     self._finalizer = weakref.finalize(self, self._file.close)
                 self._file.write(text)
@@ -225,6 +242,31 @@ class TraceRecorder:
             finalizer, self._finalizer = self._finalizer, None
             with contextlib.suppress(OSError):
                 finalizer()
+
+
+def _make_private(fd: int, path: Path) -> None:
+    """Tighten an existing trace file others may read to 0600, on its open descriptor (no race
+    with a file swapped in at ``path``); a terminal, pipe or device is left alone."""
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode) or not stat.S_IMODE(mode) & 0o077:
+        return
+    before = stat.S_IMODE(mode)
+    try:
+        os.fchmod(fd, 0o600)
+    except (OSError, AttributeError) as exc:  # another user's file; no fchmod on the platform
+        _logger.warning(
+            "loop-guard: the trace file %s has mode %04o (others may read it) and could not be "
+            "made private (%s); recording to it anyway",
+            terminal_safe(str(path)),
+            before,
+            type(exc).__name__,
+        )
+        return
+    _logger.warning(
+        "loop-guard: the trace file %s had mode %04o (others could read it); it is now 0600",
+        terminal_safe(str(path)),
+        before,
+    )
 
 
 # --- reading ---------------------------------------------------------------------------------
@@ -259,6 +301,36 @@ def json_type(value: object) -> str:
     return "a number"
 
 
+def quoted(value: object) -> str:
+    """A value from a trace as an error message quotes it: JSON, cut to 60 characters (a run id
+    or a string of 100 MB is not copied into one line), an array or object named by its type."""
+    if isinstance(value, dict | list):
+        return json_type(value)
+    if isinstance(value, str):
+        return json.dumps(value[:_QUOTED]) + ("…" if len(value) > _QUOTED else "")
+    text = json.dumps(value)  # a number, true, false or null
+    return text if len(text) <= _QUOTED else text[: _QUOTED - 1] + "…"
+
+
+def _names(keys: list[str]) -> str:
+    """Field names for an error message: the first few, each cut as :func:`quoted` cuts."""
+    shown = ", ".join(quoted(key) for key in keys[:_LISTED])
+    return shown if len(keys) <= _LISTED else f"{shown} and {len(keys) - _LISTED:,} more"
+
+
+@overload
+def cut_tool_name(name: str) -> str: ...
+@overload
+def cut_tool_name(name: None) -> None: ...
+def cut_tool_name(name: str | None) -> str | None:
+    """A tool name read from a trace, cut as the live guard cuts it (:func:`safe_tool_name`): at
+    most :data:`MAX_TOOL_NAME` characters, a longer one ending in ``…``. Its characters are kept;
+    every report escapes them."""
+    if name is None or len(name) <= MAX_TOOL_NAME:
+        return name
+    return name[: MAX_TOOL_NAME - 1] + "…"
+
+
 def read_trace(path: str | os.PathLike[str], lines: Iterable[str]) -> Iterator[TraceItem]:
     """The events of a loop-guard trace read from ``lines`` (an open text file will do; blank
     lines allowed), in file order; ``path`` names the file in a :class:`TraceFormatError`."""
@@ -273,27 +345,27 @@ def decode_event(path: str | os.PathLike[str], number: int, line: Mapping[str, A
     fail = functools.partial(TraceFormatError, path, number)  # fail(problem) names the line
     version = line.get("v")
     if version != TRACE_VERSION or type(version) is not int:
-        shown = json.dumps(version) if "v" in line else "missing"
+        shown = quoted(version) if "v" in line else "missing"
         msg = f'trace version "v" is {shown}; this version of loop-guard reads {TRACE_VERSION}'
         raise fail(msg)
     kind = line.get("e")
     if not isinstance(kind, str) or kind not in _KINDS:
-        shown = json.dumps(kind) if "e" in line else "missing"
+        shown = quoted(kind) if "e" in line else "missing"
         msg = f'unknown event kind "e": {shown} (expected one of {", ".join(sorted(_KINDS))})'
         raise fail(msg)
     allowed = _COMMON | _FIELDS[kind]
     unknown = sorted(set(line) - allowed)
     if unknown:
-        raise fail(f"unknown field(s) {', '.join(map(repr, unknown))} in a {kind} event")
+        raise fail(f"unknown field(s) {_names(unknown)} in a {kind} event")
     missing = sorted(({"run", "t"} | _REQUIRED[kind]) - set(line))
     if missing:
         raise fail(f"missing field(s) {', '.join(map(repr, missing))} in a {kind} event")
     run, elapsed = line["run"], line["t"]
     if not isinstance(run, str) or not run:
-        raise fail(f'"run" must be a non-empty string, not {json.dumps(run)}')
+        raise fail(f'"run" must be a non-empty string, not {quoted(run)}')
     if type(elapsed) not in (int, float) or not 0 <= elapsed < math.inf:
-        raise fail(f'"t" must be a number of seconds (at least 0), not {json.dumps(elapsed)}')
-    tool = _optional_str(line, "tool", fail)
+        raise fail(f'"t" must be a number of seconds (at least 0), not {quoted(elapsed)}')
+    tool = cut_tool_name(_optional_str(line, "tool", fail))
     if kind in ("tool_call", "tool_result") and not tool:
         raise fail(f'"tool" must be a non-empty string in a {kind} event')
     value = _optional_str(line, "d", fail)
@@ -301,14 +373,14 @@ def decode_event(path: str | os.PathLike[str], number: int, line: Mapping[str, A
         raise fail(f'"d" must be a digest string in a {kind} event')
     calls = line.get("calls", 0)
     if type(calls) is not int or calls < 0:
-        raise fail(f'"calls" must be a whole number of at least 0, not {json.dumps(calls)}')
+        raise fail(f'"calls" must be a whole number of at least 0, not {quoted(calls)}')
     near, info = _optional_str(line, "n", fail), _optional_str(line, "i", fail)
     in_context = line.get("ctx", True)
     if type(in_context) is not bool:
-        raise fail(f'"ctx" must be true or false, not {json.dumps(in_context)}')
+        raise fail(f'"ctx" must be true or false, not {quoted(in_context)}')
     outcome = line.get("outcome")
     if kind == "tool_result" and outcome not in _OUTCOMES:
-        raise fail(f'"outcome" must be "ok" or "error", not {json.dumps(outcome)}')
+        raise fail(f'"outcome" must be "ok" or "error", not {quoted(outcome)}')
     event = DetectorEvent(
         kind=cast("EventKind", kind),
         tool=tool,
@@ -330,7 +402,7 @@ def _optional_str(
 ) -> str | None:
     value = line.get(key)
     if value is not None and not isinstance(value, str):
-        raise fail(f'"{key}" must be a string or null, not {json.dumps(value)}')
+        raise fail(f'"{key}" must be a string or null, not {quoted(value)}')
     return value
 
 
@@ -341,26 +413,28 @@ def _decode_verdict(value: object, fail: Callable[[str], TraceFormatError]) -> V
         raise fail(f'"verdict" must be an object, not {json_type(value)}')
     unknown = sorted(set(value) - _VERDICT_FIELDS)
     if unknown:
-        raise fail(f"unknown verdict field(s) {', '.join(map(repr, unknown))}")
+        raise fail(f"unknown verdict field(s) {_names(unknown)}")
     action, signal = value.get("action"), value.get("signal")
     if action not in _ACTIONS or action == "allow":
-        raise fail(f'verdict "action" must be one of warn, observe, block, abort, not {action!r}')
+        raise fail(
+            f'verdict "action" must be one of warn, observe, block, abort, not {quoted(action)}'
+        )
     if signal not in _SIGNALS:
-        raise fail(f'unknown verdict "signal": {json.dumps(signal)}')
+        raise fail(f'unknown verdict "signal": {quoted(signal)}')
     tool = value.get("tool")
     count, threshold = value.get("count", 0), value.get("threshold", 0)
     tripped = value.get("tripped", False)
     if tool is not None and not isinstance(tool, str):
-        raise fail(f'verdict "tool" must be a string or null, not {json.dumps(tool)}')
+        raise fail(f'verdict "tool" must be a string or null, not {quoted(tool)}')
     for key, number in (("count", count), ("threshold", threshold)):
         if type(number) is not int or number < 0:
-            raise fail(f'verdict "{key}" must be a whole number, not {json.dumps(number)}')
+            raise fail(f'verdict "{key}" must be a whole number, not {quoted(number)}')
     if type(tripped) is not bool:
-        raise fail(f'verdict "tripped" must be true or false, not {json.dumps(tripped)}')
+        raise fail(f'verdict "tripped" must be true or false, not {quoted(tripped)}')
     return Verdict(
         action=cast("Action", action),
         signal=Signal(signal),
-        tool=tool,
+        tool=cut_tool_name(tool),
         count=count,
         threshold=threshold,
         tripped=tripped,

@@ -26,7 +26,7 @@ from langchain_loop_guard._canonical import call_signature
 from langchain_loop_guard._detector import DetectorEvent
 from langchain_loop_guard._signature import arg_tokens, assistant_key, outcome, reply_sketch
 from langchain_loop_guard._sources import json_type
-from langchain_loop_guard._trace import TraceFormatError, TraceItem
+from langchain_loop_guard._trace import TraceFormatError, TraceItem, cut_tool_name, quoted
 
 __all__ = ["looks_like_trajectory", "read_trajectories"]
 
@@ -61,7 +61,9 @@ def _run(path: str, line: int, value: object, scope: str) -> Iterator[TraceItem]
     tokens: dict[str, frozenset[int]] = {}  # each pending call's argument words, hashed
     for index, event in enumerate(events, start=1):
         if not isinstance(event, Mapping):
-            raise fail(f"event {index} of {run!a}: expected an object, found {json_type(event)}")
+            raise fail(
+                f"event {index} of {quoted(run)}: expected an object, found {json_type(event)}"
+            )
         item = _event(event, index, fail, scope, tokens)
         yield TraceItem(run=run, line=line, event=item, recorded=False)
 
@@ -94,6 +96,7 @@ def _event(
     name, call_id = event.get("name"), event.get("id")
     if not isinstance(name, str) or not name:
         raise fail(f'event {index}: "name" must be a non-empty string')
+    name = cut_tool_name(name)  # as the live guard cuts it
     if call_id is not None and not isinstance(call_id, str):
         raise fail(f'event {index}: "id" must be a string')
     key = call_id if call_id is not None else name

@@ -40,7 +40,17 @@ def _po(locale: str) -> Catalog:
 
 
 def _ids(catalog: Catalog) -> set[str]:
-    return {message.id for message in catalog if message.id and isinstance(message.id, str)}
+    """Each message's id (a plural message's singular id)."""
+    return {_first(message.id) for message in catalog if message.id}
+
+
+def _first(text: str | tuple[str, ...]) -> str:
+    return text if isinstance(text, str) else text[0]
+
+
+def _forms(text: str | tuple[str, ...]) -> tuple[str, ...]:
+    """A message's id or text as its forms: one, or a plural message's each."""
+    return (text,) if isinstance(text, str) else tuple(text)
 
 
 def _fields(text: str) -> set[str]:
@@ -49,11 +59,7 @@ def _fields(text: str) -> set[str]:
 
 def _source_ids() -> set[str]:
     method_map = [("langchain_loop_guard/**.py", "python")]
-    return {
-        message
-        for _, _, message, _, _ in extract_from_dir(str(ROOT), method_map)
-        if isinstance(message, str)
-    }
+    return {_first(message) for _, _, message, _, _ in extract_from_dir(str(ROOT), method_map)}
 
 
 def test_template_lists_every_message_in_the_source() -> None:
@@ -70,7 +76,7 @@ def test_catalog_has_exactly_the_template_messages(locale: str) -> None:
 def test_korean_catalog_is_complete_and_not_fuzzy() -> None:
     """No Korean message is empty or fuzzy (fuzzy entries silently fall back to English)."""
     catalog = _po("ko")
-    empty = [m.id for m in catalog if m.id and not m.string]
+    empty = [m.id for m in catalog if m.id and not all(_forms(m.string))]
     fuzzy = [m.id for m in catalog if m.id and m.fuzzy]
     assert not empty
     assert not fuzzy
@@ -83,14 +89,20 @@ def test_korean_plural_header_is_babels() -> None:
 
 def test_korean_translations_keep_every_placeholder() -> None:
     """A translation that drops or invents a placeholder would raise at format time."""
-    mismatched = [m.id for m in _po("ko") if m.id and _fields(m.id) != _fields(m.string)]
+    mismatched = [
+        m.id
+        for m in _po("ko")
+        if m.id
+        for form in _forms(m.string)
+        if not any(_fields(source) == _fields(form) for source in _forms(m.id))
+    ]
     assert not mismatched
 
 
 def test_korean_translations_are_korean() -> None:
     """Each Korean message contains Hangul."""
     hangul = re.compile(r"[\uac00-\ud7a3]")
-    assert all(hangul.search(m.string) for m in _po("ko") if m.id)
+    assert all(hangul.search(form) for m in _po("ko") if m.id for form in _forms(m.string))
 
 
 @pytest.mark.parametrize("locale", LOCALES)
@@ -99,8 +111,12 @@ def test_compiled_catalog_ships_and_is_current(locale: str) -> None:
     compiled = load_catalog(locale)
     assert isinstance(compiled, gettext.GNUTranslations)
     for message in _po(locale):
-        if message.id and message.string:
+        if isinstance(message.id, str) and message.string:
             assert compiled.gettext(message.id) == message.string
+        elif not isinstance(message.id, str) and all(message.string):  # each plural form
+            singular, plural = message.id
+            for n, form in enumerate(message.string):
+                assert compiled.ngettext(singular, plural, n or 1) == form
 
 
 def test_missing_catalog_is_an_error_for_the_strict_loader() -> None:

@@ -27,10 +27,13 @@ EXPECTED = {
         "loop-guard status",
         "the newest loop guard",
         "would stop: 3 of 3",
+        "(loop-guard): 3 runs, 69 events",  # not 138: a second run starts the trace afresh
         "runs replayed as they ran live",  # the report drawn (%loop_guard report)
         "ticket-2   would stop: tool call 3: repeated_tool_call (read_log, 3/3)",
         "runs stopped by each value of repeat_tool_threshold",  # the sweep's chart
         "would stop: 2 of 3",
+        "1 good run would stop",  # the labelled sweep: ticket-1, at repeat_tool_threshold=3
+        "loops stopped: 2/2",
         "on {'deploy_status': 6}",
     ],
 }
@@ -80,7 +83,8 @@ def jupyter_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_notebook_runs_top_to_bottom(
     path: Path, jupyter_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Every cell runs without an error, offline, in a clean working directory and home."""
+    """Every cell runs without an error, offline, in a clean working directory and home; and
+    again in the same directory (a trace it recorded must not double its counts)."""
     for name in list(os.environ):
         if name.startswith("LOOP_GUARD_") and not name.startswith("LOOP_GUARD_TEST_"):
             monkeypatch.delenv(name)
@@ -89,12 +93,20 @@ def test_notebook_runs_top_to_bottom(
     monkeypatch.setenv("IPYTHONDIR", str(tmp_path / "ipython"))
     monkeypatch.setenv("JUPYTER_PATH", str(jupyter_path))
     monkeypatch.setenv("JUPYTER_PLATFORM_DIRS", "1")  # jupyter_core's path-migration notice
+    for _ in range(2):  # a second run, in the same folder, finds what the first left behind
+        text = _execute(path, tmp_path)
+        for expected in EXPECTED[path.name]:
+            assert expected in text, expected
+
+
+def _execute(path: Path, folder: Path) -> str:
+    """Run the notebook top to bottom in ``folder``, in a fresh kernel; its outputs' text."""
     notebook = nbformat.read(path, as_version=4)
     client = NotebookClient(
         notebook,
         kernel_name=KERNEL,
         timeout=120,
-        resources={"metadata": {"path": str(tmp_path)}},
+        resources={"metadata": {"path": str(folder)}},
     )
     client.execute()  # raises CellExecutionError on the first failing cell
     errors = [
@@ -105,11 +117,9 @@ def test_notebook_runs_top_to_bottom(
         if output.output_type == "error"
     ]
     assert errors == []
-    text = "\n".join(
+    return "\n".join(
         output.get("text", "") + json.dumps(output.get("data", {}))
         for cell in notebook.cells
         if cell.cell_type == "code"
         for output in cell.outputs
     )
-    for expected in EXPECTED[path.name]:
-        assert expected in text, expected

@@ -379,7 +379,7 @@ def test_cli_replay_prints_each_run_and_a_summary(
     assert "repeated_tool_call" in out
     assert "`search` was called 3 times in a row" in out
     assert "live run: the same" in out
-    assert out.rstrip().endswith("summary: 1 runs, 1 would stop (repeated_tool_call 1)")
+    assert out.rstrip().endswith("summary: 1 run, 1 would stop (repeated_tool_call 1)")
 
 
 def test_cli_replay_json_and_set_override(

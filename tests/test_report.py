@@ -111,7 +111,8 @@ def test_runs_that_would_stop_are_drawn_first_with_their_stop(mixed: Path) -> No
     assert [report.runs[int(i)].run for i in drawn] == ["loop-1", "fail-1"]
     assert page.index('id="run-1"') < page.index("quiet-1")
     assert "repeated_tool_call" in page
-    assert "`read_log` was called 3 times in a row with the same arguments (limit 3)." in page
+    reason = "<code>read_log</code> was called 3 times in a row with the same arguments (limit 3)."
+    assert reason in page
     assert page.count("<svg") == 2
 
 
@@ -131,7 +132,7 @@ def test_a_sweep_charts_each_value_and_links_the_runs_it_moves(tmp_path: Path) -
     page = sweep.to_html()
     assert "runs stopped by each value of repeat_tool_threshold" in page
     assert "<title>repeated_tool_call: 1</title>" in page
-    assert "from repeat_tool_threshold=3 to repeat_tool_threshold=5: 1 runs change" in page
+    assert "from repeat_tool_threshold=3 to repeat_tool_threshold=5: 1 run changes" in page
     assert '<a href="#run-0">loop-1</a>' in page
     assert 'id="run-0"' in page
     assert "repeat_tool_threshold=5: would not stop" in page
