@@ -15,6 +15,7 @@ Nothing here imports LangChain, LangGraph or pydantic.
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Iterable
 
 __all__ = [
@@ -26,6 +27,7 @@ __all__ = [
     "WORK",
     "Seen",
     "line_hashes",
+    "number_of",
 ]
 
 # What a result brought (bits), read by the no-new-information streak and the repeat rules:
@@ -46,6 +48,10 @@ them (a rollout's counts in an indented JSON view, N10)."""
 LINES = 16
 """Not what it brought but how it was read: a long result, judged by its lines (the others
 are judged whole, so two different short results are never "nearly" the same)."""
+
+_NEW_LINES = 2
+"""New lines a long result must bring to count as new (a line that changes, a ticking counter
+or a rotating banner, does not: SPEC §13 R15, N11)."""
 
 _BITS = 2048  # bits of one generation
 _BYTES = _BITS // 8
@@ -113,6 +119,45 @@ class Seen:
                 unseen += 1
         return unseen
 
+    def judge(
+        self, info: str, near: str | None, outcome: int | str, *, again: bool, failed: bool
+    ) -> int:
+        """What a result brought, as the bits above, given what it says (``info``, of
+        :func:`~._signature.result_digests`), the sample of its lines (``near``) and its
+        outcome key; ``again``: the same call was made before in the history. A call that
+        changes something did work, whatever it printed (SPEC §12 N9). It is seen from now on.
+        """
+        if failed:
+            return NOTHING
+        if info[:1] == ".":
+            return WORK | (self._said(info[1:], near, outcome, again) & (NEW | LINES))
+        return self._said(info, near, outcome, again)
+
+    def _said(self, info: str, near: str | None, outcome: int | str, again: bool) -> int:
+        if not info:
+            return NOTHING
+        if info[0] == "!":  # a search that found nothing (asked again: the repeat rules')
+            return NEUTRAL if again else NOTHING
+        if near is not None and info[0] in "=+":  # a long result: are its lines new?
+            hashes = line_hashes(near)
+            if self.count_new(hashes) >= min(_NEW_LINES, len(hashes)):
+                return NEW | LINES
+            seen = LINES
+            if not self.check(number_of(outcome)):
+                seen |= MOVED  # its numbers moved (time is masked: they are counts)
+        else:
+            whole = info in ("=", "+")  # an older trace's: the outcome is the information
+            if not self.check(number_of(outcome if whole else info)):
+                return NEW
+            seen = NEUTRAL
+        if again:
+            return seen  # seen again from the same call: the repeat rules' business
+        if info[0] == "~":
+            return seen | NOTHING  # a short answer about the arguments, seen before
+        if info[0] == "=" and not seen:
+            return NEUTRAL  # a short acknowledgement seen before: no content to bring
+        return seen | STALE
+
     # --- state -------------------------------------------------------------------------------
 
     def export(self) -> list[object]:
@@ -139,6 +184,16 @@ def _generation(value: object) -> bytearray:
     if not isinstance(value, str) or len(value) != 2 * _BYTES:
         raise ValueError(value)
     return bytearray.fromhex(value)
+
+
+def number_of(value: int | str) -> int:
+    """A digest as a 64-bit number (its last 16 hex digits), or any text's CRC."""
+    if isinstance(value, int):
+        return value  # the number of its 16 hex digits already
+    try:
+        return int(value[-16:], 16)
+    except ValueError:
+        return zlib.crc32(value.encode("utf-8", "surrogatepass"))
 
 
 def line_hashes(sketch: str) -> list[int]:

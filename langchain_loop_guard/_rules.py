@@ -18,7 +18,8 @@ from typing import TypeVar
 
 from langchain_loop_guard._canonical import digest
 from langchain_loop_guard._novelty import LINES, NEW, WORK
-from langchain_loop_guard._view import Call, Key, RunView, alike, key_text
+from langchain_loop_guard._replies import alike
+from langchain_loop_guard._view import Call, Key, RunView, key_text
 
 __all__ = [
     "ANSWER_CHECKS",
@@ -444,7 +445,7 @@ def failing_turns(view: RunView, *_: object) -> Detection | None:
 def repeated_response(view: RunView) -> Detection | None:
     """The same assistant text ``repeat_assistant_threshold`` times in a row, each produced
     with the previous one in the model's input (SPEC §2, §11 N2, §12 R9)."""
-    key, count = view.assistant
+    key, count = view.replies.streak
     threshold = view.limits.assistant
     if key is None or count < threshold:
         return None
@@ -457,10 +458,10 @@ def reply_cycle(view: RunView) -> Detection | None:
     1..``reply_cycle_length`` replies, each nearly the same as the one a lap before, for
     ``Limits.reply_laps`` laps (§12 R9)."""
     limits = view.limits
-    laps, replies = limits.reply_laps, view.replies
-    if limits.reworded and view.reworded >= limits.reworded:
+    laps, replies, reworded = limits.reply_laps, view.replies.recent, view.replies.reworded
+    if limits.reworded and reworded >= limits.reworded:
         key = digest("replies", replies[-1][0])
-        return Detection(Signal.REPLY_CYCLE, None, (), view.reworded, limits.reworded, key)
+        return Detection(Signal.REPLY_CYCLE, None, (), reworded, limits.reworded, key)
     for length in range(1, limits.reply_cycle + 1):
         span = length * laps
         if len(replies) < span:

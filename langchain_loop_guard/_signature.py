@@ -137,6 +137,7 @@ _SKETCH = 32  # line hashes kept per outcome: the smallest, a sample of its dist
 NEAR_LINES = 20
 """Results of at least this many lines are read line by line (a file view, a listing)."""
 _SHORT = 256  # characters: longer results always count as information
+_ACK = 64  # characters: a result this short that echoes nothing is an acknowledgement
 
 
 class Outcome(NamedTuple):
@@ -313,8 +314,8 @@ def _info(text: str, key: str, tokens: frozenset[int] | None, words: _Words | No
     """What a result says, for the no-new-information streak: ``""`` nothing (empty, or only
     the call's argument values); for a short result that echoed them, ``"~"`` and a digest of
     the rest, or ``"!"`` and one when the rest says nothing was found; ``"+"`` and its key for
-    a longer one (content: an output seen again is nothing new, SPEC §13 R12), ``"="`` and
-    its key for any other (an acknowledgement). A call that changes something
+    a result of more than 64 characters (content: an output seen again is nothing new, SPEC
+    §13 R12), ``"="`` and its key for a shorter one (an acknowledgement). A call that changes something
     (:data:`EFFECT`) gets a ``"."`` in front."""
     if tokens and EFFECT in tokens:
         return "." + _said(text, key, tokens, words)
@@ -334,9 +335,10 @@ def _echoes(text: str, tokens: frozenset[int]) -> _Words:
 def _said(text: str, key: str, tokens: frozenset[int] | None, words: _Words | None = None) -> str:
     if len(text) > _SHORT:
         return "+" + key
+    whole = ("+" if len(text) > _ACK else "=") + key  # content, or an acknowledgement
     if not tokens:  # only whether it has a word at all
         data = text.encode("utf-8", "surrogatepass")
-        return "=" + key if data.translate(None, _DELIMITERS_AND_SPACE) else ""
+        return whole if data.translate(None, _DELIMITERS_AND_SPACE) else ""
     every, kept = words or _echoes(text, tokens)
     if not every:
         return ""
@@ -345,7 +347,7 @@ def _said(text: str, key: str, tokens: frozenset[int] | None, words: _Words | No
             return ""
         mark = "!" if _NOTHING.intersection(kept) else "~"
         return mark + _tagged(_INFO_HASH, b" ".join(kept))
-    return "=" + key
+    return whole
 
 
 def _without(text: str, words: _Words) -> str:

@@ -338,11 +338,10 @@ def test_the_view_remembers_what_it_saw_in_a_fixed_size() -> None:
         d.tool_call("read", {"p": n}, call_id=f"c{n}")
         d.tool_result("read", f"line {n} of the report", call_id=f"c{n}")
     assert len(json.dumps(d.export_state()["memory"])) <= 2 * size
-    view = RunView(d._view.limits)
-    call = d._view.calls[-1]
-    call.outcome = "not-hex!"
-    assert view._brought(call, False, None, "=") == 1
-    assert view._brought(call, False, None, "=") == 0  # seen: an acknowledgement again
+    memory = RunView(d._view.limits).memory
+    assert memory.judge("=", None, "not-hex!", again=False, failed=False) == 1
+    # seen: an acknowledgement again
+    assert memory.judge("=", None, "not-hex!", again=False, failed=False) == 0
 
 
 @pytest.mark.parametrize(

@@ -73,17 +73,19 @@ def test_thread_scope_lets_one_successful_call_per_user_message_run(kind: Kind) 
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_thread_scope_catches_the_same_failure_across_user_messages(kind: Kind) -> None:
-    """scope="thread": the same failing call after every user message is stopped at the 3rd
-    failure (SPEC §11 R7)."""
+    """scope="thread": the same failing call after every user message, answered the same way
+    each time, is a conversation going round: the 3rd identical answer stops it (SPEC §12 R9;
+    the failures alone no longer do across user messages, §13 N13)."""
     steps = iter([call("update", {"x": 1}), "It failed."] * 4)
     model = ScriptedChatModel(script=[lambda messages: next(steps)], then="repeat")
     locked = scripted_tool("update", ToolException("Error: record is locked"))
     agent = harness(kind, model, [locked], config={"scope": "thread"})
     agent.invoke(text="first")
     agent.invoke(text="second")
-    with pytest.raises(LoopDetected):
+    with pytest.raises(LoopDetected) as stop:
         agent.invoke(text="third")
-    assert locked.calls == 2
+    assert stop.value.signal is Signal.REPEATED_ASSISTANT_RESPONSE
+    assert locked.calls == 3
 
 
 @pytest.mark.parametrize("kind", KINDS)

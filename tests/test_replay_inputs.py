@@ -321,6 +321,11 @@ def _trajectory(run_id: str, repeats: int, *, user_between: bool = False) -> dic
         events.append(
             {"t": "error", "step": i, "name": "cd", "id": f"c{i}", "error": "no such dir"}
         )
+        if user_between:  # the same answer to each message: a conversation going round
+            events.append({"t": "turn", "step": i})
+            events.append(
+                {"t": "assistant", "step": i, "text": "The folder is missing.", "tool_calls": []}
+            )
     return {
         "id": run_id,
         "framework": "test",

@@ -517,7 +517,7 @@ def test_the_view_keeps_a_bounded_amount_of_information_and_replies() -> None:
     view = d._view
     assert len(repr(view.memory.export())) <= memory + 600  # a second generation, at most
     assert len(view.quiet_tools) <= 4
-    assert len(view.replies) <= 12
+    assert len(view.replies.recent) <= 12
 
 
 def test_a_replayed_result_without_a_sketch_compares_its_outcome() -> None:

@@ -1,0 +1,190 @@
+"""What the run has seen (SPEC §13): the fixed-size memory, what a result brought, and the
+state it keeps, the previous release's included."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from langchain_loop_guard import LoopDetector, LoopGuardConfig, Signal
+from langchain_loop_guard._novelty import (
+    LINES,
+    MOVED,
+    NEUTRAL,
+    NEW,
+    NOTHING,
+    STALE,
+    WORK,
+    Seen,
+    line_hashes,
+    number_of,
+)
+from langchain_loop_guard._replies import Replies
+from langchain_loop_guard._signature import outcome
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def _view(lines: list[str]) -> str:
+    return "\n".join(lines)
+
+
+# --- the memory ----------------------------------------------------------------------------------
+
+
+def test_the_memory_has_one_size_whatever_it_saw() -> None:
+    """Ten thousand digests later, the memory is two generations of 256 bytes, as after one."""
+    memory = Seen()
+    memory.check(1)
+    size = len(json.dumps(memory.export()))
+    for n in range(10_000):
+        memory.check(n * 7919 + 13)
+    assert len(json.dumps(memory.export())) <= 2 * size
+    new, old, count = memory.export()
+    assert isinstance(new, str) and isinstance(old, str) and len(new) == len(old) == 512
+    assert 0 < count <= 160
+
+
+def test_the_memory_remembers_recent_news_and_forgets_the_oldest() -> None:
+    """A digest is seen once it was checked; after two generations' worth of others, it is news
+    again."""
+    memory = Seen()
+    assert memory.check(42) is False
+    assert memory.check(42) is True
+    for n in range(1, 400):
+        memory.check(n * 1_000_003)
+    assert memory.check(42) is False
+
+
+def test_the_memory_round_trips_through_its_state() -> None:
+    memory = Seen()
+    for n in range(200):
+        memory.check(n)
+    again = Seen.restore(json.loads(json.dumps(memory.export())))
+    assert again.export() == memory.export()
+    assert all(again.check(n) for n in range(150, 200))
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        None,
+        [],
+        ["00" * 256, None],
+        ["00" * 255, None, 0],
+        ["zz" * 256, None, 0],
+        ["00" * 256, 7, 0],
+        ["00" * 256, None, -1],
+        ["00" * 256, None, 161],
+        ["00" * 256, None, "3"],
+    ],
+)
+def test_a_malformed_memory_is_refused(data: Any) -> None:
+    with pytest.raises((TypeError, ValueError)):
+        Seen.restore(data)
+
+
+def test_line_hashes_read_a_sketch_and_nothing_else() -> None:
+    assert line_hashes("0000000a0000000b") == [10, 11]
+    assert line_hashes("0000000a000") == [10]  # a torn last hash is left out
+    assert line_hashes("not a sketch") == []
+
+
+def test_a_digest_is_its_number_and_any_other_text_its_crc() -> None:
+    assert number_of(5) == 5
+    assert number_of("00000000000000ff") == 255
+    assert number_of("not-hex!") == number_of("not-hex!") != number_of("other")
+
+
+# --- what a result brought -----------------------------------------------------------------------
+
+
+def _judge(memory: Seen, text: str, *, again: bool = False, failed: bool = False) -> int:
+    found = outcome(text)
+    return memory.judge(found.info, found.near, found.key, again=again, failed=failed)
+
+
+def test_a_failure_brings_nothing_and_work_is_work() -> None:
+    memory = Seen()
+    assert memory.judge("=abc", None, "abc", again=False, failed=True) == NOTHING
+    assert memory.judge("", None, "k", again=False, failed=False) == NOTHING
+    assert memory.judge(".", None, "k", again=False, failed=False) == WORK
+
+
+def test_a_short_result_is_new_once_then_stale_from_another_call_or_neutral_from_the_same() -> (
+    None
+):
+    """Reworded queries returning the same hits (R12): only what the run has seen."""
+    memory = Seen()
+    hits = json.dumps([{"id": f"doc-{n}", "title": f"Refund policy {n}"} for n in range(5)])
+    assert _judge(memory, hits) == NEW
+    assert _judge(memory, hits) == STALE
+    assert _judge(memory, hits, again=True) == NEUTRAL
+    assert _judge(memory, "Saved.") == NEW
+    assert _judge(memory, "Saved.") == NEUTRAL  # a short acknowledgement: nothing to bring
+
+
+def test_a_long_result_is_new_by_two_new_lines() -> None:
+    """N11 and R15: two new lines are progress; one (a banner that changes) is not; a view
+    whose lines are the same but numbers moved paces the calls around it (N10)."""
+    memory = Seen()
+    pods = [f"web-{chr(97 + n)}x   0/1   Pending   0   {n}s" for n in range(20)]
+    assert _judge(memory, _view(pods)) & NEW
+    two = [p.replace("0/1   Pending", "1/1   Running") if i < 2 else p for i, p in enumerate(pods)]
+    assert _judge(memory, _view(two)) == NEW | LINES
+    one = [*two[:-1], "banner: try our new plan"]  # one new line: its numbers moved, no more
+    assert _judge(memory, _view(one)) == LINES | MOVED | STALE
+    counts = [line.replace("0   ", "7   ", 1) for line in one]
+    assert _judge(memory, _view(counts), again=True) == LINES | MOVED
+
+
+def test_an_echo_seen_before_brings_nothing() -> None:
+    """A short answer about the call's own arguments, seen before: nothing (R6)."""
+    memory = Seen()
+    assert memory.judge("~1234", None, "k1", again=False, failed=False) == NEW
+    assert memory.judge("~1234", None, "k2", again=False, failed=False) == NOTHING
+    assert memory.judge("!5678", None, "k3", again=False, failed=False) == NOTHING
+    assert memory.judge("!5678", None, "k3", again=True, failed=False) == NEUTRAL
+
+
+# --- replies --------------------------------------------------------------------------------------
+
+
+def test_the_replies_state_round_trips_and_reads_the_previous_release() -> None:
+    replies = Replies()
+    replies.add(("k1", "0000000a"), in_context=True, aware=True, kept=3)
+    replies.add(("k1", "0000000a"), in_context=True, aware=True, kept=3)
+    state = json.loads(json.dumps(replies.export()))
+    again = Replies.restore(state, version=5)
+    assert (again.streak, again.recent, again.reworded) == (("k1", 2), replies.recent, 2)
+    older = Replies.restore({k: v for k, v in state.items() if k != "reworded"}, version=4)
+    assert (older.streak, older.reworded) == (("k1", 2), 0)
+
+
+# --- the previous release's state ---------------------------------------------------------------
+
+
+def test_a_checkpoint_of_the_previous_release_is_read_and_goes_on() -> None:
+    """A thread state the previous release wrote (version 4, kept as a fixture): it is taken,
+    its history and error streak go on, and what it had seen is still seen."""
+    state = json.loads((FIXTURES / "detector-state-v4.json").read_text())
+    assert state["v"] == 4
+    detector = LoopDetector(LoopGuardConfig(scope="thread"), clock=lambda: 0.0)
+    assert detector.restore_state(state) is True
+    assert [c[0] for c in detector.export_state()["calls"]] == ["search", "update", "update"]
+    detector.turn_start()
+    detector.assistant_message("", [("update", {"id": "H8Q05L", "cabin": "business"})])
+    verdict = detector.tool_call("update", {"id": "H8Q05L", "cabin": "business"}, call_id="c4")
+    assert (verdict.action, verdict.signal) == ("block", Signal.REPEATED_TOOL_CALL)
+    assert detector.export_state()["v"] == 5
+
+
+def test_a_malformed_previous_release_state_is_refused_whole() -> None:
+    state = json.loads((FIXTURES / "detector-state-v4.json").read_text())
+    state["infos"] = [-1]
+    detector = LoopDetector(LoopGuardConfig(scope="thread"), clock=lambda: 0.0)
+    assert detector.restore_state(state) is False
+    assert detector.export_state()["calls"] == []
