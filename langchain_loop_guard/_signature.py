@@ -315,8 +315,8 @@ def _info(text: str, key: str, tokens: frozenset[int] | None, words: _Words | No
     the call's argument values); for a short result that echoed them, ``"~"`` and a digest of
     the rest, or ``"!"`` and one when the rest says nothing was found; ``"+"`` and its key for
     a result of more than 64 characters (content: an output seen again is nothing new, SPEC
-    §13 R12), ``"="`` and its key for a shorter one (an acknowledgement). A call that changes something
-    (:data:`EFFECT`) gets a ``"."`` in front."""
+    §13 R12), ``"="`` and its key for a shorter one (an acknowledgement). A call that
+    changes something (:data:`EFFECT`) gets a ``"."`` in front."""
     if tokens and EFFECT in tokens:
         return "." + _said(text, key, tokens, words)
     return _said(text, key, tokens, words)

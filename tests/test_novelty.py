@@ -44,7 +44,9 @@ def test_the_memory_has_one_size_whatever_it_saw() -> None:
         memory.check(n * 7919 + 13)
     assert len(json.dumps(memory.export())) <= 2 * size
     new, old, count = memory.export()
-    assert isinstance(new, str) and isinstance(old, str) and len(new) == len(old) == 512
+    assert isinstance(new, str)
+    assert isinstance(old, str)
+    assert len(new) == len(old) == 512
     assert 0 < count <= 160
 
 
@@ -114,9 +116,7 @@ def test_a_failure_brings_nothing_and_work_is_work() -> None:
     assert memory.judge(".", None, "k", again=False, failed=False) == WORK
 
 
-def test_a_short_result_is_new_once_then_stale_from_another_call_or_neutral_from_the_same() -> (
-    None
-):
+def test_a_short_result_is_new_once_then_stale_from_another_call_or_neutral_from_the_same() -> None:
     """Reworded queries returning the same hits (R12): only what the run has seen."""
     memory = Seen()
     hits = json.dumps([{"id": f"doc-{n}", "title": f"Refund policy {n}"} for n in range(5)])
