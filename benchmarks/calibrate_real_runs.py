@@ -314,13 +314,10 @@ def _conversation_rows() -> list[HandRow]:
         ("N6-flights-3x4", lambda: c.flight_fan_out(9, routes=12, served=1, batches=3)),
         *((f"N6-web-seed{s}", lambda s=s: c.web_fan_out(s)) for s in range(3)),
         ("N7-ci", c.ci_poller),
-        ("N7-ci-slow-steps", lambda: c.ci_poller(polls_per_step=3)),
         ("N7-export-percent", lambda: c.export_poller(range(5, 100, 7))),
         ("N7-export-slow", lambda: c.export_poller(list(range(1, 12)))),
         ("N7-wc-short", lambda: c.line_count_poller([118, 131, 142, 150])),
         ("N7-wc-long", lambda: c.line_count_poller(range(100, 400, 11))),
-        ("N7-kubectl", lambda: c.pod_poller(3)),
-        ("N7-kubectl-slow", lambda: c.pod_poller(12, restarts=True)),
         ("N7-log-tail", lambda: c.log_tail_poller(10)),
         ("N7-log-tail-long", lambda: c.log_tail_poller(30, lines=3)),
         ("N8-chat-30", lambda: c.support_chat(30)),
@@ -337,6 +334,13 @@ def _conversation_rows() -> list[HandRow]:
         ("R9-cycle-run-scope", lambda: replace(c.apology_cycle(2), scope="run")),
     ]
     rows = [_scenario_row(name, "never", build) for name, build in never]
+    # SPEC §13 R10 (which withdrew §12 N7's ages): time passing only, the 3rd identical poll
+    for name, build in (
+        ("R10-ci-slow-steps", lambda: c.ci_poller(polls_per_step=3)),
+        ("R10-kubectl", lambda: c.pod_poller(3)),
+        ("R10-kubectl-slow", lambda: c.pod_poller(12, restarts=True)),
+    ):
+        rows.append(_scenario_row(name, "stop", build, "calls", lambda _: 2))
     for lines in (24, 40, 90):  # by the 6th identical call
         build = lambda lines=lines: c.reapplied_edit(base_lines=lines)  # noqa: E731
         rows.append(_scenario_row(f"R1'-edit-{lines}", "stop", build, "calls", lambda _: 5))

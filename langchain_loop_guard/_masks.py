@@ -197,8 +197,11 @@ class VolatileFields:
         self._pattern = re.compile(
             rb"""(?<![A-Za-z0-9_])(["']?)(?:%b)\1\s*[:=]\s*(%b)""" % (alternatives, _VALUE)
         )
+        # the longest literal part of each name, without those holding another (``time`` is
+        # in every text that holds ``timestamp``)
+        parts = {max(name.encode().split(b"*"), key=len) for name in names} - {b""}
         self._hints = tuple(
-            sorted({max(name.encode().split(b"*"), key=len) for name in names} - {b""})
+            sorted(part for part in parts if not any(o != part and o in part for o in parts))
         )
 
     def mask(self, data: bytes) -> bytes:

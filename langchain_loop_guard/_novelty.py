@@ -112,11 +112,27 @@ class Seen:
         return False
 
     def count_new(self, values: Iterable[int]) -> int:
-        """How many of ``values`` were not seen; all of them are from now on."""
+        """How many of ``values`` were not seen; all of them are from now on (:meth:`check`
+        inlined: a long result brings up to 32 line hashes)."""
         unseen = 0
+        new, old = self._new, self._old
         for value in values:
-            if not self.check(value):
-                unseen += 1
+            mixed = (value * _SPREAD) & 0xFFFFFFFFFFFFFFFF
+            a, b, c = mixed & _MASK, (mixed >> 21) & _MASK, (mixed >> 42) & _MASK
+            if (new[a >> 3] >> (a & 7) & 1 and new[b >> 3] >> (b & 7) & 1) and new[c >> 3] >> (
+                c & 7
+            ) & 1:
+                continue
+            if (
+                old is not None
+                and old[a >> 3] >> (a & 7) & 1
+                and old[b >> 3] >> (b & 7) & 1
+                and old[c >> 3] >> (c & 7) & 1
+            ):
+                continue
+            unseen += 1
+            self._add((a, b, c))
+            new, old = self._new, self._old  # a generation may have turned
         return unseen
 
     def judge(
@@ -138,7 +154,7 @@ class Seen:
             return NOTHING
         if info[0] == "!":  # a search that found nothing (asked again: the repeat rules')
             return NEUTRAL if again else NOTHING
-        if near is not None and info[0] in "=+":  # a long result: are its lines new?
+        if near is not None:  # a long result (20 lines or more): are its lines new?
             hashes = line_hashes(near)
             if self.count_new(hashes) >= min(_NEW_LINES, len(hashes)):
                 return NEW | LINES

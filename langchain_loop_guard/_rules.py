@@ -434,7 +434,7 @@ def failing_turns(view: RunView, *_: object) -> Detection | None:
     tools = view.failing_tools  # none: the model only answered, and was asked again
     return Detection(
         Signal.FAILING_TURNS,
-        tools[-1] if tools else None,
+        None,  # no one tool: the turns failed, whatever they called
         tools,
         view.failing,
         threshold,
