@@ -83,7 +83,7 @@ ALLOWED: Final[Mapping[str, str]] = MappingProxyType(
         "failing_turns": f"0 (off) or an integer from 2 to {MAX_COUNT}",
         "reply_cycle_length": f"0 (off) or an integer from 1 to {MAX_CYCLE_LENGTH}",
         "nudges": f"an integer from 0 to {MAX_COUNT}",
-        "scope": "one of 'run', 'thread' (any case)",
+        "scope": "one of 'auto', 'run', 'thread' (any case)",
     }
 )
 

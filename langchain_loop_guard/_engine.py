@@ -38,6 +38,7 @@ from langchain_loop_guard._detector import Verdict
 from langchain_loop_guard._messages import stopped_after_nudge
 from langchain_loop_guard._public import safe_tool_name
 from langchain_loop_guard._runtime import logger
+from langchain_loop_guard._scope import ScopeChoice, choose_scope
 
 if TYPE_CHECKING:
     from langchain_loop_guard._config import LoopGuardConfig
@@ -84,7 +85,8 @@ class Run:
     thread's with ``scope="thread"``."""
     detector: LoopDetector
     guard: GuardRuntime = field(repr=False)
-    per_thread: bool = False
+    scope: ScopeChoice = field(default_factory=lambda: choose_scope("run", None, False))
+    """The scope the run is guarded in, and why (``scope="auto"`` resolved)."""
     seen: float = 0.0
     """The registry's clock at the run's latest event."""
     invocations: dict[Any, None] = field(default_factory=dict)
@@ -96,6 +98,11 @@ class Run:
     nudged: int = 0
     last_nudge: object = None
     """``[key, count]`` of the verdict the last nudge answered (as stored: checked when read)."""
+
+    @property
+    def per_thread(self) -> bool:
+        """Whether the run is a thread (a conversation), not one invocation."""
+        return self.scope.per_thread
 
     def decide(self, event: DetectorCall, *args: Any, **kwargs: Any) -> Verdict:
         """Give the detector one event; fail open (see :meth:`GuardRuntime.decide`)."""
@@ -117,8 +124,19 @@ class Run:
         return None if seen is None else self.release()
 
     def release(self) -> Verdict:
-        """A new human message on a thread: the detector lifts the trip (SPEC §11 N3)."""
+        """A new human message on a thread: the detector lifts the trip and keeps the history
+        (SPEC §11 N3). The same for every integration (SPEC §13 C2): the message is answered;
+        a loop that goes on (the same reply again) is stopped at once, as the history still
+        holds it; a different course clears it."""
         return self.decide("user_message")
+
+    def human_turn(self) -> Verdict | None:
+        """A human message starts the next turn of the conversation: a thread is released
+        (:meth:`release`), a run restarts; the verdict when released."""
+        if self.per_thread:
+            return self.release()
+        self.restart()
+        return None
 
     def settle(self, verdict: Verdict, nudges: int) -> Verdict | None:
         """Spend a nudge on a stopping ``verdict`` (``None``: the trip lifted, the history kept),
@@ -184,7 +202,7 @@ class RunEngine(Generic[R]):
         self.last: str | None = None
         """The most recently active run's key."""
 
-    def begin(self, key: str, *, per_thread: bool) -> R | None:
+    def begin(self, key: str, *, scope: ScopeChoice) -> R | None:
         """The run ``key`` (a new one, unless it is a thread already in progress), or ``None``
         when the registry is full of runs in flight."""
         run = self.runs.get(key)
@@ -209,10 +227,8 @@ class RunEngine(Generic[R]):
                 )
             return None
         self.stopped.pop(key, None)
-        detector = self.guard.new_detector(key)
-        run = self._make(
-            key=key, detector=detector, guard=self.guard, per_thread=per_thread, seen=self.now()
-        )
+        detector = self.guard.new_detector(key, config=self.guard._run_config(scope))
+        run = self._make(key=key, detector=detector, guard=self.guard, scope=scope, seen=self.now())
         self.runs[key] = run
         return run
 
@@ -237,7 +253,10 @@ class RunEngine(Generic[R]):
             return False
         del self.runs[run.key]
         bounded_put(
-            self.finished, run.key, self.guard.inspection(run.key, run.detector), _MAX_FINISHED
+            self.finished,
+            run.key,
+            self.guard.inspection(run.key, run.detector, run.scope),
+            _MAX_FINISHED,
         )
         if run.detector.tripped is not None:
             bounded_put(self.stopped, run.key, run, _MAX_STOPPED)
@@ -251,7 +270,7 @@ class RunEngine(Generic[R]):
             self.stopped.clear()
             return True
         for run in self.runs.values():
-            run.detector.configure(config)
+            run.detector.configure(self.guard._run_config(run.scope, config))
             if config.mode != "on":
                 run.held = None
         return False
@@ -264,8 +283,16 @@ class RunEngine(Generic[R]):
             return None
         run = self.runs.get(key)
         if run is not None:
-            return self.guard.inspection(key, run.detector)
+            return self.guard.inspection(key, run.detector, run.scope)
         return self.finished.get(key)
+
+    def discard(self, run: R) -> None:
+        """Forget a run that was never one (a provisional run whose invocation turned out to
+        belong to a thread)."""
+        if self.runs.get(run.key) is run:
+            del self.runs[run.key]
+        if self.last == run.key:
+            self.last = None
 
     def _make_room(self, capacity: int) -> bool:
         """Forget the least recently active run that is idle or between invocations."""

@@ -25,6 +25,7 @@ from langchain_loop_guard._graph_state import (
 from langchain_loop_guard._guard_messages import guard_kind
 from langchain_loop_guard._outcomes import holds_answer
 from langchain_loop_guard._runtime import ConfigInput, GuardRuntime, bad_argument, logger
+from langchain_loop_guard._scope import ScopeChoice, choose_scope, has_checkpointer
 from langchain_loop_guard._stop import (
     ON_STOP_VALUES,
     RESUME_SCHEMA,
@@ -119,7 +120,7 @@ class GraphGuard(GuardRuntime):
         detector = self.new_detector()
         if not detector.restore_state(data.get("detector") or {}):
             return None
-        return self.inspection(name, detector)
+        return self.inspection(name, detector, ScopeChoice.stored(data.get("scope")))
 
     def reset(self, thread_id: str | None = None) -> bool:
         """Clear a thread's counters, history and tripped flag when it next passes through the guard
@@ -269,14 +270,17 @@ class GraphGuard(GuardRuntime):
         """The pass's working state, with a detector restored (or the live one that wrote it)."""
         now = self._wall()
         config = self.config  # one configuration for the whole pass
+        choice = choose_scope(config.scope, thread, has_checkpointer(graph_config()))
+        run_config = self._run_config(choice, config)
         data = load_state(stored, thread)
+        data["scope"] = [choice.scope, choice.reason]
         if thread is not None and self._reset_due(thread, data):
             data, fresh = load_state(None), True
         exported = data.get("detector")
-        detector = None if fresh or not exported else self._take_live(exported, config)
+        detector = None if fresh or not exported else self._take_live(exported, run_config)
         if detector is None:
             detector = self.new_detector(
-                config=config, listener=events.append if self.recorder else None
+                config=run_config, listener=events.append if self.recorder else None
             )
             if fresh:
                 detector.reset()  # the counters start afresh here: a replay must know
@@ -296,7 +300,7 @@ class GraphGuard(GuardRuntime):
             thread or "-",
             detector,
             self,
-            per_thread=config.scope == "thread",
+            scope=choice,
             nudged=data.get("nudged", 0),
             last_nudge=data.get("last_nudge"),
         )

@@ -124,11 +124,14 @@ class GraphPass:
         """A human message arrived: a new run (``scope="run"``) or a released thread."""
         self.clear_stop = self.clear_stop or bool(self.data.pop("stopped", False))
         self.data["run"] = new_run_id()
-        if self.config.scope == "run":
-            self.run.restart()
+        released = self.run.human_turn()
+        if released is None:  # a new run: its state starts afresh
+            scope = self.data.get("scope")
             self.data = fresh_state()
+            if scope is not None:
+                self.data["scope"] = scope
         else:
-            self._reported(self.run.release())
+            self._reported(released)
             self.data["turn"] = False
 
     def _feed(self, event: DetectorCall, *args: Any, **kwargs: Any) -> Verdict:

@@ -252,12 +252,12 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
     ) -> None:
         """The model answered; a stop is reported here and held for the next step."""
         with self._lock:
-            tracked = self._tree.resolve(run_id, parent_run_id) is not None
+            found = self._tree.resolve(run_id, parent_run_id)
+            tracked, thread = found is not None, found is not None and found.per_thread
         if tracked:  # digested outside the lock: other runs' callbacks need not wait
             text, tool_calls, answer_id = _answer(response)
             key = assistant_key(text)
             # a reply's word sketch: only for a reply in a thread (SPEC §12 R9)
-            thread = self.config.scope == "thread"
             sketch = reply_sketch(text) if key is not None and not tool_calls and thread else None
             named = [
                 (name, call_signature(name, args), call_id, arg_tokens(args, name))

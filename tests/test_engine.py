@@ -17,6 +17,7 @@ from langchain_loop_guard import LoopGuardConfig, Signal
 from langchain_loop_guard._detector import Verdict
 from langchain_loop_guard._engine import Held, Run, RunEngine, bounded_put
 from langchain_loop_guard._runtime import GuardRuntime
+from langchain_loop_guard._scope import choose_scope
 
 READ = ("tool_call", "read", {"path": "a.py"})
 
@@ -25,8 +26,12 @@ def engine(capacity: int = 4, **values: object) -> RunEngine[Run]:
     return RunEngine(GuardRuntime(LoopGuardConfig(**values)), Run, lambda: capacity)
 
 
+RUN = choose_scope("run", None, checkpointer=False)
+THREAD = choose_scope("thread", "t", checkpointer=False)
+
+
 def begun(runs: RunEngine[Run], key: str, *, per_thread: bool = False) -> Run:
-    run = runs.begin(key, per_thread=per_thread)
+    run = runs.begin(key, scope=THREAD if per_thread else RUN)
     assert run is not None
     return run
 
@@ -45,7 +50,7 @@ def test_a_run_begins_once_per_key_with_a_detector_of_its_own() -> None:
     """``begin`` makes one record per key (a thread in progress is found again)."""
     runs = engine()
     first = begun(runs, "a", per_thread=True)
-    assert runs.begin("a", per_thread=True) is first
+    assert runs.begin("a", scope=THREAD) is first
     other = begun(runs, "b")
     assert other.detector is not first.detector
     assert (first.per_thread, other.per_thread) == (True, False)
@@ -193,7 +198,7 @@ def test_a_stopped_run_is_kept_a_while_after_its_end_for_late_events() -> None:
     stopped(run)
     runs.end(run, "i")
     assert runs.find("r") is run
-    assert runs.begin("r", per_thread=False) is not run  # a new run of that key starts afresh
+    assert runs.begin("r", scope=RUN) is not run  # a new run of that key starts afresh
     assert runs.find("r") is not run
 
 
@@ -222,7 +227,7 @@ def test_a_full_registry_forgets_the_least_recent_run_between_invocations(
     begun(runs, "b", per_thread=True)
     runs.touch(a)  # ``b`` is now the least recently active
     with caplog.at_level(logging.INFO, logger="langchain_loop_guard"):
-        assert runs.begin("c", per_thread=True) is not None
+        assert runs.begin("c", scope=THREAD) is not None
     assert forgotten == ["b"]
     assert set(runs.runs) == {"a", "c"}
     assert "forgot run=b (between invocations) to make room (max_runs=2)" in caplog.text
@@ -235,10 +240,10 @@ def test_runs_in_flight_are_never_forgotten_unless_idle_and_beyond_four_times_sh
     runs.now = lambda: clock[0]
     for key in "abcd":
         begun(runs, key).invocations["i"] = None
-    assert runs.begin("e", per_thread=False) is None
+    assert runs.begin("e", scope=RUN) is None
     assert (len(runs.runs), runs.shed) == (4, 1)
     clock[0] += 301  # every run is idle now: the least recently active is forgotten
-    assert runs.begin("e", per_thread=False) is not None
+    assert runs.begin("e", scope=RUN) is not None
     assert set(runs.runs) == {"b", "c", "d", "e"}
 
 
@@ -284,7 +289,7 @@ def test_shedding_is_logged_at_the_1st_2nd_4th_shed_run(caplog: pytest.LogCaptur
     for key in "abcd":
         begun(runs, key).invocations["i"] = None
     with caplog.at_level(logging.WARNING, logger="langchain_loop_guard"):
-        assert [runs.begin(key, per_thread=False) for key in "efgh"] == [None] * 4
+        assert [runs.begin(key, scope=RUN) for key in "efgh"] == [None] * 4
     assert runs.shed == 4
     assert caplog.text.count("Raise max_runs.") == 3
 
@@ -343,8 +348,9 @@ def test_the_engine_imports_no_host() -> None:
         sys.meta_path.insert(0, Blocker())
         from langchain_loop_guard._engine import Run, RunEngine
         from langchain_loop_guard._runtime import GuardRuntime
+        from langchain_loop_guard._scope import choose_scope
         runs = RunEngine(GuardRuntime({}), Run, lambda: 4)
-        run = runs.begin("r", per_thread=False)
+        run = runs.begin("r", scope=choose_scope("run", None, False))
         print([run.decide("tool_call", "read", {}).action for _ in range(3)])
         """
     )
