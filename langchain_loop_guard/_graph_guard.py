@@ -169,13 +169,15 @@ class GraphGuard(GuardRuntime):
             if self._on_stop == "raise":
                 halt = LoopDetected.from_verdict(stop, run_id=thread)
                 answers = [m for m in decided.ending if isinstance(m, ToolMessage)]
-                if position == "before_model" or not answers or graph_config() is None:
-                    # No call is left open, or no graph will save the answers.
+                if position == "before_model" or graph_config() is None:
+                    # Nothing of this step to save, or no graph will save it.
                     self._record(thread, events)
                     raise halt
-                # Answer the open calls first: the step after this one raises, once the
-                # answers are saved (``_pending_halt``; ``_halt_ends_run``).
-                decided.messages.extend(decided.ending if self._halt_ends_run else answers)
+                # Save the step first (the answers to open calls, and the stopped state the
+                # thread's next message is judged on, SPEC §13 C2): the step after this one
+                # raises (``_pending_halt``; ``_halt_ends_run``).
+                ends_run = self._halt_ends_run and answers  # a final answer ends it anyway
+                decided.messages.extend(decided.ending if ends_run else answers)
                 decided.data["halt"] = self._hold(halt, decided.data.get("ai"))
                 decided.jump = "end"
                 break
@@ -223,11 +225,9 @@ class GraphGuard(GuardRuntime):
         end = len(messages)
         if isinstance(messages[-1], AIMessage) and guard_kind(messages[-1]) == "stop":
             end -= 1  # the stop message after the answers (see ``_halt_ends_run``)
-        if end == 0 or not isinstance(messages[end - 1], ToolMessage):
-            return None
         index = last_ai(messages, end)
-        if index < 0:
-            return None
+        if index < 0 or (index < end - 1 and not isinstance(messages[end - 1], ToolMessage)):
+            return None  # the marker's step is not the latest (a new message came since)
         return marker if messages[index].id == marker.get("ai") else None
 
     def _pending_halt(self, messages: Sequence[AnyMessage], stored: object) -> LoopDetected | None:
