@@ -238,7 +238,9 @@ def test_after_a_stop_the_three_integrations_act_alike_message_by_message(
         assert chat.outcomes == expected, chat.integration
     threads = [shown(chat.messages()) for chat in chats]
     conversation = [
-        (kind, text, None) for pair in ASKED_AGAIN for kind, text in zip(("human", "ai"), pair)
+        (kind, text, None)
+        for pair in ASKED_AGAIN
+        for kind, text in zip(("human", "ai"), pair, strict=True)
     ]
     for integration, thread in zip(INTEGRATIONS, threads, strict=True):
         assert thread == conversation, integration
