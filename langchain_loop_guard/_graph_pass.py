@@ -5,7 +5,7 @@ then does is :class:`~langchain_loop_guard._graph_guard.GraphGuard`'s)."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Container, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, ToolMessage
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from langchain_loop_guard._publish import Site
     from langchain_loop_guard._runtime import DetectorCall
 
-__all__ = ["GraphPass", "Position", "last_ai", "quiet_turn"]
+__all__ = ["GraphPass", "Position", "last_ai", "missed_answer", "quiet_turn"]
 
 Position = Literal["before_model", "after_model"]
 
@@ -279,6 +279,25 @@ def last_ai(messages: Sequence[AnyMessage], end: int) -> int:
         if isinstance(messages[index], AIMessage):
             return index
     return -1
+
+
+def missed_answer(
+    messages: Sequence[AnyMessage], stored: object, produced: Container[str] = ()
+) -> int:
+    """The index of the latest model answer if no pass of the guard has read it yet, else -1:
+    another middleware's after-model hook sent the run back to the model before the guard's
+    own hook ran (SPEC §13 C3). Before the guard has read an answer of the run, only one it
+    saw the model give (``produced``, by id): a history the run was given is no answer."""
+    index = last_ai(messages, len(messages))
+    if index < 0:
+        return -1
+    answer = messages[index]
+    if answer.id is None or answer.name == MESSAGE_NAME:
+        return -1  # nothing to tell it by, or the guard's own stop message
+    processed = stored.get("ai") if isinstance(stored, Mapping) else None
+    if processed is not None:
+        return -1 if answer.id == processed else index
+    return index if answer.id in produced else -1
 
 
 def _tail(messages: Sequence[AnyMessage], cursor: str | None, end: int) -> Sequence[AnyMessage]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from typing import Annotated, Any, NotRequired, cast
@@ -21,7 +22,7 @@ from langgraph.types import Command
 
 from langchain_loop_guard._engine import bounded_put
 from langchain_loop_guard._graph_guard import GraphGuard
-from langchain_loop_guard._graph_pass import quiet_turn
+from langchain_loop_guard._graph_pass import missed_answer, quiet_turn
 from langchain_loop_guard._graph_state import STATE_KEY, GuardData, Update
 from langchain_loop_guard._hint import hinted_system
 from langchain_loop_guard._messages import hint
@@ -61,6 +62,11 @@ class LoopGuardMiddleware(GraphGuard, AgentMiddleware[LoopGuardAgentState, Any, 
     is paid for, and adds the anti-loop hint. Nothing is decided in ``wrap_tool_call``: each
     call is its own parallel task there, so decisions could be neither ordered nor saved once,
     and LangGraph re-runs a tool task after an ``interrupt()``.
+
+    Its place in ``middleware=[...]`` does not matter: ``create_agent`` runs the after-model
+    hooks from the last middleware to the first, so an app's hook placed after the guard that
+    jumps back to the model (``@after_model(can_jump_to=["model"])``) skips the guard's; the
+    answer it hid is then read in ``wrap_model_call`` before the next model call is paid for.
 
     The detector's state is kept in the agent state under the private key ``"loop_guard"``
     (digests and counters only), so any checkpointer saves it. A run starts with a human
@@ -167,7 +173,7 @@ class LoopGuardMiddleware(GraphGuard, AgentMiddleware[LoopGuardAgentState, Any, 
         if update is not None and update.jump == "end":
             return _with_state(ModelResponse(result=list(update.messages)), update)
         response = handler(self._model_request(request, update))
-        self._note_context(request, response)
+        self._note_context(request, response, update)
         return _with_state(response, update)
 
     def awrap_model_call(  # a plain method returning a coroutine, on purpose (see below)
@@ -196,7 +202,7 @@ class LoopGuardMiddleware(GraphGuard, AgentMiddleware[LoopGuardAgentState, Any, 
         if update is not None and update.jump == "end":
             return _with_state(ModelResponse(result=list(update.messages)), update)
         response = await handler(self._model_request(request, update))
-        self._note_context(request, response)
+        self._note_context(request, response, update)
         return _with_state(response, update)
 
     def _pass_before_model(self, request: ModelRequest[Any]) -> Update | None:
@@ -205,19 +211,49 @@ class LoopGuardMiddleware(GraphGuard, AgentMiddleware[LoopGuardAgentState, Any, 
             return None
         messages, stored = state["messages"], state.get(STATE_KEY)
         try:
-            quiet = quiet_turn(messages, stored, self.config, self._wall())
+            missed = (
+                -1 if self.mode == "off" else missed_answer(messages, stored, self._seen_previous)
+            )
+            quiet = missed < 0 and quiet_turn(messages, stored, self.config, self._wall())
         except Exception:  # noqa: BLE001 - the full pass decides, and fails open itself
-            quiet = False
+            missed, quiet = -1, False
         if quiet:
             return None  # the pass after the model call feeds this step's results
+        if missed >= 0:
+            return self._catch_up(messages, stored, missed)
         return self._guard_pass(messages, stored, "before_model")
 
-    def _note_context(self, request: ModelRequest[Any], response: ModelResponse[Any]) -> None:
-        """Remember, by answer id, whether the request held the run's previous answer."""
+    def _catch_up(
+        self, messages: Sequence[AnyMessage], stored: object, index: int
+    ) -> Update | None:
+        """Read the answer at ``messages[index]`` that :meth:`after_model` never saw (an app's
+        after-model hook placed after the guard jumped back to the model, SPEC §13 C3), then
+        the rest as before any model call. A stop on it raises now (its answer is saved)."""
+        first = self._guard_pass(messages[: index + 1], stored, "after_model")
+        if first is None:
+            return self._guard_pass(messages, stored, "before_model")
+        if first.halt is not None:
+            raise first.halt
+        if first.jump == "end":
+            return first
+        second = self._guard_pass(messages, first.data, "before_model")
+        if second is None:
+            return dataclasses.replace(first, jump=None)
+        return dataclasses.replace(
+            second,
+            messages=(*first.messages, *second.messages),
+            clear_stop=first.clear_stop or second.clear_stop,
+        )
+
+    def _note_context(
+        self, request: ModelRequest[Any], response: ModelResponse[Any], update: Update | None
+    ) -> None:
+        """Remember, by answer id, whether the request held the run's previous answer (the
+        one this call's pass read last, if it read one)."""
         if self.mode == "off" or not request.state:
             return
         with self.failing_open("LoopGuardMiddleware.wrap_model_call"):
-            stored = request.state.get(STATE_KEY)
+            stored = request.state.get(STATE_KEY) if update is None else update.data
             processed = stored.get("ai") if isinstance(stored, Mapping) else None
             messages = request.messages
             held = holds_answer(messages, len(messages), processed)
