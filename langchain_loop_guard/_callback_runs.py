@@ -456,7 +456,8 @@ class RunTree:
             guard.report(key, verdict, site=site)
         for verdict in reported if stop else ():
             if verdict.stops:
-                raise LoopDetected.from_verdict(verdict, run_id=key)
+                told = run.stop_of(verdict) if run is not None else verdict
+                raise LoopDetected.from_verdict(told, run_id=key)
 
     def forget(self, run: CallbackRun) -> None:
         """The registry forgot ``run``: forget its invocations, their ids kept in :attr:`shed`."""

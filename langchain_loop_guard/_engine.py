@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from langchain_loop_guard._detector import Verdict
 from langchain_loop_guard._messages import stopped_after_nudge
 from langchain_loop_guard._public import safe_tool_name
+from langchain_loop_guard._remedy import with_remedy
 from langchain_loop_guard._runtime import logger
 from langchain_loop_guard._scope import ScopeChoice, choose_scope
 
@@ -151,20 +152,28 @@ class Run:
             verdict = dataclasses.replace(original, action=verdict.action)
         last = self.last_nudge
         if not isinstance(last, list | tuple) or len(last) != 2 or last[0] is None:
-            return verdict
+            return self.stop_of(verdict)
         key, nudged = last
         if key != verdict.key or type(nudged) is not int or verdict.count > nudged:
-            return verdict  # another loop, or one whose count went on (an error streak, say)
+            # another loop, or one whose count went on (an error streak, say)
+            return self.stop_of(verdict)
         count = nudged + 1
-        return dataclasses.replace(
-            verdict,
-            count=count,
-            message=stopped_after_nudge(verdict.tool, count, self.detector.config.locale),
+        return self.stop_of(
+            dataclasses.replace(
+                verdict,
+                count=count,
+                message=stopped_after_nudge(verdict.tool, count, self.detector.config.locale),
+            )
         )
+
+    def stop_of(self, verdict: Verdict) -> Verdict:
+        """A stopping ``verdict`` as the user reads it, in every integration alike: its message
+        names the configuration keys that would have let the run go on (SPEC §13 C4)."""
+        return with_remedy(verdict, self.detector.config.locale)
 
     def hold(self, verdict: Verdict, at: object) -> None:
         """Hold a stop decided now, to be raised by the later steps ``at`` names."""
-        self.held = Held(at, verdict)
+        self.held = Held(at, self.stop_of(verdict))
 
     def due(self, at: object, *, unraised: bool = False) -> Held | None:
         """The held stop a step of ``at`` must raise (only one no step raised yet, with

@@ -282,22 +282,20 @@ def last_ai(messages: Sequence[AnyMessage], end: int) -> int:
 
 
 def missed_answer(
-    messages: Sequence[AnyMessage], stored: object, produced: Container[str] = ()
+    messages: Sequence[AnyMessage], stored: object, produced: Container[str], read: Container[str]
 ) -> int:
-    """The index of the latest model answer if no pass of the guard has read it yet, else -1:
-    another middleware's after-model hook sent the run back to the model before the guard's
-    own hook ran (SPEC §13 C3). Before the guard has read an answer of the run, only one it
-    saw the model give (``produced``, by id): a history the run was given is no answer."""
+    """The index of the latest model answer if the guard saw the model give it (``produced``,
+    by id) but no after-model pass read it (``read``), else -1: another middleware's
+    after-model hook sent the run back to the model before the guard's own hook ran (SPEC
+    §13 C3). A history the run was given is no answer it saw given."""
     index = last_ai(messages, len(messages))
     if index < 0:
         return -1
-    answer = messages[index]
-    if answer.id is None or answer.name == MESSAGE_NAME:
-        return -1  # nothing to tell it by, or the guard's own stop message
+    answer = messages[index].id
     processed = stored.get("ai") if isinstance(stored, Mapping) else None
-    if processed is not None:
-        return -1 if answer.id == processed else index
-    return index if answer.id in produced else -1
+    if answer is None or answer == processed or answer in read or answer not in produced:
+        return -1
+    return index
 
 
 def _tail(messages: Sequence[AnyMessage], cursor: str | None, end: int) -> Sequence[AnyMessage]:

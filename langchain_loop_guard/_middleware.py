@@ -106,6 +106,8 @@ class LoopGuardMiddleware(GraphGuard, AgentMiddleware[LoopGuardAgentState, Any, 
         super().__init__(config, nudges=nudges, on_stop=on_stop, clock=clock, record_to=record_to)
         # Whether the request held the previous answer, by answer id (SPEC §11 N2), bounded.
         self._seen_previous: dict[str, bool] = {}
+        # Answers an after-model pass began to read, by id, bounded (SPEC §13 C3).
+        self._read: dict[str, None] = {}
         self._hint_message: SystemMessage | None = None
 
     @property
@@ -151,6 +153,10 @@ class LoopGuardMiddleware(GraphGuard, AgentMiddleware[LoopGuardAgentState, Any, 
     ) -> dict[str, Any] | None:
         """Feed the model's answer and its tool calls; refuse, nudge or stop (``"model"`` is a jump
         target only for a nudge about a repeated final answer, for the model to read it)."""
+        messages = state["messages"]
+        if messages and messages[-1].id is not None:
+            with self._lock:
+                bounded_put(self._read, messages[-1].id, None, _MAX_NOTED)
         return _as_state_update(
             self._guard_pass(state["messages"], state.get(STATE_KEY), "after_model")
         )
@@ -211,15 +217,13 @@ class LoopGuardMiddleware(GraphGuard, AgentMiddleware[LoopGuardAgentState, Any, 
             return None
         messages, stored = state["messages"], state.get(STATE_KEY)
         try:
-            missed = (
-                -1 if self.mode == "off" else missed_answer(messages, stored, self._seen_previous)
-            )
+            missed = missed_answer(messages, stored, self._seen_previous, self._read)
             quiet = missed < 0 and quiet_turn(messages, stored, self.config, self._wall())
         except Exception:  # noqa: BLE001 - the full pass decides, and fails open itself
             missed, quiet = -1, False
         if quiet:
             return None  # the pass after the model call feeds this step's results
-        if missed >= 0:
+        if missed >= 0 and self.mode != "off":
             return self._catch_up(messages, stored, missed)
         return self._guard_pass(messages, stored, "before_model")
 

@@ -112,10 +112,14 @@ def test_a_stop_after_a_nudge_counts_the_nudged_attempts() -> None:
 
 
 def test_settle_keeps_every_stop_without_nudges() -> None:
-    """With no nudges, a stop is the run's stop as it was decided."""
+    """With no nudges, a stop is the run's stop as it was decided, its message naming what
+    would have let the run go on (SPEC §13 C4)."""
     run = begun(engine(), "r")
     stop = stopped(run)
-    assert run.settle(stop, nudges=0) is stop
+    settled = run.settle(stop, nudges=0)
+    assert settled == run.stop_of(stop)
+    assert settled.message.startswith(stop.message)
+    assert "`tool_threshold_overrides`" in settled.message
     assert run.detector.tripped is not None
 
 
@@ -141,7 +145,7 @@ def test_a_held_stop_is_due_at_each_later_step_of_its_invocation_only() -> None:
     assert run.due("invocation-2") is None
     held = run.due("invocation-1")
     assert isinstance(held, Held)
-    assert (held.verdict, held.raised) == (stop, True)
+    assert (held.verdict, held.raised) == (run.stop_of(stop), True)
     assert run.due("invocation-1") is held
 
 
@@ -279,7 +283,7 @@ def test_a_stop_on_another_loop_after_a_nudge_keeps_its_own_count() -> None:
         run.decide("tool_call", "write", {"path": "b.py"})
     other = run.decide("tool_call", "write", {"path": "b.py"})
     stop = run.settle(other, nudges=1)
-    assert stop is other
+    assert stop == run.stop_of(other)
     assert stop.count == 3
 
 
