@@ -169,8 +169,7 @@ class GraphGuard(GuardRuntime):
             if self._on_stop == "raise":
                 halt = LoopDetected.from_verdict(stop, run_id=thread)
                 answers = [m for m in decided.ending if isinstance(m, ToolMessage)]
-                if position == "before_model" or graph_config() is None:
-                    # Nothing of this step to save, or no graph will save it.
+                if graph_config() is None:  # no graph will save anything
                     self._record(thread, events)
                     raise halt
                 # Save the step first (the answers to open calls, and the stopped state the

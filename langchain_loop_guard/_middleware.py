@@ -154,6 +154,8 @@ class LoopGuardMiddleware(GraphGuard, AgentMiddleware[LoopGuardAgentState, Any, 
         """Feed the model's answer and its tool calls; refuse, nudge or stop (``"model"`` is a jump
         target only for a nudge about a repeated final answer, for the model to read it)."""
         messages = state["messages"]
+        if self._halt_marker(messages, state.get(STATE_KEY)) is not None:
+            return {"jump_to": "end"}  # a stop held before the model call: after_agent raises
         if messages and messages[-1].id is not None:
             with self._lock:
                 bounded_put(self._read, messages[-1].id, None, _MAX_NOTED)
@@ -216,6 +218,9 @@ class LoopGuardMiddleware(GraphGuard, AgentMiddleware[LoopGuardAgentState, Any, 
         if not state:  # a request built outside an agent run
             return None
         messages, stored = state["messages"], state.get(STATE_KEY)
+        halt = self._pending_halt(messages, stored)
+        if halt is not None:  # held, and an app's hook sent the run back to the model
+            raise halt
         try:
             missed = missed_answer(messages, stored, self._seen_previous, self._read)
             quiet = missed < 0 and quiet_turn(messages, stored, self.config, self._wall())
@@ -327,10 +332,10 @@ def _with_state(
             result=[*update.messages, *response.result],
             structured_response=response.structured_response,
         )
-    return ExtendedModelResponse(
-        model_response=response,
-        command=Command(update={STATE_KEY: update.data, **update.stop_update()}),
-    )
+    state: dict[str, Any] = {STATE_KEY: update.data, **update.stop_update()}
+    if update.jump == "end":  # the model was not called: end the run (``after_agent`` raises)
+        state["jump_to"] = "end"
+    return ExtendedModelResponse(model_response=response, command=Command(update=state))
 
 
 def _as_state_update(update: Update | None) -> dict[str, Any] | None:

@@ -17,6 +17,7 @@ import pytest
 from guard_scenarios import harness
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.tools import ToolException
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 
@@ -25,7 +26,12 @@ from langchain_loop_guard import (
     LoopGuardCallbackHandler,
     LoopGuardConfig,
 )
-from langchain_loop_guard.testing import ScriptedChatModel, assert_valid_history
+from langchain_loop_guard.testing import (
+    ScriptedChatModel,
+    assert_valid_history,
+    calls,
+    scripted_tool,
+)
 
 Integration = Literal["handler", "middleware", "node"]
 INTEGRATIONS: tuple[Integration, ...] = get_args(Integration)
@@ -91,6 +97,7 @@ class Chat:
             outcome = "answered"
         except LoopDetected as stop:
             outcome = f"stopped: {stop.signal.value} {stop.count}"
+            stop.repair(self.graph, self.config)  # the README's line; a no-op but for the handler
         self.outcomes.append(outcome)
         return outcome
 
@@ -244,3 +251,57 @@ def test_after_a_stop_the_three_integrations_act_alike_message_by_message(
     ]
     for integration, thread in zip(INTEGRATIONS, threads, strict=True):
         assert thread == conversation, integration
+
+
+def _order_desk(messages: Sequence[BaseMessage]) -> AIMessage:
+    """A support agent that tries to update the order after each request (a new id each
+    time, the same failure), and answers anything else without a tool."""
+    assert_valid_history(messages)
+    last = messages[-1]
+    if isinstance(last, HumanMessage):
+        if "opening hours" in last.text:
+            return AIMessage("We are open from 9 to 5.")
+        return calls(("update_order", {"attempt": len(messages)}))
+    return AIMessage("Sorry, the update failed.")
+
+
+def _order_chat(integration: Integration, saver: BaseCheckpointSaver[Any]) -> Chat:
+    model = ScriptedChatModel(script=[_order_desk], then="repeat")
+    tools = [scripted_tool("update_order", *[ToolException("order 1234 is locked")] * 20)]
+    run: dict[str, Any] = {"configurable": {"thread_id": f"orders-{integration}"}}
+    if integration == "handler":
+        guard: Any = LoopGuardCallbackHandler()
+        run["callbacks"] = [guard]
+        graph = create_agent(model, tools, checkpointer=saver)
+    else:
+        built = harness(integration, model, tools, checkpointer=saver)
+        guard, graph = built.guard, built.graph
+    return Chat(integration, graph, run, guard)
+
+
+def test_after_a_stop_on_a_failing_call_the_three_integrations_act_alike(
+    saver: BaseCheckpointSaver[Any],
+) -> None:
+    """C2 for a stop decided on a tool's result (before the next model call): every
+    integration saves it, so the next human message is answered, and the three give the
+    same outcome for each message and the same thread."""
+    requests = ["Update my order.", "Please update it.", "Update order 1234.", "Again, please."]
+    texts = [*requests, "What are your opening hours?", *requests]
+    chats = [_order_chat(integration, saver) for integration in INTEGRATIONS]
+    for chat in chats:
+        for text in texts:
+            chat.say(text)
+    first = chats[0].outcomes
+    assert first[:3] == ["answered", "answered", "stopped: repeated_tool_error 3"]
+    assert first[4] == "answered"  # a different course is answered
+    for chat in chats:
+        assert chat.outcomes == first, chat.integration
+        assert_valid_history(chat.messages())
+    # the handler's stop inside the tool step leaves the result unsaved: its repair answers
+    # the call "not executed" where the graph guards saved the tool's own error
+    threads = [
+        [(kind, "" if kind == "tool" else text, name) for kind, text, name in shown(c.messages())]
+        for c in chats
+    ]
+    assert threads[1] == threads[0]
+    assert threads[2] == threads[0]
