@@ -248,6 +248,7 @@ class RunEngine(Generic[R]):
     def touch(self, run: R) -> None:
         """Mark ``run`` the most recently active one (the registry forgets the least)."""
         run.seen = self.now()
+        self.guard._scope_seen(run.scope)
         if self.last == run.key:
             return
         self.last = run.key

@@ -271,6 +271,7 @@ class GraphGuard(GuardRuntime):
         config = self.config  # one configuration for the whole pass
         choice = choose_scope(config.scope, thread, has_checkpointer(graph_config()))
         run_config = self._run_config(choice, config)
+        self._scope_seen(choice)
         data = load_state(stored, thread)
         data["scope"] = [choice.scope, choice.reason]
         if thread is not None and self._reset_due(thread, data):

@@ -229,9 +229,8 @@ class GuardRuntime:
     ) -> LoopGuardConfig:
         """The configuration of a run's detector: ``config`` (the one in force when ``None``)
         with the scope chosen for the run (``"auto"`` resolved); the same object for the same
-        configuration and scope, and the choice remembered for ``status``."""
+        configuration and scope."""
         config = config if config is not None else self._config
-        self._last_scope = choice
         if config.scope == choice.scope:
             return config
         cached = self._scoped.get(choice.scope)
@@ -240,6 +239,10 @@ class GuardRuntime:
         derived = scoped(config, choice)
         self._scoped[choice.scope] = (config, derived)
         return derived
+
+    def _scope_seen(self, choice: ScopeChoice) -> None:
+        """The run being served is guarded in ``choice`` (``status`` shows the latest)."""
+        self._last_scope = choice
 
     def inspection(
         self, run_id: str, detector: LoopDetector, scope: ScopeChoice | None = None

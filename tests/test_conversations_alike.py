@@ -175,7 +175,8 @@ def test_status_and_inspect_say_which_scope_was_chosen_and_why(
 ) -> None:
     """C1: ``status`` shows the latest run's scope and why, ``inspect`` the inspected run's."""
     chat = chat_app(integration, ASKED_AGAIN, InMemorySaver())
-    chat.say(ASKED_AGAIN[0][0])
+    for text, _ in ASKED_AGAIN[:2]:  # the second invocation joins the thread's run
+        chat.say(text)
     inspected = chat.guard.inspect("chat-1")
     assert inspected is not None
     assert inspected.scope.describe() == shows
