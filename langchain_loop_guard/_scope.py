@@ -17,7 +17,15 @@ from langchain_loop_guard._messages import translator
 if TYPE_CHECKING:
     from langchain_loop_guard._config import LoopGuardConfig, Scope
 
-__all__ = ["CHECKPOINTER_KEY", "RunScope", "ScopeChoice", "choose_scope", "has_checkpointer"]
+__all__ = [
+    "CHECKPOINTER_KEY",
+    "RunScope",
+    "ScopeChoice",
+    "ScopeReason",
+    "choose_scope",
+    "has_checkpointer",
+    "scoped",
+]
 
 RunScope = Literal["run", "thread"]
 """The scope a run is guarded in, once ``"auto"`` is resolved."""
