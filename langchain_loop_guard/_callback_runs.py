@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langgraph.config import get_config
 
 from langchain_loop_guard._canonical import digest
 from langchain_loop_guard._detector import ALLOW, DetectorEvent, Verdict
@@ -19,6 +20,7 @@ from langchain_loop_guard._guard_messages import MESSAGE_NAME
 from langchain_loop_guard._outcomes import previous_answer, tool_outcome
 from langchain_loop_guard._publish import Site
 from langchain_loop_guard._runtime import logger
+from langchain_loop_guard._scope import choose_scope, has_checkpointer
 from langchain_loop_guard._signature import Outcome, assistant_key, outcome
 from langchain_loop_guard._stop import LoopDetected
 from langchain_loop_guard._view import limits_of
@@ -197,6 +199,9 @@ class Root:
     key: str
     members: set[UUID] = field(default_factory=set)
     ended: bool = False
+    thread: str | None = None
+    """With ``scope="auto"``, the ``thread_id`` of an invocation whose scope its first model or
+    tool call decides (:meth:`RunTree.settle_scope`): it is guarded alone until then."""
 
 
 class RunTree:
@@ -270,6 +275,8 @@ class RunTree:
             if found is None:
                 return None  # its run ended (or was forgotten): nothing left to track
             run = found
+        if root.thread is not None and event != "chain":
+            run = self.settle_scope(root, run)
         self.open[run_id] = root  # run ids are unique: this is the newest entry
         root.members.add(run_id)
         while len(self.open) > self._max_open():
@@ -282,13 +289,14 @@ class RunTree:
         """Register a top-level run, keyed by its id or (``scope="thread"``) its thread; ``None``
         when the registry is full of runs in flight."""
         thread_id = (metadata or {}).get("thread_id")
-        per_thread = self.engine.guard.config.scope == "thread" and thread_id not in (None, "")
-        run = self.engine.begin(
-            str(thread_id) if per_thread else str(root_id), per_thread=per_thread
-        )
+        configured = self.engine.guard.config.scope
+        # whether there is a checkpointer shows in the config of a node, not of the invocation
+        choice = choose_scope(configured, thread_id, checkpointer=False)
+        run = self.engine.begin(str(thread_id) if choice.per_thread else str(root_id), scope=choice)
         if run is None:
             return None
-        root = Root(root_id, run.key)
+        pending = configured == "auto" and choice.reason == "no_checkpointer"
+        root = Root(root_id, run.key, thread=str(thread_id) if pending else None)
         self.roots[root_id] = root
         run.invocations[root_id] = None
         if len(run.invocations) > _MAX_ROOTS:
@@ -298,6 +306,28 @@ class RunTree:
             del run.invocations[oldest]
             self.roots.pop(oldest, None)
         return root, run
+
+    def settle_scope(self, root: Root, run: CallbackRun) -> CallbackRun:
+        """Decide the scope of an invocation with a ``thread_id`` (``scope="auto"``) at its first
+        model or tool call, whose config tells whether the graph has a checkpointer: a
+        conversation moves to its thread's run, anything else stays guarded alone."""
+        thread, root.thread = root.thread, None
+        try:
+            checkpointed = has_checkpointer(get_config())
+        except RuntimeError:  # not inside a runnable: no graph, no checkpointer
+            checkpointed = False
+        choice = choose_scope("auto", thread, checkpointer=checkpointed)
+        if not choice.per_thread or thread is None or run.key != str(root.id):
+            return run
+        target = self.engine.begin(thread, scope=choice)
+        if target is None:
+            return run
+        run.invocations.pop(root.id, None)
+        if not run.invocations:
+            self.engine.discard(run)
+        root.key = target.key
+        target.invocations[root.id] = None
+        return target
 
     def _warn_attached_below(self, event: str) -> None:
         """Say once that the handler sits on a model or a tool, where it guards nothing."""
@@ -430,7 +460,8 @@ class RunTree:
             guard.report(key, verdict, site=site)
         for verdict in reported if stop else ():
             if verdict.stops:
-                raise LoopDetected.from_verdict(verdict, run_id=key)
+                told = run.stop_of(verdict) if run is not None else verdict
+                raise LoopDetected.from_verdict(told, run_id=key)
 
     def forget(self, run: CallbackRun) -> None:
         """The registry forgot ``run``: forget its invocations, their ids kept in :attr:`shed`."""

@@ -54,7 +54,7 @@ __all__ = ["ConfigRow", "Locale", "LoopGuardConfig", "Mode", "Scope"]
 
 Mode = Literal["on", "observe", "off"]
 Locale = Literal["en", "ko"]
-Scope = Literal["run", "thread"]
+Scope = Literal["auto", "run", "thread"]
 
 _logger = logging.getLogger("langchain_loop_guard")
 
@@ -245,8 +245,10 @@ class LoopGuardConfig(BaseModel):
     with ``scope="thread"``); 0 turns the signal off."""
     nudges: Annotated[int, Field(strict=True, ge=0, le=MAX_COUNT)] = 0
     """Hard detections that only block the call and tell the model, before one stops the run."""
-    scope: Annotated[Scope, BeforeValidator(_any_case)] = "run"
-    """``"run"``: one invocation; ``"thread"``: everything on one LangGraph ``thread_id``."""
+    scope: Annotated[Scope, BeforeValidator(_any_case)] = "auto"
+    """``"run"``: one invocation; ``"thread"``: everything on one LangGraph ``thread_id``;
+    ``"auto"``: ``"thread"`` where the run has a checkpointer and a ``thread_id`` (a
+    conversation), ``"run"`` elsewhere (SPEC §13 C1)."""
 
     _sources: dict[str, str] | None = PrivateAttr(default=None)
 

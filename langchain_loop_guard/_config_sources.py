@@ -87,7 +87,7 @@ ALLOWED: Final[Mapping[str, str]] = MappingProxyType(
             " lists of field names (letters, digits, _ . - and * wildcards)"
         ),
         "nudges": f"an integer from 0 to {MAX_COUNT}",
-        "scope": "one of 'run', 'thread' (any case)",
+        "scope": "one of 'auto', 'run', 'thread' (any case)",
     }
 )
 

@@ -37,7 +37,9 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from langchain_loop_guard._detector import Verdict
 from langchain_loop_guard._messages import stopped_after_nudge
 from langchain_loop_guard._public import safe_tool_name
+from langchain_loop_guard._remedy import with_remedy
 from langchain_loop_guard._runtime import logger
+from langchain_loop_guard._scope import ScopeChoice, choose_scope
 
 if TYPE_CHECKING:
     from langchain_loop_guard._config import LoopGuardConfig
@@ -84,7 +86,8 @@ class Run:
     thread's with ``scope="thread"``."""
     detector: LoopDetector
     guard: GuardRuntime = field(repr=False)
-    per_thread: bool = False
+    scope: ScopeChoice = field(default_factory=lambda: choose_scope("run", None, False))
+    """The scope the run is guarded in, and why (``scope="auto"`` resolved)."""
     seen: float = 0.0
     """The registry's clock at the run's latest event."""
     invocations: dict[Any, None] = field(default_factory=dict)
@@ -96,6 +99,11 @@ class Run:
     nudged: int = 0
     last_nudge: object = None
     """``[key, count]`` of the verdict the last nudge answered (as stored: checked when read)."""
+
+    @property
+    def per_thread(self) -> bool:
+        """Whether the run is a thread (a conversation), not one invocation."""
+        return self.scope.per_thread
 
     def decide(self, event: DetectorCall, *args: Any, **kwargs: Any) -> Verdict:
         """Give the detector one event; fail open (see :meth:`GuardRuntime.decide`)."""
@@ -117,8 +125,19 @@ class Run:
         return None if seen is None else self.release()
 
     def release(self) -> Verdict:
-        """A new human message on a thread: the detector lifts the trip (SPEC §11 N3)."""
+        """A new human message on a thread: the detector lifts the trip and keeps the history
+        (SPEC §11 N3). The same for every integration (SPEC §13 C2): the message is answered;
+        a loop that goes on (the same reply again) is stopped at once, as the history still
+        holds it; a different course clears it."""
         return self.decide("user_message")
+
+    def human_turn(self) -> Verdict | None:
+        """A human message starts the next turn of the conversation: a thread is released
+        (:meth:`release`), a run restarts; the verdict when released."""
+        if self.per_thread:
+            return self.release()
+        self.restart()
+        return None
 
     def settle(self, verdict: Verdict, nudges: int) -> Verdict | None:
         """Spend a nudge on a stopping ``verdict`` (``None``: the trip lifted, the history kept),
@@ -133,20 +152,28 @@ class Run:
             verdict = dataclasses.replace(original, action=verdict.action)
         last = self.last_nudge
         if not isinstance(last, list | tuple) or len(last) != 2 or last[0] is None:
-            return verdict
+            return self.stop_of(verdict)
         key, nudged = last
         if key != verdict.key or type(nudged) is not int or verdict.count > nudged:
-            return verdict  # another loop, or one whose count went on (an error streak, say)
+            # another loop, or one whose count went on (an error streak, say)
+            return self.stop_of(verdict)
         count = nudged + 1
-        return dataclasses.replace(
-            verdict,
-            count=count,
-            message=stopped_after_nudge(verdict.tool, count, self.detector.config.locale),
+        return self.stop_of(
+            dataclasses.replace(
+                verdict,
+                count=count,
+                message=stopped_after_nudge(verdict.tool, count, self.detector.config.locale),
+            )
         )
+
+    def stop_of(self, verdict: Verdict) -> Verdict:
+        """A stopping ``verdict`` as the user reads it, in every integration alike: its message
+        names the configuration keys that would have let the run go on (SPEC §13 C4)."""
+        return with_remedy(verdict, self.detector.config.locale)
 
     def hold(self, verdict: Verdict, at: object) -> None:
         """Hold a stop decided now, to be raised by the later steps ``at`` names."""
-        self.held = Held(at, verdict)
+        self.held = Held(at, self.stop_of(verdict))
 
     def due(self, at: object, *, unraised: bool = False) -> Held | None:
         """The held stop a step of ``at`` must raise (only one no step raised yet, with
@@ -184,7 +211,7 @@ class RunEngine(Generic[R]):
         self.last: str | None = None
         """The most recently active run's key."""
 
-    def begin(self, key: str, *, per_thread: bool) -> R | None:
+    def begin(self, key: str, *, scope: ScopeChoice) -> R | None:
         """The run ``key`` (a new one, unless it is a thread already in progress), or ``None``
         when the registry is full of runs in flight."""
         run = self.runs.get(key)
@@ -209,10 +236,8 @@ class RunEngine(Generic[R]):
                 )
             return None
         self.stopped.pop(key, None)
-        detector = self.guard.new_detector(key)
-        run = self._make(
-            key=key, detector=detector, guard=self.guard, per_thread=per_thread, seen=self.now()
-        )
+        detector = self.guard.new_detector(key, config=self.guard._run_config(scope))
+        run = self._make(key=key, detector=detector, guard=self.guard, scope=scope, seen=self.now())
         self.runs[key] = run
         return run
 
@@ -223,6 +248,7 @@ class RunEngine(Generic[R]):
     def touch(self, run: R) -> None:
         """Mark ``run`` the most recently active one (the registry forgets the least)."""
         run.seen = self.now()
+        self.guard._scope_seen(run.scope)
         if self.last == run.key:
             return
         self.last = run.key
@@ -237,7 +263,10 @@ class RunEngine(Generic[R]):
             return False
         del self.runs[run.key]
         bounded_put(
-            self.finished, run.key, self.guard.inspection(run.key, run.detector), _MAX_FINISHED
+            self.finished,
+            run.key,
+            self.guard.inspection(run.key, run.detector, run.scope),
+            _MAX_FINISHED,
         )
         if run.detector.tripped is not None:
             bounded_put(self.stopped, run.key, run, _MAX_STOPPED)
@@ -251,7 +280,7 @@ class RunEngine(Generic[R]):
             self.stopped.clear()
             return True
         for run in self.runs.values():
-            run.detector.configure(config)
+            run.detector.configure(self.guard._run_config(run.scope, config))
             if config.mode != "on":
                 run.held = None
         return False
@@ -264,8 +293,16 @@ class RunEngine(Generic[R]):
             return None
         run = self.runs.get(key)
         if run is not None:
-            return self.guard.inspection(key, run.detector)
+            return self.guard.inspection(key, run.detector, run.scope)
         return self.finished.get(key)
+
+    def discard(self, run: R) -> None:
+        """Forget a run that was never one (a provisional run whose invocation turned out to
+        belong to a thread)."""
+        if self.runs.get(run.key) is run:
+            del self.runs[run.key]
+        if self.last == run.key:
+            self.last = None
 
     def _make_room(self, capacity: int) -> bool:
         """Forget the least recently active run that is idle or between invocations."""

@@ -25,6 +25,7 @@ from langchain_loop_guard._graph_state import (
 from langchain_loop_guard._guard_messages import guard_kind
 from langchain_loop_guard._outcomes import holds_answer
 from langchain_loop_guard._runtime import ConfigInput, GuardRuntime, bad_argument, logger
+from langchain_loop_guard._scope import ScopeChoice, choose_scope, has_checkpointer
 from langchain_loop_guard._stop import (
     ON_STOP_VALUES,
     RESUME_SCHEMA,
@@ -119,7 +120,7 @@ class GraphGuard(GuardRuntime):
         detector = self.new_detector()
         if not detector.restore_state(data.get("detector") or {}):
             return None
-        return self.inspection(name, detector)
+        return self.inspection(name, detector, ScopeChoice.stored(data.get("scope")))
 
     def reset(self, thread_id: str | None = None) -> bool:
         """Clear a thread's counters, history and tripped flag when it next passes through the guard
@@ -168,13 +169,14 @@ class GraphGuard(GuardRuntime):
             if self._on_stop == "raise":
                 halt = LoopDetected.from_verdict(stop, run_id=thread)
                 answers = [m for m in decided.ending if isinstance(m, ToolMessage)]
-                if position == "before_model" or not answers or graph_config() is None:
-                    # No call is left open, or no graph will save the answers.
+                if graph_config() is None:  # no graph will save anything
                     self._record(thread, events)
                     raise halt
-                # Answer the open calls first: the step after this one raises, once the
-                # answers are saved (``_pending_halt``; ``_halt_ends_run``).
-                decided.messages.extend(decided.ending if self._halt_ends_run else answers)
+                # Save the step first (the answers to open calls, and the stopped state the
+                # thread's next message is judged on, SPEC §13 C2): the step after this one
+                # raises (``_pending_halt``; ``_halt_ends_run``).
+                ends_run = self._halt_ends_run and answers  # a final answer ends it anyway
+                decided.messages.extend(decided.ending if ends_run else answers)
                 decided.data["halt"] = self._hold(halt, decided.data.get("ai"))
                 decided.jump = "end"
                 break
@@ -222,11 +224,9 @@ class GraphGuard(GuardRuntime):
         end = len(messages)
         if isinstance(messages[-1], AIMessage) and guard_kind(messages[-1]) == "stop":
             end -= 1  # the stop message after the answers (see ``_halt_ends_run``)
-        if end == 0 or not isinstance(messages[end - 1], ToolMessage):
-            return None
         index = last_ai(messages, end)
-        if index < 0:
-            return None
+        if index < 0 or (index < end - 1 and not isinstance(messages[end - 1], ToolMessage)):
+            return None  # the marker's step is not the latest (a new message came since)
         return marker if messages[index].id == marker.get("ai") else None
 
     def _pending_halt(self, messages: Sequence[AnyMessage], stored: object) -> LoopDetected | None:
@@ -269,14 +269,18 @@ class GraphGuard(GuardRuntime):
         """The pass's working state, with a detector restored (or the live one that wrote it)."""
         now = self._wall()
         config = self.config  # one configuration for the whole pass
+        choice = choose_scope(config.scope, thread, has_checkpointer(graph_config()))
+        run_config = self._run_config(choice, config)
+        self._scope_seen(choice)
         data = load_state(stored, thread)
+        data["scope"] = [choice.scope, choice.reason]
         if thread is not None and self._reset_due(thread, data):
             data, fresh = load_state(None), True
         exported = data.get("detector")
-        detector = None if fresh or not exported else self._take_live(exported, config)
+        detector = None if fresh or not exported else self._take_live(exported, run_config)
         if detector is None:
             detector = self.new_detector(
-                config=config, listener=events.append if self.recorder else None
+                config=run_config, listener=events.append if self.recorder else None
             )
             if fresh:
                 detector.reset()  # the counters start afresh here: a replay must know
@@ -296,7 +300,7 @@ class GraphGuard(GuardRuntime):
             thread or "-",
             detector,
             self,
-            per_thread=config.scope == "thread",
+            scope=choice,
             nudged=data.get("nudged", 0),
             last_nudge=data.get("last_nudge"),
         )

@@ -5,7 +5,7 @@ then does is :class:`~langchain_loop_guard._graph_guard.GraphGuard`'s)."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Container, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, ToolMessage
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from langchain_loop_guard._publish import Site
     from langchain_loop_guard._runtime import DetectorCall
 
-__all__ = ["GraphPass", "Position", "last_ai", "quiet_turn"]
+__all__ = ["GraphPass", "Position", "last_ai", "missed_answer", "quiet_turn"]
 
 Position = Literal["before_model", "after_model"]
 
@@ -125,11 +125,14 @@ class GraphPass:
         """A human message arrived: a new run (``scope="run"``) or a released thread."""
         self.clear_stop = self.clear_stop or bool(self.data.pop("stopped", False))
         self.data["run"] = new_run_id()
-        if self.config.scope == "run":
-            self.run.restart()
+        released = self.run.human_turn()
+        if released is None:  # a new run: its state starts afresh
+            scope = self.data.get("scope")
             self.data = fresh_state()
+            if scope is not None:
+                self.data["scope"] = scope
         else:
-            self._reported(self.run.release())
+            self._reported(released)
             self.data["turn"] = False
 
     def _feed(self, event: DetectorCall, *args: Any, **kwargs: Any) -> Verdict:
@@ -277,6 +280,23 @@ def last_ai(messages: Sequence[AnyMessage], end: int) -> int:
         if isinstance(messages[index], AIMessage):
             return index
     return -1
+
+
+def missed_answer(
+    messages: Sequence[AnyMessage], stored: object, produced: Container[str], read: Container[str]
+) -> int:
+    """The index of the latest model answer if the guard saw the model give it (``produced``,
+    by id) but no after-model pass read it (``read``), else -1: another middleware's
+    after-model hook sent the run back to the model before the guard's own hook ran (SPEC
+    §13 C3). A history the run was given is no answer it saw given."""
+    index = last_ai(messages, len(messages))
+    if index < 0:
+        return -1
+    answer = messages[index].id
+    processed = stored.get("ai") if isinstance(stored, Mapping) else None
+    if answer is None or answer == processed or answer in read or answer not in produced:
+        return -1
+    return index
 
 
 def _tail(messages: Sequence[AnyMessage], cursor: str | None, end: int) -> Sequence[AnyMessage]:

@@ -63,6 +63,9 @@ class GuardData(TypedDict, total=False):
     """A stop to raise at the next step (``on_stop="raise"``), once its answers are saved."""
     stopped: bool
     """Whether this run's stop was written under :data:`STOP_KEY` (to clear at the next run)."""
+    scope: list[str]
+    """``[scope, reason]``: the scope the thread is guarded in and why (``scope="auto"``), for
+    ``inspect``."""
     run: str
     """An id of the run (a new one at each human message), for log lines when the caller gave
     no run id and nothing traces the run."""

@@ -253,7 +253,8 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
     ) -> None:
         """The model answered; a stop is reported here and held for the next step."""
         with self._lock:
-            tracked = self._tree.resolve(run_id, parent_run_id) is not None
+            found = self._tree.resolve(run_id, parent_run_id)
+            tracked, thread = found is not None, found is not None and found.per_thread
         if tracked:  # digested outside the lock: other runs' callbacks need not wait
             text, tool_calls, answer_id = _answer(response)
             key = assistant_key(text)
@@ -261,7 +262,9 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
             # §13 R14)
             limits = limits_of(self.config)
             sketched = (
-                key is not None and not tool_calls and (limits.reply_cycle or limits.reworded)
+                key is not None
+                and not tool_calls
+                and (thread or limits.reply_cycle or limits.reworded)
             )
             sketch = reply_sketch(text) if sketched else None
             named = [

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from typing import Annotated, Any, NotRequired, cast
@@ -21,7 +22,7 @@ from langgraph.types import Command
 
 from langchain_loop_guard._engine import bounded_put
 from langchain_loop_guard._graph_guard import GraphGuard
-from langchain_loop_guard._graph_pass import quiet_turn
+from langchain_loop_guard._graph_pass import missed_answer, quiet_turn
 from langchain_loop_guard._graph_state import STATE_KEY, GuardData, Update
 from langchain_loop_guard._hint import hinted_system
 from langchain_loop_guard._messages import hint
@@ -62,6 +63,11 @@ class LoopGuardMiddleware(GraphGuard, AgentMiddleware[LoopGuardAgentState, Any, 
     call is its own parallel task there, so decisions could be neither ordered nor saved once,
     and LangGraph re-runs a tool task after an ``interrupt()``.
 
+    Its place in ``middleware=[...]`` does not matter: ``create_agent`` runs the after-model
+    hooks from the last middleware to the first, so an app's hook placed after the guard that
+    jumps back to the model (``@after_model(can_jump_to=["model"])``) skips the guard's; the
+    answer it hid is then read in ``wrap_model_call`` before the next model call is paid for.
+
     The detector's state is kept in the agent state under the private key ``"loop_guard"``
     (digests and counters only), so any checkpointer saves it. A run starts with a human
     message and goes on across interrupts and resumes; ``scope="thread"`` keeps the history
@@ -100,6 +106,8 @@ class LoopGuardMiddleware(GraphGuard, AgentMiddleware[LoopGuardAgentState, Any, 
         super().__init__(config, nudges=nudges, on_stop=on_stop, clock=clock, record_to=record_to)
         # Whether the request held the previous answer, by answer id (SPEC §11 N2), bounded.
         self._seen_previous: dict[str, bool] = {}
+        # Answers an after-model pass began to read, by id, bounded (SPEC §13 C3).
+        self._read: dict[str, None] = {}
         self._hint_message: SystemMessage | None = None
 
     @property
@@ -145,6 +153,12 @@ class LoopGuardMiddleware(GraphGuard, AgentMiddleware[LoopGuardAgentState, Any, 
     ) -> dict[str, Any] | None:
         """Feed the model's answer and its tool calls; refuse, nudge or stop (``"model"`` is a jump
         target only for a nudge about a repeated final answer, for the model to read it)."""
+        messages = state["messages"]
+        if self._halt_marker(messages, state.get(STATE_KEY)) is not None:
+            return {"jump_to": "end"}  # a stop held before the model call: after_agent raises
+        if messages and messages[-1].id is not None:
+            with self._lock:
+                bounded_put(self._read, messages[-1].id, None, _MAX_NOTED)
         return _as_state_update(
             self._guard_pass(state["messages"], state.get(STATE_KEY), "after_model")
         )
@@ -167,7 +181,7 @@ class LoopGuardMiddleware(GraphGuard, AgentMiddleware[LoopGuardAgentState, Any, 
         if update is not None and update.jump == "end":
             return _with_state(ModelResponse(result=list(update.messages)), update)
         response = handler(self._model_request(request, update))
-        self._note_context(request, response)
+        self._note_context(request, response, update)
         return _with_state(response, update)
 
     def awrap_model_call(  # a plain method returning a coroutine, on purpose (see below)
@@ -196,7 +210,7 @@ class LoopGuardMiddleware(GraphGuard, AgentMiddleware[LoopGuardAgentState, Any, 
         if update is not None and update.jump == "end":
             return _with_state(ModelResponse(result=list(update.messages)), update)
         response = await handler(self._model_request(request, update))
-        self._note_context(request, response)
+        self._note_context(request, response, update)
         return _with_state(response, update)
 
     def _pass_before_model(self, request: ModelRequest[Any]) -> Update | None:
@@ -204,20 +218,51 @@ class LoopGuardMiddleware(GraphGuard, AgentMiddleware[LoopGuardAgentState, Any, 
         if not state:  # a request built outside an agent run
             return None
         messages, stored = state["messages"], state.get(STATE_KEY)
+        halt = self._pending_halt(messages, stored)
+        if halt is not None:  # held, and an app's hook sent the run back to the model
+            raise halt
         try:
-            quiet = quiet_turn(messages, stored, self.config, self._wall())
+            missed = missed_answer(messages, stored, self._seen_previous, self._read)
+            quiet = missed < 0 and quiet_turn(messages, stored, self.config, self._wall())
         except Exception:  # noqa: BLE001 - the full pass decides, and fails open itself
-            quiet = False
+            missed, quiet = -1, False
         if quiet:
             return None  # the pass after the model call feeds this step's results
+        if missed >= 0 and self.mode != "off":
+            return self._catch_up(messages, stored, missed)
         return self._guard_pass(messages, stored, "before_model")
 
-    def _note_context(self, request: ModelRequest[Any], response: ModelResponse[Any]) -> None:
-        """Remember, by answer id, whether the request held the run's previous answer."""
+    def _catch_up(
+        self, messages: Sequence[AnyMessage], stored: object, index: int
+    ) -> Update | None:
+        """Read the answer at ``messages[index]`` that :meth:`after_model` never saw (an app's
+        after-model hook placed after the guard jumped back to the model, SPEC §13 C3), then
+        the rest as before any model call. A stop on it raises now (its answer is saved)."""
+        first = self._guard_pass(messages[: index + 1], stored, "after_model")
+        if first is None:
+            return self._guard_pass(messages, stored, "before_model")
+        if first.halt is not None:
+            raise first.halt
+        if first.jump == "end":
+            return first
+        second = self._guard_pass(messages, first.data, "before_model")
+        if second is None:
+            return dataclasses.replace(first, jump=None)
+        return dataclasses.replace(
+            second,
+            messages=(*first.messages, *second.messages),
+            clear_stop=first.clear_stop or second.clear_stop,
+        )
+
+    def _note_context(
+        self, request: ModelRequest[Any], response: ModelResponse[Any], update: Update | None
+    ) -> None:
+        """Remember, by answer id, whether the request held the run's previous answer (the
+        one this call's pass read last, if it read one)."""
         if self.mode == "off" or not request.state:
             return
         with self.failing_open("LoopGuardMiddleware.wrap_model_call"):
-            stored = request.state.get(STATE_KEY)
+            stored = request.state.get(STATE_KEY) if update is None else update.data
             processed = stored.get("ai") if isinstance(stored, Mapping) else None
             messages = request.messages
             held = holds_answer(messages, len(messages), processed)
@@ -287,10 +332,10 @@ def _with_state(
             result=[*update.messages, *response.result],
             structured_response=response.structured_response,
         )
-    return ExtendedModelResponse(
-        model_response=response,
-        command=Command(update={STATE_KEY: update.data, **update.stop_update()}),
-    )
+    state: dict[str, Any] = {STATE_KEY: update.data, **update.stop_update()}
+    if update.jump == "end":  # the model was not called: end the run (``after_agent`` raises)
+        state["jump_to"] = "end"
+    return ExtendedModelResponse(model_response=response, command=Command(update=state))
 
 
 def _as_state_update(update: Update | None) -> dict[str, Any] | None:

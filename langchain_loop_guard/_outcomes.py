@@ -15,6 +15,8 @@ from typing import Any, NamedTuple
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langgraph.types import Command
 
+from langchain_loop_guard._guard_messages import MESSAGE_NAME
+
 __all__ = ["CONTEXT_SCAN", "Outcome", "holds_answer", "previous_answer", "tool_outcome"]
 
 CONTEXT_SCAN = 256
@@ -61,11 +63,12 @@ def tool_outcome(result: object) -> Outcome:
 
 
 def previous_answer(messages: Sequence[object], end: int | None = None) -> AIMessage | None:
-    """The last model answer in ``messages[:end]``, looking back :data:`CONTEXT_SCAN` at most."""
+    """The last model answer in ``messages[:end]``, looking back :data:`CONTEXT_SCAN` at most;
+    the guard's own stop message (``on_stop="end"``) is none: the model answered before it."""
     stop = len(messages) if end is None else end
     for index in range(stop - 1, max(-1, stop - 1 - CONTEXT_SCAN), -1):
         message = messages[index]
-        if isinstance(message, AIMessage):
+        if isinstance(message, AIMessage) and message.name != MESSAGE_NAME:
             return message
     return None
 

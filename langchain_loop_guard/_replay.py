@@ -547,7 +547,8 @@ def replay_many(
     if first is None:
         raise TraceFormatError(name, 0, "the trace is empty")
     detected = format or _detect(*first)
-    scope = configs[0].scope
+    # a trace does not tell whether its app had a checkpointer: "auto" reads it run by run
+    scope = "thread" if configs[0].scope == "thread" else "run"
     items: Iterable[TraceItem]
     ends = None
     if detected == "loop-guard":  # runs interleave: a first pass finds where each one ends

@@ -20,6 +20,7 @@ from langchain_loop_guard._detector import ALLOW, CallInfo, LoopDetector, Verdic
 from langchain_loop_guard._errors import LoopGuardConfigError, LoopGuardError
 from langchain_loop_guard._public import public_digest, safe_tool_name
 from langchain_loop_guard._publish import Action, Site, context_ids, event_data, publish
+from langchain_loop_guard._scope import ScopeChoice, scoped
 from langchain_loop_guard._status import GuardStatus, RunInspection, StopRecord
 
 if TYPE_CHECKING:
@@ -135,6 +136,8 @@ class GuardRuntime:
         self._recent: deque[StopRecord] = deque(maxlen=_RECENT_STOPS)
         self._failed: set[tuple[type[BaseException], str]] = set()
         self._listeners: tuple[VerdictListener, ...] = ()
+        self._scoped: dict[str, tuple[LoopGuardConfig, LoopGuardConfig]] = {}
+        self._last_scope: ScopeChoice | None = None
         with _registry_lock:
             _registry[next(_registry_keys)] = self
 
@@ -188,6 +191,7 @@ class GuardRuntime:
                 recent=tuple(self._recent),
                 locale=self._config.locale,
                 shed_runs=self._shed_runs(),
+                scope=self._last_scope,
             )
 
     def _active_runs(self) -> int:
@@ -220,7 +224,29 @@ class GuardRuntime:
             listener = self._recorder.listener(run_id)
         return LoopDetector(config, clock=clock, listener=listener)
 
-    def inspection(self, run_id: str, detector: LoopDetector) -> RunInspection:
+    def _run_config(
+        self, choice: ScopeChoice, config: LoopGuardConfig | None = None
+    ) -> LoopGuardConfig:
+        """The configuration of a run's detector: ``config`` (the one in force when ``None``)
+        with the scope chosen for the run (``"auto"`` resolved); the same object for the same
+        configuration and scope."""
+        config = config if config is not None else self._config
+        if config.scope == choice.scope:
+            return config
+        cached = self._scoped.get(choice.scope)
+        if cached is not None and cached[0] is config:
+            return cached[1]
+        derived = scoped(config, choice)
+        self._scoped[choice.scope] = (config, derived)
+        return derived
+
+    def _scope_seen(self, choice: ScopeChoice) -> None:
+        """The run being served is guarded in ``choice`` (``status`` shows the latest)."""
+        self._last_scope = choice
+
+    def inspection(
+        self, run_id: str, detector: LoopDetector, scope: ScopeChoice | None = None
+    ) -> RunInspection:
         """The ``inspect`` view of ``detector``'s run, its digests keyed with this process's
         secret (``_public``): equal calls show equal digests, which no guess can be tested on."""
         snap = detector.snapshot()
@@ -236,6 +262,7 @@ class GuardRuntime:
                 for call in snap.recent
             ),
             locale=self._config.locale,
+            scope=scope,
         )
 
     def feed(

@@ -13,6 +13,7 @@ from typing import Any, Protocol
 from langchain_loop_guard._config import Mode
 from langchain_loop_guard._detector import CallInfo, Signal
 from langchain_loop_guard._messages import translator
+from langchain_loop_guard._scope import ScopeChoice
 
 __all__ = ["GuardStatus", "RunInspection", "StopRecord", "text_table", "text_width"]
 
@@ -115,6 +116,8 @@ class GuardStatus:
     shed_runs: int = 0
     """Runs the callback handler could not guard because its registry was full of runs in
     flight (see ``LoopGuardCallbackHandler(max_runs=...)``)."""
+    scope: ScopeChoice | None = None
+    """The scope chosen for the most recent run, and why (``scope="auto"`` follows the app)."""
 
     def _sections(self) -> list[_Section]:
         tr = translator(self.locale)
@@ -126,6 +129,8 @@ class GuardStatus:
             (tr.gettext("observed loops"), str(self.observed)),
             (tr.gettext("warnings"), str(self.warnings)),
         ]
+        if self.scope is not None:  # the most recent run's (SPEC §13 C1)
+            counts.append((tr.gettext("scope"), _scope(self.scope, self.locale)))
         if self.shed_runs:
             counts.append((tr.gettext("runs not guarded (registry full)"), str(self.shed_runs)))
         sections = [
@@ -171,6 +176,8 @@ class RunInspection:
     warned: tuple[Signal, ...]
     recent: tuple[CallInfo, ...]
     locale: str = "en"
+    scope: ScopeChoice | None = None
+    """The scope the run is guarded in, and why (``None``: not known here)."""
 
     def _sections(self) -> list[_Section]:
         tr = translator(self.locale)
@@ -180,6 +187,7 @@ class RunInspection:
                 (),
                 (
                     (tr.gettext("run"), self.run_id),
+                    (tr.gettext("scope"), _scope(self.scope, self.locale)),
                     (tr.gettext("model turns"), str(self.turns)),
                     (tr.gettext("tool calls"), str(self.calls)),
                     (tr.gettext("elapsed"), f"{self.elapsed_s:.1f} s"),
@@ -201,6 +209,10 @@ class RunInspection:
     __str__ = _as_text
     _repr_html_ = _as_html
     _repr_pretty_ = _pretty
+
+
+def _scope(choice: ScopeChoice | None, locale: str) -> str:
+    return "-" if choice is None else choice.describe(locale)
 
 
 def _show(value: object) -> str:

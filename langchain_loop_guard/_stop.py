@@ -16,6 +16,7 @@ from langchain_loop_guard._detector import Signal, Verdict
 from langchain_loop_guard._errors import LoopGuardError
 from langchain_loop_guard._guard_messages import GUARD_KEY, MESSAGE_NAME
 from langchain_loop_guard._public import public_digest
+from langchain_loop_guard._remedy import remedy_keys
 from langchain_loop_guard._repair import arepair_thread, repair_thread
 
 __all__ = [
@@ -52,6 +53,9 @@ class LoopDetected(LoopGuardError, GraphBubbleUp):
         threshold: the limit it reached.
         run_id: the top-level run (or thread) the loop happened in.
         verdict: the detector's full verdict.
+        remedy: the configuration keys that would have let this run go on, the likeliest
+            first (``("ignore_tools", "repeat_frequency_threshold")`` for a poller's wait
+            stopped by ``tool_frequency``); the message names them too.
     """
 
     def __init__(
@@ -65,6 +69,7 @@ class LoopDetected(LoopGuardError, GraphBubbleUp):
         threshold: int = 0,
         run_id: str | None = None,
         verdict: Verdict | None = None,
+        remedy: tuple[str, ...] | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
@@ -75,6 +80,7 @@ class LoopDetected(LoopGuardError, GraphBubbleUp):
         self.threshold = threshold
         self.run_id = run_id
         self.verdict = verdict
+        self.remedy = remedy_keys(signal) if remedy is None else tuple(remedy)
 
     @classmethod
     def from_verdict(cls, verdict: Verdict, *, run_id: str | None = None) -> LoopDetected:
@@ -124,7 +130,7 @@ class LoopDetected(LoopGuardError, GraphBubbleUp):
         )
 
 
-_ATTRIBUTES = ("signal", "tool", "tools", "count", "threshold", "run_id", "verdict")
+_ATTRIBUTES = ("signal", "tool", "tools", "count", "threshold", "run_id", "verdict", "remedy")
 """The keyword arguments of :class:`LoopDetected`, which a pickled one is rebuilt from."""
 
 
@@ -205,6 +211,8 @@ class LoopGuardStop(TypedDict):
     """The limit it reached."""
     message: str
     """The stop's explanation for the user, in the configured locale."""
+    remedy: list[str]
+    """The configuration keys that would have let the run go on (the message names them)."""
 
 
 def _described(stop: Verdict | LoopDetected) -> dict[str, Any]:
@@ -215,6 +223,7 @@ def _described(stop: Verdict | LoopDetected) -> dict[str, Any]:
         "count": stop.count,
         "threshold": stop.threshold,
         "message": stop.message,
+        "remedy": list(remedy_keys(stop.signal)),
     }
 
 

@@ -53,7 +53,8 @@ SPEC_DEFAULTS: dict[str, object] = {
     # SPEC §12 (v3.1)
     "reply_cycle_length": 4,
     "nudges": 0,
-    "scope": "run",
+    # SPEC §13 C1 (v4): thread scope where the run has a checkpointer and a thread_id
+    "scope": "auto",
 }
 
 CAMEL_CASE = [
@@ -252,6 +253,7 @@ def test_enabled_must_be_a_boolean() -> None:
         ("mode", "OFF", "off"),
         ("scope", "Thread", "thread"),
         ("scope", "RUN", "run"),
+        ("scope", "Auto", "auto"),
         ("locale", "KO", "ko"),
         ("locale", "En", "en"),
     ],
@@ -1307,7 +1309,7 @@ BAD_ENVIRONMENT = [
     ("LOOP_GUARD_MODE", "loud", "one of 'on', 'observe', 'off'"),
     ("LOOP_GUARD_LOCALE", "korean", "one of 'en', 'ko', or a locale identifier naming one"),
     ("LOOP_GUARD_PROMPT_HINT", "maybe", "true, false, 1, 0, yes, no, on or off"),
-    ("LOOP_GUARD_SCOPE", "graph", "one of 'run', 'thread'"),
+    ("LOOP_GUARD_SCOPE", "graph", "one of 'auto', 'run', 'thread'"),
     ("LOOP_GUARD_MAX_TURNS", "many", "an integer from 1 to 1,000,000,000"),
     ("LOOP_GUARD_MAX_TURNS", "0", "an integer from 1 to 1,000,000,000"),
     ("LOOP_GUARD_TURN_TIMEOUT_MS", "1.5", "an integer from 1 to 1,000,000,000,000 (milliseconds)"),

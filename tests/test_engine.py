@@ -17,6 +17,7 @@ from langchain_loop_guard import LoopGuardConfig, Signal
 from langchain_loop_guard._detector import Verdict
 from langchain_loop_guard._engine import Held, Run, RunEngine, bounded_put
 from langchain_loop_guard._runtime import GuardRuntime
+from langchain_loop_guard._scope import choose_scope
 
 READ = ("tool_call", "read", {"path": "a.py"})
 
@@ -25,8 +26,12 @@ def engine(capacity: int = 4, **values: object) -> RunEngine[Run]:
     return RunEngine(GuardRuntime(LoopGuardConfig(**values)), Run, lambda: capacity)
 
 
+RUN = choose_scope("run", None, checkpointer=False)
+THREAD = choose_scope("thread", "t", checkpointer=False)
+
+
 def begun(runs: RunEngine[Run], key: str, *, per_thread: bool = False) -> Run:
-    run = runs.begin(key, per_thread=per_thread)
+    run = runs.begin(key, scope=THREAD if per_thread else RUN)
     assert run is not None
     return run
 
@@ -45,7 +50,7 @@ def test_a_run_begins_once_per_key_with_a_detector_of_its_own() -> None:
     """``begin`` makes one record per key (a thread in progress is found again)."""
     runs = engine()
     first = begun(runs, "a", per_thread=True)
-    assert runs.begin("a", per_thread=True) is first
+    assert runs.begin("a", scope=THREAD) is first
     other = begun(runs, "b")
     assert other.detector is not first.detector
     assert (first.per_thread, other.per_thread) == (True, False)
@@ -107,10 +112,14 @@ def test_a_stop_after_a_nudge_counts_the_nudged_attempts() -> None:
 
 
 def test_settle_keeps_every_stop_without_nudges() -> None:
-    """With no nudges, a stop is the run's stop as it was decided."""
+    """With no nudges, a stop is the run's stop as it was decided, its message naming what
+    would have let the run go on (SPEC §13 C4)."""
     run = begun(engine(), "r")
     stop = stopped(run)
-    assert run.settle(stop, nudges=0) is stop
+    settled = run.settle(stop, nudges=0)
+    assert settled == run.stop_of(stop)
+    assert settled.message.startswith(stop.message)
+    assert "`tool_threshold_overrides`" in settled.message
     assert run.detector.tripped is not None
 
 
@@ -136,7 +145,7 @@ def test_a_held_stop_is_due_at_each_later_step_of_its_invocation_only() -> None:
     assert run.due("invocation-2") is None
     held = run.due("invocation-1")
     assert isinstance(held, Held)
-    assert (held.verdict, held.raised) == (stop, True)
+    assert (held.verdict, held.raised) == (run.stop_of(stop), True)
     assert run.due("invocation-1") is held
 
 
@@ -193,7 +202,7 @@ def test_a_stopped_run_is_kept_a_while_after_its_end_for_late_events() -> None:
     stopped(run)
     runs.end(run, "i")
     assert runs.find("r") is run
-    assert runs.begin("r", per_thread=False) is not run  # a new run of that key starts afresh
+    assert runs.begin("r", scope=RUN) is not run  # a new run of that key starts afresh
     assert runs.find("r") is not run
 
 
@@ -222,7 +231,7 @@ def test_a_full_registry_forgets_the_least_recent_run_between_invocations(
     begun(runs, "b", per_thread=True)
     runs.touch(a)  # ``b`` is now the least recently active
     with caplog.at_level(logging.INFO, logger="langchain_loop_guard"):
-        assert runs.begin("c", per_thread=True) is not None
+        assert runs.begin("c", scope=THREAD) is not None
     assert forgotten == ["b"]
     assert set(runs.runs) == {"a", "c"}
     assert "forgot run=b (between invocations) to make room (max_runs=2)" in caplog.text
@@ -235,10 +244,10 @@ def test_runs_in_flight_are_never_forgotten_unless_idle_and_beyond_four_times_sh
     runs.now = lambda: clock[0]
     for key in "abcd":
         begun(runs, key).invocations["i"] = None
-    assert runs.begin("e", per_thread=False) is None
+    assert runs.begin("e", scope=RUN) is None
     assert (len(runs.runs), runs.shed) == (4, 1)
     clock[0] += 301  # every run is idle now: the least recently active is forgotten
-    assert runs.begin("e", per_thread=False) is not None
+    assert runs.begin("e", scope=RUN) is not None
     assert set(runs.runs) == {"b", "c", "d", "e"}
 
 
@@ -274,7 +283,7 @@ def test_a_stop_on_another_loop_after_a_nudge_keeps_its_own_count() -> None:
         run.decide("tool_call", "write", {"path": "b.py"})
     other = run.decide("tool_call", "write", {"path": "b.py"})
     stop = run.settle(other, nudges=1)
-    assert stop is other
+    assert stop == run.stop_of(other)
     assert stop.count == 3
 
 
@@ -284,7 +293,7 @@ def test_shedding_is_logged_at_the_1st_2nd_4th_shed_run(caplog: pytest.LogCaptur
     for key in "abcd":
         begun(runs, key).invocations["i"] = None
     with caplog.at_level(logging.WARNING, logger="langchain_loop_guard"):
-        assert [runs.begin(key, per_thread=False) for key in "efgh"] == [None] * 4
+        assert [runs.begin(key, scope=RUN) for key in "efgh"] == [None] * 4
     assert runs.shed == 4
     assert caplog.text.count("Raise max_runs.") == 3
 
@@ -343,8 +352,9 @@ def test_the_engine_imports_no_host() -> None:
         sys.meta_path.insert(0, Blocker())
         from langchain_loop_guard._engine import Run, RunEngine
         from langchain_loop_guard._runtime import GuardRuntime
+        from langchain_loop_guard._scope import choose_scope
         runs = RunEngine(GuardRuntime({}), Run, lambda: 4)
-        run = runs.begin("r", per_thread=False)
+        run = runs.begin("r", scope=choose_scope("run", None, False))
         print([run.decide("tool_call", "read", {}).action for _ in range(3)])
         """
     )
@@ -353,3 +363,15 @@ def test_the_engine_imports_no_host() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "['allow', 'allow', 'block']"
+
+
+def test_a_discarded_run_leaves_no_trace_and_discarding_twice_is_harmless() -> None:
+    """A provisional run whose invocation joined a thread (``scope="auto"``) is forgotten as
+    if it never began: out of the registry, no longer the most recent."""
+    runs = engine()
+    run = begun(runs, "provisional")
+    runs.touch(run)
+    runs.discard(run)
+    assert (runs.find("provisional"), runs.last) == (None, None)
+    runs.discard(run)  # gone already: nothing to do
+    assert runs.runs == {}

@@ -49,6 +49,26 @@ GRAPH_MODULE = textwrap.dedent(
 )
 
 
+CHAT_MODULE = textwrap.dedent(
+    '''
+    """A support chat bot guarded by the middleware with no scope set (SPEC §13 C1): the
+    server's threads have a checkpointer and a thread_id, so each thread is a conversation."""
+
+    from langchain.agents import create_agent
+    from langchain_loop_guard import LoopGuardMiddleware
+    from langchain_loop_guard.testing import ScriptedChatModel
+
+    SORRY = "Sorry, I didn't understand that, could you rephrase?"
+
+    graph = create_agent(
+        ScriptedChatModel(script=[lambda messages: SORRY], then="repeat"),
+        [],
+        middleware=[LoopGuardMiddleware()],
+    )
+    '''
+)
+
+
 def _cannot_run(reason: str) -> None:
     """Fail on CI (the test must run there), skip elsewhere with the reason."""
     if os.environ.get("CI"):
@@ -84,7 +104,9 @@ def server(tmp_path: Path) -> Iterator[str]:
     if not cli.exists():
         _cannot_run(f"no langgraph command next to {sys.executable}")
     (tmp_path / "agent_graph.py").write_text(GRAPH_MODULE, encoding="utf-8")
-    config = {"dependencies": ["."], "graphs": {"agent": "./agent_graph.py:graph"}}
+    (tmp_path / "chat_graph.py").write_text(CHAT_MODULE, encoding="utf-8")
+    graphs = {"agent": "./agent_graph.py:graph", "chat": "./chat_graph.py:graph"}
+    config = {"dependencies": ["."], "graphs": graphs}
     (tmp_path / "langgraph.json").write_text(json.dumps(config), encoding="utf-8")
     port = _free_port()
     url = f"http://{HOST}:{port}"
@@ -151,3 +173,36 @@ def test_stop_under_the_api_server_errors_the_run_and_the_thread_goes_on(server:
         assert messages[-1].content == "Fine."
         assert_valid_history(messages)
         assert client.threads.get(thread)["status"] == "idle"
+
+
+@pytest.mark.slow
+def test_a_chat_on_a_server_thread_is_guarded_as_a_conversation_with_no_setting(
+    server: str,
+) -> None:
+    """C1 under the API server: its threads have a checkpointer, so the same reply after each
+    message is stopped by the 3rd with no ``scope`` set; the next message is answered and,
+    the loop going on, stopped at once (C2); a run without a thread starts afresh each time."""
+    from langgraph_sdk import get_sync_client
+
+    sorry = "Sorry, I didn't understand that, could you rephrase?"
+    with get_sync_client(url=server, timeout=CLIENT_TIMEOUT) as client:
+        thread = client.threads.create()["thread_id"]
+        outcomes = []
+        for text in ("Where is my parcel?", "Order 1234.", "Order 1234, Monday.", "Hello?"):
+            message = {"messages": [{"role": "user", "content": text}]}
+            run = client.runs.create(thread, "chat", input=message)
+            joined = client.runs.join(thread, run["run_id"])
+            assert isinstance(joined, dict)
+            error = joined.get("__error__")
+            outcomes.append("answered" if error is None else error["error"])
+        assert outcomes == ["answered", "answered", "LoopDetected", "LoopDetected"]
+        saved = _messages(client.threads.get_state(thread)["values"])
+        assert [m.type for m in saved] == ["human", "ai"] * 4
+        assert saved[-1].content == sorry  # the reply that tripped the stop, for the app to show
+        assert_valid_history(saved)
+
+        for text in ("Where is my parcel?", "Order 1234.", "Order 1234, Monday."):
+            message = {"messages": [{"role": "user", "content": text}]}
+            values = client.runs.wait(None, "chat", input=message)
+            assert isinstance(values, dict)
+            assert _messages(values)[-1].content == sorry

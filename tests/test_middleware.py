@@ -697,8 +697,9 @@ def test_each_loop_interrupts_for_a_human(loop: Loop) -> None:
     assert pending.value["signal"] == loop.signal.value
     assert pending.value["tool"] == loop.tool
     assert set(pending.value) == {
-        "type", "signal", "tool", "tools", "count", "threshold", "message", "resume",
+        "type", "signal", "tool", "tools", "count", "threshold", "message", "remedy", "resume",
     }  # fmt: skip
+    assert pending.value["remedy"]  # what would have let it go on (SPEC §13 C4)
     result = agent.invoke(Command(resume="end"))
     assert stop_message(result["messages"]).content == pending.value["message"]
     assert agent.invoke(text=AGAIN)["messages"][-1].content == FINE

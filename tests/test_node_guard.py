@@ -222,11 +222,13 @@ def test_each_loop_raises_loop_detected(loop: Loop) -> None:
     assert (caught.value.signal, caught.value.tool) == (loop.signal, loop.tool)
     saved = graph.state()
     assert_valid_history(saved["messages"])
-    # A stop that answered the stopped answer's calls saved them with the stop message after
-    # them (so any router ends there), and shows under loop_guard_stop; one without calls
-    # raised at once and saved neither.
+    # Every stop is saved before it is raised, so the thread's next message is judged on it
+    # (SPEC §13 C2), and shows under loop_guard_stop; one that answered the stopped answer's
+    # calls has the stop message after them (so any router ends there), one without calls none.
+    assert saved["loop_guard_stop"]["signal"] == loop.signal.value
     ends_with_stop = guard_kind(saved["messages"][-1]) == "stop"
-    assert ends_with_stop == (saved.get("loop_guard_stop") is not None)
+    answered = any(guard_kind(m) == "not_executed" for m in saved["messages"])
+    assert ends_with_stop == answered
 
 
 @pytest.mark.parametrize("loop", LOOPS, ids=LOOP_IDS)

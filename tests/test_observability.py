@@ -348,6 +348,7 @@ def test_an_ended_run_shows_its_stop_under_loop_guard_stop(integration: Integrat
         "count": 3,
         "threshold": 3,
         "message": result["messages"][-1].text,
+        "remedy": ["tool_threshold_overrides"],  # what would have let it go on (SPEC §13 C4)
     }
     assert json.loads(json.dumps(stop)) == stop
     assert agent.state()["loop_guard_stop"] == stop  # checkpointed
