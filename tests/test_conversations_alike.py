@@ -283,9 +283,10 @@ def _order_chat(integration: Integration, saver: BaseCheckpointSaver[Any]) -> Ch
 def test_after_a_stop_on_a_failing_call_the_three_integrations_act_alike(
     saver: BaseCheckpointSaver[Any],
 ) -> None:
-    """C2 for a stop decided on a tool's result (before the next model call): every
-    integration saves it, so the next human message is answered, and the three give the
-    same outcome for each message and the same thread."""
+    """C2 for a conversation whose tool fails the same way after each request: a new human
+    message is news for the failure counts (SPEC §13 N13), so the same answer each time is
+    what stops it (the 3rd); every integration saves the stop, the next human message is
+    answered, and the three give the same outcome for each message and the same thread."""
     requests = ["Update my order.", "Please update it.", "Update order 1234.", "Again, please."]
     texts = [*requests, "What are your opening hours?", *requests]
     chats = [_order_chat(integration, saver) for integration in INTEGRATIONS]
@@ -293,7 +294,7 @@ def test_after_a_stop_on_a_failing_call_the_three_integrations_act_alike(
         for text in texts:
             chat.say(text)
     first = chats[0].outcomes
-    assert first[:3] == ["answered", "answered", "stopped: repeated_tool_error 3"]
+    assert first[:3] == ["answered", "answered", "stopped: repeated_assistant_response 3"]
     assert first[4] == "answered"  # a different course is answered
     for chat in chats:
         assert chat.outcomes == first, chat.integration

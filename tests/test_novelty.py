@@ -188,3 +188,36 @@ def test_a_malformed_previous_release_state_is_refused_whole() -> None:
     detector = LoopDetector(LoopGuardConfig(scope="thread"), clock=lambda: 0.0)
     assert detector.restore_state(state) is False
     assert detector.export_state()["calls"] == []
+
+
+# --- the keys that name what is noise, and rewording --------------------------------------------
+
+
+@pytest.mark.parametrize("names", [[""], ["*"], ["a b"], {"search": ["ok", "bad name!"]}])
+def test_a_volatile_field_that_is_no_field_name_is_refused(names: Any) -> None:
+    """``volatile_fields`` names fields: an empty name, a wildcard alone or a name with spaces
+    is an error naming the key, never a pattern that silently matches everything."""
+    from langchain_loop_guard import LoopGuardConfigError
+
+    with pytest.raises(LoopGuardConfigError, match="volatile_fields"):
+        LoopGuardConfig(volatile_fields=names)
+
+
+def test_volatile_fields_mask_a_users_field_for_one_tool_only() -> None:
+    """A field named for one tool is masked in that tool's results, not in another's."""
+    from langchain_loop_guard._limits import limits_of
+
+    limits = limits_of(LoopGuardConfig(volatile_fields={"search_docs": ["score"]}))
+    text = '{"hits": ["refunds.md"], "score": 0.87}'
+    other = '{"hits": ["refunds.md"], "score": 0.91}'
+    search, lookup = limits.volatile_of("search_docs"), limits.volatile_of("lookup")
+    assert outcome(text, volatile=search).key == outcome(other, volatile=search).key
+    assert outcome(text, volatile=lookup).key != outcome(other, volatile=lookup).key
+
+
+def test_a_reply_is_its_own_rewording() -> None:
+    from langchain_loop_guard._signature import reply_sketch, reworded_reply
+
+    plan = reply_sketch("First I will check the invoices, then the refunds, then report back.")
+    assert reworded_reply(plan, plan)
+    assert not reworded_reply(plan, reply_sketch("Done."))
