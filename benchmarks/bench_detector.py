@@ -68,10 +68,10 @@ _WORDS = [
 
 
 def typical_text(i: int) -> str:
-    """An assistant answer about one module: its words change from one answer to the next (a
-    run of nearly identical answers is a loop of its own, SPEC §12 R9)."""
-    a, b, c = (_WORDS[(i * k + k) % len(_WORDS)] for k in (7, 11, 13))
-    return f"Let me read src/app/{a}/module_{i}.py to see how the {b} handles {c} input {i}."
+    """An assistant answer about one module: most of its words change from one answer to the
+    next (answers sharing most of their words are a loop of their own, SPEC §12 R9, §13 R14)."""
+    w = [_WORDS[(i * 7 + k) % len(_WORDS)] for k in range(7)]
+    return f"Next, {w[0]} and {w[1]}: the {w[2]} {w[3]} {w[4]} for {w[5]} {w[6]} in module {i}."
 
 
 class RoundInputs:
@@ -211,7 +211,9 @@ def large_arguments(rounds: int) -> list[Row]:
     payloads = [
         {"path": f"logs/run_{i}.log", "content": f"{i}\n{body}", "append": False} for i in range(16)
     ]
-    texts = [f"{i}\n{body}" for i in range(16)]
+    # each log of another worker: results that bring something new (reading 16 logs of the
+    # same lines would be nothing new, SPEC §13 R12)
+    texts = [f"{i}\n{body.replace('worker', _WORDS[i])}" for i in range(16)]
     detector = LoopDetector(CONFIG, clock=_clock)
 
     def call_floor(r: int) -> float:

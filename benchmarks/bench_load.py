@@ -28,7 +28,7 @@ from uuid import UUID, uuid4
 
 from _harness import Row
 
-from langchain_loop_guard import LoopGuardConfig
+from langchain_loop_guard import LoopDetector, LoopGuardConfig
 from langchain_loop_guard._handler import LoopGuardCallbackHandler
 from langchain_loop_guard._signature import outcome_digest
 from langchain_loop_guard._stop import LoopDetected
@@ -195,6 +195,26 @@ def _peak_memory(size: int) -> float:
     return int(done.stdout.split()[-1])
 
 
+def _answers_against_results(text: str, times: int = 3) -> tuple[float, float]:
+    """Seconds for ``times`` assistant answers of ``text`` in one run, and for ``times`` tool
+    results of it: a long answer is keyed and sketched from its first and last parts, as a
+    long result is normalized."""
+    detector = LoopDetector(CONFIG)
+    gc.collect()
+    start = time.perf_counter()
+    for _ in range(times):
+        detector.turn_start()
+        detector.assistant_message(text)
+    answers = time.perf_counter() - start
+    detector = LoopDetector(CONFIG)
+    gc.collect()
+    start = time.perf_counter()
+    for n in range(times):
+        detector.tool_call("tail_log", {"n": n}, call_id=f"c{n}")
+        detector.tool_result("tail_log", text, call_id=f"c{n}")
+    return answers, time.perf_counter() - start
+
+
 def large_output(size: int = 50 * MB) -> list[Row]:
     """A ``size``-byte tool output: time, peak memory, another run's slowest tool step."""
     output = _big_output(size)
@@ -238,9 +258,19 @@ def large_output(size: int = 50 * MB) -> list[Row]:
     worker.join()
     slowest = max(waits)
 
+    answers, results = _answers_against_results(output)
+
     peak = _peak_memory(size)
     name = f"{size // MB} MB tool output"
     return [
+        Row(
+            f"three {size // MB} MB assistant answers vs three {size // MB} MB tool results",
+            f"{results:.2f} s",
+            f"{answers:.2f} s",
+            answers / results,
+            2.0,
+            note="the detector, the same text as answers and as results (issue 31)",
+        ),
         Row(
             f"{name}: time to digest, handler vs outcome_digest alone",
             f"{floor:.2f} s",

@@ -113,26 +113,27 @@ class Seen:
 
     def count_new(self, values: Iterable[int]) -> int:
         """How many of ``values`` were not seen; all of them are from now on (:meth:`check`
-        inlined: a long result brings up to 32 line hashes)."""
+        and :meth:`_add` inlined: a long result brings up to 32 line hashes)."""
         unseen = 0
-        new, old = self._new, self._old
+        new, old, count = self._new, self._old, self._count
         for value in values:
             mixed = (value * _SPREAD) & 0xFFFFFFFFFFFFFFFF
             a, b, c = mixed & _MASK, (mixed >> 21) & _MASK, (mixed >> 42) & _MASK
-            if (new[a >> 3] >> (a & 7) & 1 and new[b >> 3] >> (b & 7) & 1) and new[c >> 3] >> (
-                c & 7
-            ) & 1:
+            ia, ib, ic = a >> 3, b >> 3, c >> 3
+            ba, bb, bc = 1 << (a & 7), 1 << (b & 7), 1 << (c & 7)
+            if new[ia] & ba and new[ib] & bb and new[ic] & bc:
                 continue
-            if (
-                old is not None
-                and old[a >> 3] >> (a & 7) & 1
-                and old[b >> 3] >> (b & 7) & 1
-                and old[c >> 3] >> (c & 7) & 1
-            ):
+            if old is not None and old[ia] & ba and old[ib] & bb and old[ic] & bc:
                 continue
             unseen += 1
-            self._add((a, b, c))
-            new, old = self._new, self._old  # a generation may have turned
+            if count >= _CAPACITY:  # the newer generation is full: it becomes the older
+                old, new, count = new, bytearray(_BYTES), 0
+                self._old, self._new = old, new
+            new[ia] |= ba
+            new[ib] |= bb
+            new[ic] |= bc
+            count += 1
+        self._count = count
         return unseen
 
     def judge(

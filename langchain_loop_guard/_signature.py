@@ -170,7 +170,7 @@ class Outcome(NamedTuple):
 
 
 _PACK = tuple(struct.Struct(f">{size}I").pack for size in range(_SKETCH + 1))
-"""Big-endian packers of 0.._SKETCH line hashes, built once."""
+"""Big-endian packers of 0.._SKETCH line hashes (or reply words), built once."""
 
 
 def _sketch(text: str) -> str:
@@ -453,16 +453,20 @@ def result_digests(
 
 
 _PUNCTUATION_MARKS = b".!?,;:'\"()[]{}*_#`-"
-_PUNCTUATION = bytes.maketrans(_PUNCTUATION_MARKS, b" " * len(_PUNCTUATION_MARKS))
+# punctuation as spaces, and every digit as NUL, which marks the words that hold one
+_PUNCTUATION = bytes.maketrans(
+    _PUNCTUATION_MARKS + b"0123456789", b" " * len(_PUNCTUATION_MARKS) + b"\x00" * 10
+)
 
 
 def reply_sketch(text: object) -> str:
     """A sample of a reply's distinct words (the smallest of their hashes), lower-cased,
-    without numbers and punctuation: :func:`near_reply` compares two (SPEC §12 R9)."""
-    data = collapse(_bounded(_text_of(text))).lower().encode("utf-8", "surrogatepass")
+    without numbers and punctuation: :func:`near_reply` compares two (SPEC §12 R9). Words
+    that hold a digit are left out (an id, an amount); one translation finds them."""
+    data = _bounded(_text_of(text)).lower().encode("utf-8", "surrogatepass")
     words = set(data.translate(_PUNCTUATION).split())
-    hashes = sorted(zlib.crc32(word) for word in words if not _has_digit(word))[:_REPLY_WORDS]
-    return struct.pack(f">{len(hashes)}I", *hashes).hex()
+    hashes = sorted([zlib.crc32(word) for word in words if b"\x00" not in word])[:_REPLY_WORDS]
+    return _PACK[len(hashes)](*hashes).hex()
 
 
 _REPLY_WORDS = 32
@@ -494,10 +498,6 @@ def reworded_reply(a: str, b: str) -> bool:
     second = {b[i : i + 8] for i in range(0, len(b), 8)}
     shared = len(first & second)
     return shared >= _FEWEST_SHARED and shared >= _MOST * min(len(first), len(second))
-
-
-def _has_digit(word: bytes) -> bool:
-    return len(word.translate(None, b"0123456789")) < len(word)
 
 
 def _bounded(text: str) -> str:
