@@ -452,20 +452,18 @@ def result_digests(
     return key, near, _info(text, key, tokens, words), shaped
 
 
-_PUNCTUATION_MARKS = b".!?,;:'\"()[]{}*_#`-"
-# punctuation as spaces, and every digit as NUL, which marks the words that hold one
-_PUNCTUATION = bytes.maketrans(
-    _PUNCTUATION_MARKS + b"0123456789", b" " * len(_PUNCTUATION_MARKS) + b"\x00" * 10
-)
+_PUNCTUATION_MARKS = b".!?,;:'\"()[]{}*_#`-0123456789"
+# punctuation and digits as spaces: a word's letters are what a reply says (an id or an amount
+# falls apart into short pieces, as numbers are left out)
+_PUNCTUATION = bytes.maketrans(_PUNCTUATION_MARKS, b" " * len(_PUNCTUATION_MARKS))
 
 
 def reply_sketch(text: object) -> str:
     """A sample of a reply's distinct words (the smallest of their hashes), lower-cased,
-    without numbers and punctuation: :func:`near_reply` compares two (SPEC §12 R9). Words
-    that hold a digit are left out (an id, an amount); one translation finds them."""
-    data = _bounded(_text_of(text)).lower().encode("utf-8", "surrogatepass")
-    words = set(data.translate(_PUNCTUATION).split())
-    hashes = sorted([zlib.crc32(word) for word in words if b"\x00" not in word])[:_REPLY_WORDS]
+    without numbers and punctuation: :func:`near_reply` compares two (SPEC §12 R9)."""
+    whole = text if type(text) is str else _text_of(text)
+    data = _bounded(whole).encode("utf-8", "surrogatepass").lower()
+    hashes = sorted(set(map(zlib.crc32, data.translate(_PUNCTUATION).split())))[:_REPLY_WORDS]
     return _PACK[len(hashes)](*hashes).hex()
 
 
