@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, get_args
 
+from langchain_loop_guard._novelty import number_of
 from langchain_loop_guard._reporting import MAX_REPORTED, REPORT_BITS
 from langchain_loop_guard._rules import Signal
 from langchain_loop_guard._verdict import Action, Verdict
@@ -31,6 +32,8 @@ __all__ = ["CallInfo", "DetectorSnapshot", "export_state", "restore_state", "sna
 _STATE_VERSION = 5
 _PREVIOUS_VERSION = 4
 """The previous release's state (a checkpoint it wrote), still read."""
+_OLDER_VERSION = 3
+"""The release before's state: upgraded to the previous one's layout, then read."""
 _ACTIONS = frozenset(get_args(Action))
 
 
@@ -89,6 +92,8 @@ def restore_state(detector: LoopDetector, state: Mapping[str, Any]) -> bool:
         return False
     try:
         version = state.get("v")
+        if version == _OLDER_VERSION:
+            state, version = _upgraded(state), _PREVIOUS_VERSION
         if version not in (_STATE_VERSION, _PREVIOUS_VERSION):
             return False
         elapsed = state["elapsed"]
@@ -145,3 +150,26 @@ def _verdict_from_state(state: object) -> Verdict | None:
         key=optional_text_of(key),
         message=text_of(message),
     )
+
+
+def _upgraded(state: Mapping[str, Any]) -> dict[str, Any]:
+    """A version 3 state in the layout of version 4: its calls without an answer's grouping
+    or what they brought, what it had seen as numbers, no reply history. Per-call error
+    streaks, which version 4 dropped, are left out. Raises one of :data:`StateError` when
+    it is malformed."""
+    seen = [
+        number_of(text_of(value))
+        for _, pairs in map(items_of, items_of(state["infos"]))
+        for value, _ in map(items_of, items_of(pairs))
+    ]
+    tool, count = items_of(state["quiet"])
+    expected, results, worked, judged, failing = items_of(state["turn"])
+    return {
+        **state,
+        "calls": [[*items_of(call), False, False] for call in items_of(state["calls"])],
+        "batch": [False, 0],
+        "infos": seen,
+        "quiet": [count, [] if tool is None else [tool]],
+        "turn": [expected, results, worked, 0, judged, False, failing],
+        "replies": [],
+    }

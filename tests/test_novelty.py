@@ -221,3 +221,26 @@ def test_a_reply_is_its_own_rewording() -> None:
     plan = reply_sketch("First I will check the invoices, then the refunds, then report back.")
     assert reworded_reply(plan, plan)
     assert not reworded_reply(plan, reply_sketch("Done."))
+
+
+def test_a_checkpoint_of_the_release_before_is_read_and_goes_on() -> None:
+    """A thread state written by the release before the previous one (version 3, kept as a
+    fixture): taken, its calls go on (the same failing update a 3rd time is refused)."""
+    state = json.loads((FIXTURES / "detector-state-v3.json").read_text())
+    assert state["v"] == 3
+    detector = LoopDetector(LoopGuardConfig(scope="thread"), clock=lambda: 0.0)
+    assert detector.restore_state(state) is True
+    assert [c[0] for c in detector.export_state()["calls"]] == ["search", "update", "update"]
+    detector.turn_start()
+    detector.assistant_message("", [("update", {"id": "H8Q05L", "cabin": "business"})])
+    verdict = detector.tool_call("update", {"id": "H8Q05L", "cabin": "business"}, call_id="c4")
+    assert (verdict.action, verdict.signal) == ("block", Signal.REPEATED_TOOL_CALL)
+
+
+@pytest.mark.parametrize("field", ["infos", "quiet", "turn", "calls"])
+def test_a_malformed_state_of_the_release_before_is_refused_whole(field: str) -> None:
+    state = json.loads((FIXTURES / "detector-state-v3.json").read_text())
+    state[field] = "broken"
+    detector = LoopDetector(LoopGuardConfig(scope="thread"), clock=lambda: 0.0)
+    assert detector.restore_state(state) is False
+    assert detector.export_state()["calls"] == []
