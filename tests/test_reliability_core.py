@@ -254,14 +254,21 @@ def test_progress_awareness_changes_nothing_when_tools_are_deterministic(
 
 
 def _seed_prefix(config: ReferenceConfig, events: list[Event]) -> list[Event]:
-    """The events before the first one where SPEC §11 changes the seed's progress-aware rules:
-    a repeat made after a different call succeeded (decided on its result, N1), or an error
-    of a call that failed before with only successes of other calls since (R4)."""
+    """The events before the first one where SPEC §11 or §13 changes the seed's progress-aware
+    rules: a repeat made after a different call succeeded (decided on its result, N1), an error
+    of a call that failed before with only successes of other calls since (R4), a reply after a
+    tool result the run had not seen (a reply after new information is never a repeat, §13
+    N12), or a call repeated after another call's new result (pacing, §13 N10)."""
     last_seen: dict[tuple[str, str], int] = {}
     successes: list[int] = []  # event indexes of successful results
     pending: list[tuple[str, str, str | None]] = []  # name, signature, call id
     failed_at: dict[tuple[str, str], int] = {}
+    outputs: set[str] = set()  # what successful results said
+    news_at: list[int] = []  # event indexes of results the run had not seen
     for index, event in enumerate(events):
+        if isinstance(event, AssistantMessage) and event.text.strip() and not event.tool_calls:
+            if news_at:
+                return events[:index]
         if isinstance(event, ToolCall) and event.name not in config.ignore_tools:
             sig = signature(event.name, event.args)
             before = last_seen.get(sig)
@@ -280,6 +287,10 @@ def _seed_prefix(config: ReferenceConfig, events: list[Event]) -> list[Event]:
             if event.error is None:
                 successes.append(index)
                 failed_at.pop(key, None)
+                said = repr(event.output)
+                if said not in outputs:
+                    outputs.add(said)
+                    news_at.append(index)
             else:
                 earlier = failed_at.get(key)
                 if earlier is not None and any(earlier < at for at in successes):
