@@ -266,9 +266,9 @@ def _seed_prefix(config: ReferenceConfig, events: list[Event]) -> list[Event]:
     outputs: set[str] = set()  # what successful results said
     news_at: list[int] = []  # event indexes of results the run had not seen
     for index, event in enumerate(events):
-        if isinstance(event, AssistantMessage) and event.text.strip() and not event.tool_calls:
-            if news_at:
-                return events[:index]
+        reply = isinstance(event, AssistantMessage) and event.text.strip() and not event.tool_calls
+        if reply and news_at:
+            return events[:index]
         if isinstance(event, ToolCall) and event.name not in config.ignore_tools:
             sig = signature(event.name, event.args)
             before = last_seen.get(sig)
