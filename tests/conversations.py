@@ -49,6 +49,8 @@ class Scenario:
     script: list[Turn | User]
     tools: dict[str, Tool]
     scope: Literal["run", "thread"] = "run"
+    config: dict[str, Any] = field(default_factory=dict)
+    """The ``LoopGuardConfig`` values its app passes besides ``scope`` (``volatile_fields``)."""
 
     def calls(self) -> int:
         return sum(len(step.calls) for step in self.script if isinstance(step, Turn))
@@ -68,7 +70,8 @@ def drive(scenario: Scenario, **config: Any) -> Outcome:
     """Run ``scenario`` through a :class:`LoopDetector` the way an agent loop feeds one: a
     turn starts, the model answers, its calls run (a fan-out's calls all start before their
     results come back, as a tool node runs them), a user message releases or resets."""
-    detector = LoopDetector(LoopGuardConfig(scope=scenario.scope, **config), clock=lambda: 0.0)
+    values = {**scenario.config, **config}
+    detector = LoopDetector(LoopGuardConfig(scope=scenario.scope, **values), clock=lambda: 0.0)
     seen = Outcome()
     ids = iter(range(1, 1_000_000))
 

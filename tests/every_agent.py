@@ -3,8 +3,8 @@ replies in a template after new work, retries a human asked for; and the loops a
 or too loose notion of "the same" hides: time passing, volatile fields, the same outcome
 under new arguments, errors returned as text, a plan reworded, a page that only ticks.
 
-The classes and :func:`drive` are ``conversations.py``'s; a :class:`Case` adds the
-configuration an app would pass (``volatile_fields``). The tools return what real tools
+The classes and :func:`drive` are ``conversations.py``'s (a scenario carries the
+configuration its app passes, ``volatile_fields`` say). The tools return what real tools
 return (``kubectl``, ``gh run view``, ``npm install``, LangChain's SQL tool, a search API's
 JSON, a browser agent's page text), and every row comes in several shapes so that no rule
 fitted to one string passes.
@@ -15,23 +15,10 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
-from conversations import Outcome, Scenario, Tool, Turn, User, call, drive
+from conversations import Scenario, Tool, Turn, User, call
 from langchain_core.tools import ToolException
-
-
-@dataclass
-class Case(Scenario):
-    """A scenario and the ``LoopGuardConfig`` values its app passes (besides ``scope``)."""
-
-    config: dict[str, Any] = field(default_factory=dict)
-
-
-def drive_case(scenario: Scenario) -> Outcome:
-    """:func:`drive` with the scenario's own configuration, if it has one."""
-    return drive(scenario, **getattr(scenario, "config", {}))
 
 
 def _outputs(outputs: Sequence[str]) -> Tool:
@@ -655,7 +642,7 @@ _DOCS = [
 ]
 
 
-def scored_docs(searches: int = 5) -> Case:
+def scored_docs(searches: int = 5) -> Scenario:
     """R11 with a field only the user knows is noise: ``search_docs`` scores jitter between
     calls (``volatile_fields={"search_docs": ["score"]}``)."""
     rng = random.Random(3)
@@ -668,7 +655,7 @@ def scored_docs(searches: int = 5) -> Case:
             ]
         )
 
-    return Case(
+    return Scenario(
         "scored-docs",
         [
             User("Can I return an opened blender?"),
@@ -679,7 +666,7 @@ def scored_docs(searches: int = 5) -> Case:
     )
 
 
-def rendered_dashboard(renders: int = 5) -> Case:
+def rendered_dashboard(renders: int = 5) -> Scenario:
     """R11 with a global user-named field: a dashboard whose ``render_id`` counts renders
     (``volatile_fields=["render_id"]``)."""
     counter = iter(range(40, 99))
@@ -696,7 +683,7 @@ def rendered_dashboard(renders: int = 5) -> Case:
             }
         )
 
-    return Case(
+    return Scenario(
         "rendered-dashboard",
         [
             User("Show me checkout errors for today."),

@@ -188,7 +188,7 @@ def run_agent(
     runs = invocations(scenario)
     model = scripted_model(runs)
     tools = as_tools(scenario, ran.executed)
-    config = {"scope": scenario.scope}
+    config = {"scope": scenario.scope, **scenario.config}  # what its app passes
     thread: RunnableConfig = {"configurable": {"thread_id": f"{scenario.name}-{integration}"}}
     saver = InMemorySaver()
 

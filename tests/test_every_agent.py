@@ -12,13 +12,11 @@ from collections.abc import Callable
 from dataclasses import replace
 
 import pytest
-from conversations import Scenario, Turn
+from conversations import Scenario, Turn, drive
 from every_agent import (
     PLANS,
     TEXT_ERRORS,
     VOLATILE_SHAPES,
-    Case,
-    drive_case,
     gh_run_watch,
     growing_build_log,
     happy_to_help,
@@ -84,7 +82,7 @@ NEVER = [
 @pytest.mark.parametrize("scenario", NEVER)
 def test_work_that_brings_something_new_is_never_stopped(scenario: Scenario) -> None:
     """N10-N13: the scenario runs to its end under the defaults."""
-    seen = drive_case(scenario)
+    seen = drive(scenario)
     assert seen.stop is None, seen.stop
     assert seen.calls == scenario.calls()
 
@@ -106,7 +104,7 @@ def test_work_that_brings_something_new_is_never_stopped(scenario: Scenario) -> 
 def test_r10_a_result_that_only_tells_the_time_is_an_exact_repeat(scenario: Scenario) -> None:
     """R10: durations, ages and moments are masked: the 3rd identical call is refused
     before it runs."""
-    seen = drive_case(scenario)
+    seen = drive(scenario)
     assert seen.stop is not None
     assert seen.stop.signal is Signal.REPEATED_TOOL_CALL
     assert seen.calls == 2
@@ -119,7 +117,7 @@ def test_r10_a_result_that_only_tells_the_time_is_an_exact_repeat(scenario: Scen
 def test_r11_latencies_ids_moments_and_cursors_are_not_news(shape: str) -> None:
     """R11: ``response_time`` and ``request_id``, ``took_ms``, ``took``, ``elapsed``,
     ``*_at``, a paging cursor: the 3rd identical search is refused."""
-    seen = drive_case(volatile_search(shape))
+    seen = drive(volatile_search(shape))
     assert seen.stop is not None
     assert (seen.stop.signal, seen.stop.tool) == (Signal.REPEATED_TOOL_CALL, "search")
     assert seen.calls == 2
@@ -132,10 +130,10 @@ def test_r11_latencies_ids_moments_and_cursors_are_not_news(shape: str) -> None:
         pytest.param(rendered_dashboard, id="global-render-id"),
     ],
 )
-def test_r11_fields_the_user_names_are_masked(make: Callable[[], Case]) -> None:
+def test_r11_fields_the_user_names_are_masked(make: Callable[[], Scenario]) -> None:
     """R11 with ``volatile_fields``: a field named for one tool, or for every tool, is
     masked like a latency: the 3rd identical call is refused."""
-    seen = drive_case(make())
+    seen = drive(make())
     assert seen.stop is not None
     assert seen.stop.signal is Signal.REPEATED_TOOL_CALL
     assert seen.calls == 2
@@ -156,7 +154,7 @@ def test_r11_fields_the_user_names_are_masked(make: Callable[[], Case]) -> None:
 def test_r12_the_same_outcome_under_new_arguments_stops_by_the_5th(scenario: Scenario) -> None:
     """R12: the first answer is news; the 5th in a row bringing back only what the run has
     seen stops it (the 6th call, at the latest)."""
-    seen = drive_case(scenario)
+    seen = drive(scenario)
     assert seen.stop is not None
     assert seen.stop.signal is Signal.NO_NEW_INFO
     assert seen.calls <= 6
@@ -169,7 +167,7 @@ def test_r13_the_sql_tool_s_error_text_is_an_error() -> None:
     """R13: ``Error: (sqlite3.OperationalError) no such column`` for the same query, a ``;``
     or a newline changed: the 3rd same error stops the run."""
     scenario = sql_no_such_column()
-    seen = drive_case(scenario)
+    seen = drive(scenario)
     assert seen.stop is not None
     assert (seen.stop.signal, seen.stop.tool) == (Signal.REPEATED_TOOL_ERROR, "sql_db_query")
     assert seen.calls == 4  # the table listing, then three queries
@@ -180,7 +178,7 @@ def test_r13_the_sql_tool_s_error_text_is_an_error() -> None:
 def test_r13_errors_in_the_text_are_errors(kind: str, identical: bool) -> None:
     """R13: ``ERROR: …``, a traceback, ``{"error": …}``, ``{"status": "error", …}``: the 3rd
     same error stops (an identical call is refused before it runs, as §2 says)."""
-    seen = drive_case(text_errors(kind, identical=identical))
+    seen = drive(text_errors(kind, identical=identical))
     assert seen.stop is not None
     if identical:
         assert (seen.stop.signal, seen.calls) == (Signal.REPEATED_TOOL_CALL, 2)
@@ -196,7 +194,7 @@ def test_r13_errors_in_the_text_are_errors(kind: str, identical: bool) -> None:
 def test_r14_a_plan_reworded_without_news_stops_by_the_4th(shape: str, scope: str) -> None:
     """R14: answers without tools, each sharing most of its words with the one before, no
     tool or human between: stopped by the 4th, with a message about the replies."""
-    seen = drive_case(reworded_plan(shape, scope=scope))
+    seen = drive(reworded_plan(shape, scope=scope))
     assert seen.stop is not None
     assert seen.stop.signal is Signal.REPLY_CYCLE
     assert seen.turns <= 4
@@ -211,7 +209,7 @@ def test_r14_a_plan_reworded_without_news_stops_by_the_4th(shape: str, scope: st
 def test_r15_a_page_that_only_ticks_is_a_near_repeat(banners: int, seed: int) -> None:
     """R15: the same click, the same 25-line page but for a rotating banner and an "N agents
     online" counter: a near repeat, stopped by the 6th identical call."""
-    seen = drive_case(ticking_page(banners, seed=seed))
+    seen = drive(ticking_page(banners, seed=seed))
     assert seen.stop is not None
     assert seen.stop.signal is Signal.NEAR_REPEAT
     assert seen.calls < 6
@@ -230,7 +228,7 @@ def test_n12_the_same_template_without_a_lookup_between_goes_round() -> None:
         for step in scenario.script
         if not (isinstance(step, Turn) and step.calls)
     ]
-    seen = drive_case(replace(scenario, script=same))
+    seen = drive(replace(scenario, script=same))
     assert seen.stop is not None
     assert seen.stop.signal is Signal.REPEATED_ASSISTANT_RESPONSE
 
@@ -239,5 +237,5 @@ def test_r11_without_the_user_s_field_a_jittering_score_is_news() -> None:
     """R11: a score is not masked unless the user names it: the same search whose scores
     move is not refused at the 3rd call."""
     case = scored_docs()
-    seen = drive_case(replace(case, config={}))
+    seen = drive(replace(case, config={}))
     assert seen.stop is None or seen.calls > 2

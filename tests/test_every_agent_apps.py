@@ -9,8 +9,6 @@ app (a planner loop in a ``StateGraph``, an ``after_model`` hook jumping back).
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable
 from functools import partial
 from typing import Any, Literal
 
@@ -18,7 +16,6 @@ import pytest
 from conversations import Scenario, Turn, User
 from every_agent import (
     PLANS,
-    drive_case,
     gh_run_watch,
     growing_build_log,
     happy_to_help,
@@ -41,7 +38,7 @@ from every_agent import (
     ticking_page,
     volatile_search,
 )
-from guard_scenarios import GraphState, guard_messages, harness, stop_message
+from guard_scenarios import GraphState, stop_message
 from langchain.agents import create_agent
 from langchain.agents.middleware import AgentMiddleware, AgentState, after_model
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
@@ -50,14 +47,13 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.runtime import Runtime
 from test_beyond_coding_agents import (
+    Case,
     Integration,
     Ran,
-    as_tools,
-    expected_calls,
-    expected_replies,
-    invocations,
+    assert_ran_to_its_end,
+    assert_stopped_as_the_detector_does,
+    run_agent,
     scripted_model,
-    state_graph,
 )
 
 from langchain_loop_guard import LoopGuardConfig, Signal
@@ -67,89 +63,12 @@ from langchain_loop_guard._node import LoopGuardNode
 from langchain_loop_guard._stop import LoopDetected
 from langchain_loop_guard.testing import ScriptedChatModel, assert_valid_history
 
-Case = Callable[[], Scenario]
-"""Makes a scenario afresh (its tools keep state: a poller's next output)."""
 OnStop = Literal["raise", "end"]
 
 
 def guard_config(scenario: Scenario) -> dict[str, Any]:
     """What the app passes to ``LoopGuardConfig``: the scenario's scope and its own keys."""
-    return {"scope": scenario.scope, **getattr(scenario, "config", {})}
-
-
-def run_app(
-    case: Case,
-    integration: Integration,
-    *,
-    how: Literal["invoke", "ainvoke"] = "invoke",
-    on_stop: OnStop = "raise",
-) -> Ran:
-    """Run the scenario ``case`` makes through an agent guarded by ``integration``, one
-    invocation per user message on one thread of an ``InMemorySaver``, until it ends or is
-    stopped (as ``test_beyond_coding_agents.run_agent``, with the scenario's configuration)."""
-    scenario = case()
-    ran = Ran(integration)
-    runs = invocations(scenario)
-    model = scripted_model(runs)
-    tools = as_tools(scenario, ran.executed)
-    config = guard_config(scenario)
-    thread: RunnableConfig = {"configurable": {"thread_id": f"{scenario.name}-{integration}"}}
-    saver = InMemorySaver()
-    graph: Any
-    if integration in ("middleware", "node"):
-        graph = harness(
-            integration, model, tools, config=config, on_stop=on_stop, checkpointer=saver
-        ).graph
-    else:
-        assert on_stop == "raise", "a callback can only raise"
-        thread["callbacks"] = [LoopGuardCallbackHandler(LoopGuardConfig(**config))]
-        if integration == "handler":
-            graph = create_agent(model, tools, checkpointer=saver)
-        else:
-            graph = state_graph(model, tools, saver)
-    for text, _ in runs:
-        payload = {"messages": [HumanMessage(content=text)]}
-        try:
-            if how == "invoke":
-                result = graph.invoke(payload, thread)
-            else:
-                result = asyncio.run(graph.ainvoke(payload, thread))
-        except LoopDetected as stop:
-            ran.stop = stop.signal
-            ran.repaired = stop.repair(graph, thread)
-            break
-        stopped = result.get("loop_guard_stop")
-        if stopped is not None:
-            stop_message(result["messages"])
-            ran.stop = Signal(stopped["signal"])
-            break
-        ran.replies.append(result["messages"][-1].text)
-    ran.turns = model.turns
-    ran.messages = list(graph.get_state(thread).values["messages"])
-    return ran
-
-
-def assert_ran_to_its_end(ran: Ran, case: Case) -> None:
-    """Never stopped: every invocation reached its reply, every call ran, the guard wrote
-    nothing, and the thread is one a provider accepts."""
-    assert ran.stop is None
-    assert ran.replies == expected_replies(case)
-    assert sorted(ran.executed) == expected_calls(case)
-    assert guard_messages(ran.messages) == []
-    assert_valid_history(ran.messages)
-
-
-def assert_stopped_as_the_detector_does(ran: Ran, case: Case) -> None:
-    """Stopped with the pure detector's signal, no later than it stops (tool bodies run and
-    models called), leaving a thread a provider accepts."""
-    seen = drive_case(case())
-    assert seen.stop is not None
-    assert ran.stop is seen.stop.signal
-    assert len(ran.executed) <= seen.calls
-    assert ran.turns <= seen.turns
-    assert_valid_history(ran.messages)
-    if not ran.integration.startswith("handler"):
-        assert ran.repaired == 0  # the graph guards answer their own stops' calls
+    return {"scope": scenario.scope, **scenario.config}
 
 
 # --- N10, N11: pacing and long outputs that grow --------------------------------------------------
@@ -173,7 +92,7 @@ GROWING = [
 def test_pacing_and_growing_views_run_to_their_end(case: Case, integration: Integration) -> None:
     """N10 and N11: a wait between polls whose status moves, and 20+ line views gaining new
     lines, are never stopped."""
-    assert_ran_to_its_end(run_app(case, integration), case)
+    assert_ran_to_its_end(run_agent(case, integration), case)
 
 
 # --- N12, N13: a conversation on a checkpointed thread -------------------------------------------
@@ -193,7 +112,7 @@ def test_a_thread_of_new_work_and_requested_retries_is_never_stopped(
 ) -> None:
     """N12 and N13 (scope thread): replies in one template after each new lookup or action,
     and a lookup retried because the user re-sent their id, run to their end."""
-    assert_ran_to_its_end(run_app(case, integration), case)
+    assert_ran_to_its_end(run_agent(case, integration), case)
 
 
 @pytest.mark.parametrize("integration", ["handler", "middleware", "node"])
@@ -207,7 +126,7 @@ def test_a_thread_of_new_work_and_requested_retries_is_never_stopped(
 )
 def test_never_stopped_in_an_async_run(case: Case, integration: Integration) -> None:
     """N10, N12 and N13 under ``ainvoke``."""
-    assert_ran_to_its_end(run_app(case, integration, how="ainvoke"), case)
+    assert_ran_to_its_end(run_agent(case, integration, how="ainvoke"), case)
 
 
 # --- R10-R13, R15: loops a notion of "the same" hid -----------------------------------------------
@@ -240,7 +159,7 @@ def test_time_and_volatile_fields_do_not_hide_an_exact_repeat(
 ) -> None:
     """R10, R11 (and R13 with an identical call): the 3rd identical call is refused before
     its tool runs."""
-    ran = run_app(case, integration, on_stop=on_stop)
+    ran = run_agent(case, integration, on_stop=on_stop)
     assert ran.stop is Signal.REPEATED_TOOL_CALL
     assert len(ran.executed) == 2
     assert_stopped_as_the_detector_does(ran, case)
@@ -269,7 +188,7 @@ def test_the_same_outcome_errors_as_text_and_ticking_pages_stop(
     case: Case, signal: Signal, integration: Integration, on_stop: OnStop
 ) -> None:
     """R12, R13, R15: stopped with the detector's signal, no later than it stops."""
-    ran = run_app(case, integration, on_stop=on_stop)
+    ran = run_agent(case, integration, on_stop=on_stop)
     assert ran.stop is signal
     assert_stopped_as_the_detector_does(ran, case)
 
@@ -277,7 +196,7 @@ def test_the_same_outcome_errors_as_text_and_ticking_pages_stop(
 @pytest.mark.parametrize("integration", ["handler", "middleware", "node"])
 def test_errors_as_text_stop_in_an_async_run(integration: Integration) -> None:
     """R13 under ``ainvoke``: the SQL tool's error text, the 3rd time, stops the run."""
-    ran = run_app(sql_no_such_column, integration, how="ainvoke")
+    ran = run_agent(sql_no_such_column, integration, how="ainvoke")
     assert ran.stop is Signal.REPEATED_TOOL_ERROR
     assert_stopped_as_the_detector_does(ran, sql_no_such_column)
 
