@@ -256,11 +256,13 @@ def test_progress_awareness_changes_nothing_when_tools_are_deterministic(
 def _seed_prefix(config: ReferenceConfig, events: list[Event]) -> list[Event]:
     """The events before the first one where SPEC §11 or §13 changes the seed's progress-aware
     rules: a repeat made after a different call succeeded (decided on its result, N1), an error
-    of a call that failed before with only successes of other calls since (R4), a reply after a
+    of a call that failed before with other results since (the same failing call whatever comes
+    between, §11 R4 and §12 R4'), a reply after a
     tool result the run had not seen (a reply after new information is never a repeat, §13
     N12), or a call repeated after another call's new result (pacing, §13 N10)."""
     last_seen: dict[tuple[str, str], int] = {}
     successes: list[int] = []  # event indexes of successful results
+    results: list[int] = []  # event indexes of every result
     pending: list[tuple[str, str, str | None]] = []  # name, signature, call id
     failed_at: dict[tuple[str, str], int] = {}
     outputs: set[str] = set()  # what successful results said
@@ -293,9 +295,10 @@ def _seed_prefix(config: ReferenceConfig, events: list[Event]) -> list[Event]:
                     news_at.append(index)
             else:
                 earlier = failed_at.get(key)
-                if earlier is not None and any(earlier < at for at in successes):
-                    return events[:index]
+                if earlier is not None and any(earlier < at for at in results):
+                    return events[:index]  # failed before, other results between (R4, R4')
                 failed_at[key] = index
+            results.append(index)
     return events
 
 
