@@ -274,8 +274,7 @@ class LoopDetector:
             if self._aware and count:
                 return self._assistant_message(None, None, count, in_context)
             key = assistant_key(text)
-            limits = self._limits
-            sketched = key is not None and (limits.reply_cycle or limits.reworded)
+            sketched = key is not None and self._limits.sketches_replies
             sketch = reply_sketch(text) if sketched else None
             return self._assistant_message(key, sketch, count, in_context)
         key = assistant_key(text)

@@ -24,7 +24,7 @@ from langchain_loop_guard._outcomes import tool_outcome
 from langchain_loop_guard._public import safe_tool_name
 from langchain_loop_guard._signature import error_shaped
 from langchain_loop_guard._stop import stop_message
-from langchain_loop_guard._view import successes_cannot_stop
+from langchain_loop_guard._view import limits_of, successes_cannot_stop
 
 if TYPE_CHECKING:
     from langchain_loop_guard._config import LoopGuardConfig
@@ -349,7 +349,7 @@ def quiet_turn(
     gap = max(0.0, now - at)
     if (elapsed + gap) * 1000 > config.turn_timeout_ms and Signal.ELAPSED_TIME.value not in warned:
         return False
-    if not successes_cannot_stop(exported, config.no_new_info_calls * config.progress_aware):
+    if not successes_cannot_stop(exported, limits_of(config)):
         return False
     for message in reversed(messages):
         if isinstance(message, AIMessage):

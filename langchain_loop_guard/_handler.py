@@ -260,12 +260,8 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
             key = assistant_key(text)
             # a reply's word sketch: only for a reply the reply rules compare (SPEC §12 R9,
             # §13 R14)
-            limits = limits_of(self.config)
-            sketched = (
-                key is not None
-                and not tool_calls
-                and (thread or limits.reply_cycle or limits.reworded)
-            )
+            compared = thread or limits_of(self.config).sketches_replies
+            sketched = key is not None and not tool_calls and compared
             sketch = reply_sketch(text) if sketched else None
             named = [
                 (name, call_signature(name, args), call_id, arg_tokens(args, name))

@@ -116,6 +116,11 @@ class Limits:
         """The window threshold of ``tool``: never below its repeat threshold."""
         return max(self.frequency, self.repeat_threshold(tool))
 
+    @property
+    def sketches_replies(self) -> bool:
+        """Whether replies are compared by their words (a word sketch of each is needed)."""
+        return bool(self.reply_cycle or self.reworded)
+
     def volatile_of(self, tool: str) -> VolatileFields:
         """The fields whose values are noise in ``tool``'s results."""
         volatile = self.volatile

@@ -60,12 +60,6 @@ _MASK = _BITS - 1
 _SPREAD = 0x9E3779B97F4A7C15  # an odd 64-bit multiplier that spreads CRCs over all bits
 
 
-def _places(value: int) -> tuple[int, int, int]:
-    """The three bits of ``value`` (any non-negative int) in a generation."""
-    mixed = (value * _SPREAD) & 0xFFFFFFFFFFFFFFFF
-    return mixed & _MASK, (mixed >> 21) & _MASK, (mixed >> 42) & _MASK
-
-
 class Seen:
     """A bounded, text-free memory of what the run's results said (see the module)."""
 
@@ -77,43 +71,19 @@ class Seen:
         self._count = 0
 
     def clear(self) -> None:
-        """Forget everything (a new run, or a human message that makes everything news)."""
+        """Forget everything (a new run)."""
         self._new = bytearray(_BYTES)
         self._old = None
         self._count = 0
 
-    def _holds(self, places: tuple[int, int, int]) -> bool:
-        a, b, c = places
-        new = self._new
-        if new[a >> 3] >> (a & 7) & 1 and new[b >> 3] >> (b & 7) & 1 and new[c >> 3] >> (c & 7) & 1:
-            return True
-        old = self._old
-        return (
-            old is not None
-            and bool(old[a >> 3] >> (a & 7) & 1)
-            and bool(old[b >> 3] >> (b & 7) & 1)
-            and bool(old[c >> 3] >> (c & 7) & 1)
-        )
-
-    def _add(self, places: tuple[int, int, int]) -> None:
-        if self._count >= _CAPACITY:
-            self._old, self._new, self._count = self._new, bytearray(_BYTES), 0
-        new = self._new
-        for place in places:
-            new[place >> 3] |= 1 << (place & 7)
-        self._count += 1
-
     def check(self, value: int) -> bool:
         """Whether ``value`` was seen; it is from now on."""
-        places = _places(value)
-        if self._holds(places):
-            return True
-        self._add(places)
-        return False
+        return self.count_new((value,)) == 0
 
     def count_new(self, values: Iterable[int]) -> int:
-        """How many of ``values`` were not seen; all of them are from now on (:meth:`check`
-        and :meth:`_add` inlined: a long result brings up to 32 line hashes)."""
+        """How many of ``values`` were not seen; all of them are from now on. Each value sets
+        three bits of the newer generation; a value is seen when all three are set in either
+        (the bit work written out once, here: a long result brings up to 32 line hashes)."""
         unseen = 0
         new, old, count = self._new, self._old, self._count
         for value in values:
@@ -137,15 +107,18 @@ class Seen:
         return unseen
 
     def judge(
-        self, info: str, near: str | None, outcome: int | str, *, again: bool, failed: bool
+        self, info: str | None, near: str | None, outcome: int | str, *, again: bool, failed: bool
     ) -> int:
         """What a result brought, as the bits above, given what it says (``info``, of
-        :func:`~._signature.result_digests`), the sample of its lines (``near``) and its
-        outcome key; ``again``: the same call was made before in the history. A call that
-        changes something did work, whatever it printed (SPEC §12 N9). It is seen from now on.
+        :func:`~._signature.result_digests`; ``None`` in an older trace, taken as new), the
+        sample of its lines (``near``) and its outcome key; ``again``: the same call was made
+        before in the history. A call that changes something did work, whatever it printed
+        (SPEC §12 N9). It is seen from now on.
         """
         if failed:
             return NOTHING
+        if info is None:
+            return NEW
         if info[:1] == ".":
             return WORK | (self._said(info[1:], near, outcome, again) & (NEW | LINES))
         return self._said(info, near, outcome, again)

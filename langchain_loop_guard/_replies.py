@@ -7,6 +7,7 @@ Nothing here imports LangChain, LangGraph or pydantic.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from langchain_loop_guard._signature import near_reply, reworded_reply
@@ -65,7 +66,12 @@ class Replies:
         fresh = bool(informed & TOOL_NEWS and aware) or not in_context
         self.streak = (key, 1 if fresh or key != last else count + 1)
         previous = self.recent[-1] if self.recent else None
-        if fresh or informed or previous is None or not _reworded(previous, reply):
+        if (
+            fresh
+            or informed
+            or previous is None
+            or not alike(previous, reply, words=reworded_reply)
+        ):
             self.reworded = 1
         else:
             self.reworded += 1
@@ -100,11 +106,7 @@ class Replies:
         return replies
 
 
-def alike(a: Reply, b: Reply) -> bool:
-    """Two replies the same, or nearly (sharing nearly all their words, §12 R9)."""
-    return a[0] == b[0] or (a[1] is not None and b[1] is not None and near_reply(a[1], b[1]))
-
-
-def _reworded(a: Reply, b: Reply) -> bool:
-    """Two replies the same, or sharing most of their words (§13 R14)."""
-    return a[0] == b[0] or (a[1] is not None and b[1] is not None and reworded_reply(a[1], b[1]))
+def alike(a: Reply, b: Reply, *, words: Callable[[str, str], bool] = near_reply) -> bool:
+    """Two replies the same, or alike by their word sketches: sharing nearly all their words
+    (``near_reply``, §12 R9), or most of them (``reworded_reply``, §13 R14)."""
+    return a[0] == b[0] or (a[1] is not None and b[1] is not None and words(a[1], b[1]))

@@ -477,8 +477,7 @@ def near_reply(a: str, b: str) -> bool:
     distinct words, estimated on the samples for longer ones)."""
     if a == b:
         return True
-    first = {a[i : i + 8] for i in range(0, len(a), 8)}
-    second = {b[i : i + 8] for i in range(0, len(b), 8)}
+    first, second = _sketch_words(a), _sketch_words(b)
     return len(first & second) >= _NEAR_REPLY * len(first | second) > 0
 
 
@@ -492,10 +491,14 @@ def reworded_reply(a: str, b: str) -> bool:
     reworded). Estimated on the samples for replies of more than 32 distinct words."""
     if a == b:
         return True
-    first = {a[i : i + 8] for i in range(0, len(a), 8)}
-    second = {b[i : i + 8] for i in range(0, len(b), 8)}
+    first, second = _sketch_words(a), _sketch_words(b)
     shared = len(first & second)
     return shared >= _FEWEST_SHARED and shared >= _MOST * min(len(first), len(second))
+
+
+def _sketch_words(sketch: str) -> set[str]:
+    """The word hashes of a reply sketch (8 hex digits each)."""
+    return {sketch[i : i + 8] for i in range(0, len(sketch), 8)}
 
 
 def _bounded(text: str) -> str:

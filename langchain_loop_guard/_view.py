@@ -303,18 +303,8 @@ class RunView:
             last, count = self.error
             self.error = (call.outcome, count + 1 if last == call.outcome else 1)
         if call is not None:
-            # what it brought (SPEC §13): a result digested without its information (an older
-            # trace's) is taken as new
-            brought = (
-                NEW
-                if info is None and not failed
-                else self.memory.judge(
-                    info or "",
-                    near,
-                    call.outcome or "",
-                    again=call.changed is not None,
-                    failed=failed,
-                )
+            brought = self.memory.judge(
+                info, near, outcome, again=call.changed is not None, failed=failed
             )
             call.brought = brought
             self.brought |= brought
@@ -460,11 +450,11 @@ class RunView:
             setattr(self, name, value)
 
 
-def successes_cannot_stop(state: Mapping[str, Any], no_new_info: int) -> bool:
+def successes_cannot_stop(state: Mapping[str, Any], limits: Limits) -> bool:
     """Whether, in an exported state, no successful result of the calls awaiting one can stop
     the run: none of them is a repeat decided on its result (SPEC §11 N1), and neither the
     streak of answers that brought nothing new nor that of answers that brought back only what
-    the run had seen can reach its threshold with them (R6, R8, §13 R12).
+    the run had seen can reach its threshold in ``limits`` with them (R6, R8, §13 R12).
     Anything unreadable answers ``False``."""
     calls, quiet = state.get("calls"), state.get("quiet")
     if not isinstance(calls, list) or not isinstance(quiet, list) or len(quiet) != 3:
@@ -481,8 +471,8 @@ def successes_cannot_stop(state: Mapping[str, Any], no_new_info: int) -> bool:
     if type(count) is not int or type(stale) is not int:
         return False
     # a success may bring back only what the run has seen: one more answer on both streaks
-    return not no_new_info or (
-        count + pending < no_new_info and stale + pending < (no_new_info + 1) // 2
+    return not limits.no_new_info or (
+        count + pending < limits.no_new_info and stale + pending < limits.stale
     )
 
 

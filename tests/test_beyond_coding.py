@@ -44,7 +44,7 @@ from langchain_loop_guard._signature import (
     outcome,
     reply_sketch,
 )
-from langchain_loop_guard._view import RunView, successes_cannot_stop
+from langchain_loop_guard._view import Limits, RunView, successes_cannot_stop
 
 NEVER = [
     # N6: many calls in one model message
@@ -314,17 +314,19 @@ def test_a_restored_view_answers_whether_successes_can_stop_the_run() -> None:
     d = LoopDetector(clock=lambda: 0.0)
     d.tool_call("read", {"p": 1}, call_id="a")
     state = d.export_state()
-    assert successes_cannot_stop(state, 10)
-    assert not successes_cannot_stop({**state, "quiet": [9, 0, []]}, 10)
-    assert successes_cannot_stop({**state, "quiet": [9, 0, []]}, 0)
-    assert not successes_cannot_stop({**state, "quiet": None}, 10)
-    assert not successes_cannot_stop({**state, "calls": [["read"]]}, 10)
-    assert not successes_cannot_stop({**state, "quiet": ["9", 0, []]}, 10)
+    limits, off = Limits.of(LoopGuardConfig()), Limits.of(LoopGuardConfig(no_new_info_calls=0))
+    assert successes_cannot_stop(state, limits)
+    assert not successes_cannot_stop({**state, "quiet": [9, 0, []]}, limits)
+    assert not successes_cannot_stop({**state, "quiet": [4, 4, []]}, limits)  # R12's streak
+    assert successes_cannot_stop({**state, "quiet": [9, 0, []]}, off)
+    assert not successes_cannot_stop({**state, "quiet": None}, limits)
+    assert not successes_cannot_stop({**state, "calls": [["read"]]}, limits)
+    assert not successes_cannot_stop({**state, "quiet": ["9", 0, []]}, limits)
     d.tool_result("read", "x", call_id="a")
     d.tool_call("other", {}, call_id="b")
     d.tool_result("other", "y", call_id="b")
     d.tool_call("read", {"p": 1}, call_id="c")  # after a change: decided on its result
-    assert not successes_cannot_stop(d.export_state(), 10)
+    assert not successes_cannot_stop(d.export_state(), limits)
 
 
 def test_the_view_remembers_what_it_saw_in_a_fixed_size() -> None:
