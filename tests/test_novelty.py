@@ -167,11 +167,13 @@ def test_the_replies_state_round_trips_and_reads_the_previous_release() -> None:
 # --- the previous release's state ---------------------------------------------------------------
 
 
-def test_a_checkpoint_of_the_previous_release_is_read_and_goes_on() -> None:
-    """A thread state the previous release wrote (version 4, kept as a fixture): it is taken,
-    its history and error streak go on, and what it had seen is still seen."""
-    state = json.loads((FIXTURES / "detector-state-v4.json").read_text())
-    assert state["v"] == 4
+@pytest.mark.parametrize("version", [4, 3], ids=["previous-release", "release-before"])
+def test_a_checkpoint_of_an_earlier_release_is_read_and_goes_on(version: int) -> None:
+    """A thread state an earlier release wrote (version 4 or 3, each kept as a fixture written
+    by that release's code): it is taken, its calls go on (the same failing update a 3rd time
+    is refused), and the run goes on in the current version."""
+    state = json.loads((FIXTURES / f"detector-state-v{version}.json").read_text())
+    assert state["v"] == version
     detector = LoopDetector(LoopGuardConfig(scope="thread"), clock=lambda: 0.0)
     assert detector.restore_state(state) is True
     assert [c[0] for c in detector.export_state()["calls"]] == ["search", "update", "update"]
@@ -182,9 +184,18 @@ def test_a_checkpoint_of_the_previous_release_is_read_and_goes_on() -> None:
     assert detector.export_state()["v"] == 5
 
 
-def test_a_malformed_previous_release_state_is_refused_whole() -> None:
-    state = json.loads((FIXTURES / "detector-state-v4.json").read_text())
-    state["infos"] = [-1]
+@pytest.mark.parametrize(
+    ("version", "field", "value"),
+    [
+        (4, "infos", [-1]),
+        *((3, field, "broken") for field in ("infos", "quiet", "turn", "calls")),
+    ],
+)
+def test_a_malformed_state_of_an_earlier_release_is_refused_whole(
+    version: int, field: str, value: object
+) -> None:
+    state = json.loads((FIXTURES / f"detector-state-v{version}.json").read_text())
+    state[field] = value
     detector = LoopDetector(LoopGuardConfig(scope="thread"), clock=lambda: 0.0)
     assert detector.restore_state(state) is False
     assert detector.export_state()["calls"] == []
@@ -221,26 +232,3 @@ def test_a_reply_is_its_own_rewording() -> None:
     plan = reply_sketch("First I will check the invoices, then the refunds, then report back.")
     assert reworded_reply(plan, plan)
     assert not reworded_reply(plan, reply_sketch("Done."))
-
-
-def test_a_checkpoint_of_the_release_before_is_read_and_goes_on() -> None:
-    """A thread state written by the release before the previous one (version 3, kept as a
-    fixture): taken, its calls go on (the same failing update a 3rd time is refused)."""
-    state = json.loads((FIXTURES / "detector-state-v3.json").read_text())
-    assert state["v"] == 3
-    detector = LoopDetector(LoopGuardConfig(scope="thread"), clock=lambda: 0.0)
-    assert detector.restore_state(state) is True
-    assert [c[0] for c in detector.export_state()["calls"]] == ["search", "update", "update"]
-    detector.turn_start()
-    detector.assistant_message("", [("update", {"id": "H8Q05L", "cabin": "business"})])
-    verdict = detector.tool_call("update", {"id": "H8Q05L", "cabin": "business"}, call_id="c4")
-    assert (verdict.action, verdict.signal) == ("block", Signal.REPEATED_TOOL_CALL)
-
-
-@pytest.mark.parametrize("field", ["infos", "quiet", "turn", "calls"])
-def test_a_malformed_state_of_the_release_before_is_refused_whole(field: str) -> None:
-    state = json.loads((FIXTURES / "detector-state-v3.json").read_text())
-    state[field] = "broken"
-    detector = LoopDetector(LoopGuardConfig(scope="thread"), clock=lambda: 0.0)
-    assert detector.restore_state(state) is False
-    assert detector.export_state()["calls"] == []

@@ -107,8 +107,11 @@ window.addEventListener("load", () => {
 """
 
 
-def _measure(browser: ModuleType, pages: dict[str, str], folder: Path) -> dict[str, Any]:
-    """Lay each page out in an iframe of a laptop's width; what the harness read of each."""
+def _measure(
+    browser: ModuleType, pages: dict[str, str], folder: Path, script: str = _MEASURE
+) -> dict[str, Any]:
+    """Lay each page out in an iframe of a laptop's width; what ``script`` (the harness: by
+    default this file's) read of each."""
     frames = "".join(
         f'<iframe id="{name}" style="width:{LAPTOP}px;height:900px;border:0" '
         f'srcdoc="{html.escape(page, quote=True)}"></iframe>'
@@ -116,7 +119,7 @@ def _measure(browser: ModuleType, pages: dict[str, str], folder: Path) -> dict[s
     )
     harness = folder / "harness.html"
     harness.write_text(
-        f"<!DOCTYPE html><html><body>{frames}<script>{_MEASURE}</script></body></html>",
+        f"<!DOCTYPE html><html><body>{frames}<script>{script}</script></body></html>",
         encoding="utf-8",
     )
     done = browser.run_chromium(

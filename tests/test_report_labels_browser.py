@@ -7,17 +7,18 @@ Without ``chromium`` on the PATH these tests fail when ``CI`` is set and are ski
 
 from __future__ import annotations
 
-import html
-import json
 import os
-import re
 from pathlib import Path
 from types import ModuleType
-from typing import Any
 
 import pytest
 from conftest import load_script
-from test_report_browser import _colors, _pixels  # its PNG decoder
+from test_report_browser import (  # its PNG decoder and layout harness
+    LAPTOP,
+    _colors,
+    _measure,
+    _pixels,
+)
 
 from langchain_loop_guard import LoopGuardConfig, calibrate
 from langchain_loop_guard._demo import run_demo
@@ -25,7 +26,6 @@ from langchain_loop_guard._demo import run_demo
 pytestmark = pytest.mark.slow
 
 SCRIPT = load_script("report_screenshot")
-LAPTOP = 1366
 LABELS = {"demo-repeat": "loop", "demo-cycle": "loop", "demo-productive": "fine"}
 GREEN, RED = "rgb(46, 125, 50)", "rgb(198, 40, 40)"
 
@@ -81,30 +81,6 @@ window.addEventListener("load", () => {
 """
 
 
-def _measure(browser: ModuleType, pages: dict[str, str], folder: Path) -> dict[str, Any]:
-    frames = "".join(
-        f'<iframe id="{name}" style="width:{LAPTOP}px;height:900px;border:0" '
-        f'srcdoc="{html.escape(page, quote=True)}"></iframe>'
-        for name, page in pages.items()
-    )
-    harness = folder / "harness.html"
-    harness.write_text(
-        f"<!DOCTYPE html><html><body>{frames}<script>{_MEASURE}</script></body></html>",
-        encoding="utf-8",
-    )
-    done = browser.run_chromium(
-        f"--window-size={LAPTOP + 40},900",
-        "--virtual-time-budget=5000",
-        "--dump-dom",
-        harness.as_uri(),
-        profile=folder / "profile",
-    )
-    found = re.search(r'<pre id="result">(.*?)</pre>', done.stdout, re.DOTALL)
-    assert found is not None, done.stdout[-2000:]
-    result: dict[str, Any] = json.loads(html.unescape(found.group(1)))
-    return result
-
-
 def test_the_chart_draws_loops_stopped_against_good_runs_stopped_per_value(
     browser: ModuleType, runs: Path, tmp_path: Path
 ) -> None:
@@ -117,7 +93,7 @@ def test_the_chart_draws_loops_stopped_against_good_runs_stopped_per_value(
         ).to_html()
         for locale in ("en", "ko")
     }
-    found = _measure(browser, pages, tmp_path)
+    found = _measure(browser, pages, tmp_path, _MEASURE)
     for locale, page in found.items():
         assert page["scrollWidth"] <= page["clientWidth"] == LAPTOP, locale
         assert page["loads"] == 0
