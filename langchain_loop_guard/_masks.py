@@ -188,10 +188,9 @@ class VolatileFields:
     tried at all: most results name none of them.
     """
 
-    __slots__ = ("_hints", "_pattern", "names")
+    __slots__ = ("_hints", "_pattern")
 
     def __init__(self, names: tuple[str, ...]) -> None:
-        self.names = names
         alternatives = b"|".join(
             re.escape(name.encode()).replace(rb"\*", rb"[A-Za-z0-9_]*") for name in names
         )
