@@ -72,7 +72,8 @@ class Call:
     re-run after an edit is decided on its result, SPEC §11 N1); ``batch`` the
     first call of the model answer that asked for it; ``brought`` what its result brought (the
     bits of :mod:`._novelty`); ``tokens`` keyed hashes of the argument values, kept only while
-    the call is pending.
+    the call is pending. ``row`` is the call as a state exports it, made once its result is in
+    (or it was blocked): nothing of it changes after that, so each later export reuses it.
     """
 
     __slots__ = (
@@ -84,6 +85,7 @@ class Call:
         "name",
         "news",
         "outcome",
+        "row",
         "sig",
         "tokens",
     )
@@ -101,6 +103,28 @@ class Call:
         self.news = False
         self.brought = NEUTRAL
         self.tokens = tokens
+        self.row: list[object] | None = None
+
+    def exported(self) -> list[object]:
+        """The call as :meth:`RunView.export_state` lists it (kept once it is final)."""
+        row = self.row
+        if row is not None:
+            return row
+        row = [
+            self.name,
+            key_text(self.sig),
+            None if self.outcome is None else key_text(self.outcome),
+            self.kind,
+            self.call_id,
+            self.changed,
+            self.news,
+            None if self.tokens is None else sorted(self.tokens),
+            self.batch is not self,
+            self.brought,
+        ]
+        if self.kind != "pending":
+            self.row = row
+        return row
 
     @property
     def fresh(self) -> bool:
@@ -372,21 +396,7 @@ class RunView:
     def export_state(self) -> dict[str, Any]:
         """The view as JSON data: tool names, digests and counters, never content."""
         return {
-            "calls": [
-                [
-                    c.name,
-                    key_text(c.sig),
-                    None if c.outcome is None else key_text(c.outcome),
-                    c.kind,
-                    c.call_id,
-                    c.changed,
-                    c.news,
-                    None if c.tokens is None else sorted(c.tokens),
-                    c.batch is not c,
-                    c.brought,
-                ]
-                for c in self.calls
-            ],
+            "calls": [call.exported() for call in self.calls],
             "seen": self.seen,
             "turns": self.turns,
             "batch": [self.batch is not None, self.due],
