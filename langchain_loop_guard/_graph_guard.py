@@ -6,7 +6,7 @@ import os
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from langchain_core.messages import AIMessage, AnyMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
@@ -14,7 +14,7 @@ from langgraph.config import get_config
 from langgraph.types import interrupt
 
 from langchain_loop_guard._engine import Run, bounded_put
-from langchain_loop_guard._graph_pass import GraphPass, Position, last_ai
+from langchain_loop_guard._graph_pass import GraphPass, Position, last_ai, quiet_turn
 from langchain_loop_guard._graph_state import (
     STATE_KEY,
     STATE_VERSION,
@@ -76,7 +76,9 @@ class GraphGuard(GuardRuntime):
         # Each bounded by ``_MAX_THREADS``, oldest first (see ``_take_live``, ``_pending_halt``).
         self._threads: dict[str, GuardData] = {}
         self._resets: dict[str, float] = {}
-        self._live: dict[int, tuple[object, LoopDetector]] = {}
+        # The states this guard wrote, by id, with the detector that exported them (None
+        # when recording: a recorded pass replays into a detector of its own).
+        self._written: dict[int, tuple[GuardData, LoopDetector | None]] = {}
         self._halts: dict[str, LoopDetected] = {}
         self._interrupted: dict[tuple[object, ...], None] = {}
 
@@ -139,7 +141,7 @@ class GraphGuard(GuardRuntime):
     def _config_changed(self, config: LoopGuardConfig) -> None:
         if config.mode == "off":
             self._threads.clear()
-            self._live.clear()
+            self._written.clear()
 
     # --- the pass -------------------------------------------------------------------------------
 
@@ -196,6 +198,7 @@ class GraphGuard(GuardRuntime):
         shown = stop_state(decided.stop) if decided.stop is not None else None
         if shown is not None:
             decided.data["stopped"] = True
+        self._wrote(decided.data, decided.run.detector)
         return Update(
             data=decided.data,
             messages=tuple(decided.messages),
@@ -204,6 +207,15 @@ class GraphGuard(GuardRuntime):
             stop=shown,
             clear_stop=decided.clear_stop,
         )
+
+    def _quiet_turn(self, messages: Sequence[AnyMessage], stored: object) -> bool:
+        """Whether the pass before a model call can be left to the pass after it
+        (:func:`~._graph_pass.quiet_turn`): that pass then writes nothing, and the graph saves
+        nothing of the guard's at that step. Anything unreadable answers ``False``."""
+        try:
+            return quiet_turn(messages, stored, self.config, self._wall())
+        except Exception:  # noqa: BLE001 - the full pass decides, and fails open itself
+            return False
 
     def _hold(self, halt: LoopDetected, ai: str | None) -> dict[str, Any]:
         """The state marker of a stop to raise at the next step (``_pending_halt``)."""
@@ -256,12 +268,31 @@ class GraphGuard(GuardRuntime):
         if not work.read(messages, position):
             return None
         work.data["v"] = STATE_VERSION
-        exported = work.data["detector"] = work.run.detector.export_state()
+        work.data["detector"] = work.run.detector.export_state()
         work.data["at"] = work.now
-        if self.recorder is None:
-            with self._lock:
-                bounded_put(self._live, id(exported), (exported, work.run.detector), _MAX_THREADS)
         return work
+
+    def _wrote(self, data: GuardData, detector: LoopDetector) -> None:
+        """Remember a state this guard is about to write, and the detector that exported it:
+        the next pass takes both as they are (:meth:`_take_written`)."""
+        live = detector if self.recorder is None else None
+        with self._lock:
+            bounded_put(self._written, id(data), (data, live), _MAX_THREADS)
+
+    def _take_written(
+        self, stored: object, config: LoopGuardConfig
+    ) -> tuple[GuardData, LoopDetector | None] | None:
+        """A copy of ``stored`` if this guard wrote it, with the detector that exported it if
+        that was built under ``config``: neither is read back nor checked again, which is most
+        of a pass's work. A second reader of the same state reads and checks its own copy."""
+        with self._lock:
+            entry = self._written.pop(id(stored), None)
+        if entry is None or entry[0] is not stored:
+            return None
+        data, detector = entry
+        if detector is not None and detector.config is not config:
+            detector = None
+        return cast(GuardData, dict(data)), detector
 
     def _restore(
         self, stored: object, thread: str | None, events: list[DetectorEvent], *, fresh: bool
@@ -272,12 +303,18 @@ class GraphGuard(GuardRuntime):
         choice = choose_scope(config.scope, thread, has_checkpointer(graph_config()))
         run_config = self._run_config(choice, config)
         self._scope_seen(choice)
-        data = load_state(stored, thread)
+        written = self._take_written(stored, run_config)
+        detector: LoopDetector | None = None
+        if written is None:
+            data = load_state(stored, thread)
+        else:
+            data, detector = written
         data["scope"] = [choice.scope, choice.reason]
         if thread is not None and self._reset_due(thread, data):
-            data, fresh = load_state(None), True
+            data, fresh, detector = load_state(None), True, None
         exported = data.get("detector")
-        detector = None if fresh or not exported else self._take_live(exported, run_config)
+        if fresh or not exported:
+            detector = None
         if detector is None:
             detector = self.new_detector(
                 config=run_config, listener=events.append if self.recorder else None
@@ -306,15 +343,6 @@ class GraphGuard(GuardRuntime):
         )
         nudges = self._nudges if self._nudges is not None else config.nudges
         return GraphPass(self, data=data, run=run, config=config, nudges=nudges, now=now)
-
-    def _take_live(self, exported: object, config: LoopGuardConfig) -> LoopDetector | None:
-        """The detector that exported ``exported`` in an earlier pass, if built under ``config``:
-        restoring one is half of a pass's work. A second reader of it restores its own copy."""
-        with self._lock:
-            entry = self._live.pop(id(exported), None)
-        if entry is None or entry[0] is not exported or entry[1].config is not config:
-            return None
-        return entry[1]
 
     def _reported_before(self, seen: tuple[object, ...]) -> bool:
         """Whether the stop ``seen`` was reported already (and remember it)."""
