@@ -22,7 +22,7 @@ from langgraph.types import Command
 
 from langchain_loop_guard._engine import bounded_put
 from langchain_loop_guard._graph_guard import GraphGuard
-from langchain_loop_guard._graph_pass import missed_answer, quiet_turn
+from langchain_loop_guard._graph_pass import missed_answer
 from langchain_loop_guard._graph_state import STATE_KEY, GuardData, Update
 from langchain_loop_guard._hint import hinted_system
 from langchain_loop_guard._messages import hint
@@ -223,10 +223,9 @@ class LoopGuardMiddleware(GraphGuard, AgentMiddleware[LoopGuardAgentState, Any, 
             raise halt
         try:
             missed = missed_answer(messages, stored, self._seen_previous, self._read)
-            quiet = missed < 0 and quiet_turn(messages, stored, self.config, self._wall())
         except Exception:  # noqa: BLE001 - the full pass decides, and fails open itself
-            missed, quiet = -1, False
-        if quiet:
+            missed = -1
+        if missed < 0 and self._quiet_turn(messages, stored):
             return None  # the pass after the model call feeds this step's results
         if missed >= 0 and self.mode != "off":
             return self._catch_up(messages, stored, missed)

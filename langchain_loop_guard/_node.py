@@ -122,9 +122,12 @@ class LoopGuardNode(GraphGuard):
             with self.failing_open("LoopGuardNode.repair"):
                 repair = repair_update(messages, self.config.locale)
         after_model = isinstance(messages[-1], AIMessage)
-        update = self._guard_pass(
-            messages, stored, "after_model" if after_model else "before_model"
-        )
+        if not after_model and self.mode != "off" and self._quiet_turn(messages, stored):
+            update = None  # the pass after the model's answer feeds these results
+        else:
+            update = self._guard_pass(
+                messages, stored, "after_model" if after_model else "before_model"
+            )
         if update is None:
             return None if repair is None else {self._messages_key: repair}
         result: dict[str, Any] = {self.state_key: update.data, **update.stop_update()}
