@@ -141,8 +141,24 @@ def _volatile_of(fields: Mapping[str, frozenset[str]]) -> dict[str, VolatileFiel
     return compiled
 
 
-@lru_cache(maxsize=64)
 def limits_of(config: LoopGuardConfig) -> Limits:
     """The limits of ``config``, shared by the runs of one configuration (read, never
-    changed): a run's state holds none of its own."""
+    changed): a run's state holds none of its own. The same configuration object is found by
+    its identity (the integrations ask on every result); an equal one by its value."""
+    known = _BY_IDENTITY.get(id(config))
+    if known is not None and known[0] is config:
+        return known[1]
+    limits = _limits_of(config)
+    if len(_BY_IDENTITY) >= _MAX_KNOWN:
+        _BY_IDENTITY.clear()  # a process that makes configurations by the thousand
+    _BY_IDENTITY[id(config)] = (config, limits)  # holds the config: its id stays its own
+    return limits
+
+
+_MAX_KNOWN = 64
+_BY_IDENTITY: dict[int, tuple[LoopGuardConfig, Limits]] = {}
+
+
+@lru_cache(maxsize=64)
+def _limits_of(config: LoopGuardConfig) -> Limits:
     return Limits.of(config)
