@@ -1,10 +1,9 @@
 """This detector against v0.1's, in one process, on the same events.
 
-v0.1 is the detector of commit ``3f9ea05``. Its five core modules (``_errors``, ``_config``,
-``_messages``, ``_signature``, ``_detector``) are read from the git history with ``git show``
-and imported under another package name, so that both detectors run side by side in this
-process; without git or that commit (a source archive, a shallow clone), the row is skipped
-with a message.
+v0.1 is the package of commit ``3f9ea05``. Its modules are read from the git history with
+``git show`` as they are imported, under another package name, so that both run side by side in
+this process; without git or that commit (a source archive, a shallow clone), the rows are
+skipped with a message.
 
 The workload is realistic: the events of real agent runs (``../shared/real-trajectories``,
 when that data set lies beside the checkout), each run through a fresh detector, as the
@@ -16,11 +15,17 @@ both, alternating which goes first; the ratio is per event.
 
 from __future__ import annotations
 
+import gc
 import gzip
+import importlib
+import importlib.abc
+import importlib.util
 import json
 import subprocess
 import sys
+import time
 import types
+import uuid
 from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
@@ -33,7 +38,6 @@ import langchain_loop_guard._detector as shipped
 
 V01 = "3f9ea05"
 ALIAS = "_loop_guard_v01"
-MODULES = ("_errors", "_config", "_messages", "_signature", "_detector")
 ROOT = Path(__file__).resolve().parent.parent
 REAL_RUNS = ROOT.parent / "shared" / "real-trajectories" / "events"
 ROUND_EVENTS = 2_000  # events per round (whole runs: a round may hold a few more)
@@ -42,12 +46,41 @@ Event = tuple[str, tuple[Any, ...]]
 """A detector method's name and its arguments."""
 
 
-def load_v01() -> types.ModuleType | str:
-    """v0.1's ``_detector`` module, imported from the git history, or why it cannot be."""
-    if ALIAS + "._detector" in sys.modules:
-        return sys.modules[ALIAS + "._detector"]
-    sources = {}
-    for name in MODULES:
+def load_v01(name: str = "_detector") -> types.ModuleType | str:
+    """v0.1's module ``name`` (``_detector``, ``_handler``, …), imported from the git history
+    with the v0.1 modules it imports, or why it cannot be."""
+    module = sys.modules.get(f"{ALIAS}.{name}")
+    if module is not None:
+        return module
+    if ALIAS not in sys.modules:
+        package = types.ModuleType(ALIAS)
+        package.__path__ = []
+        sys.modules[ALIAS] = package
+        sys.meta_path.insert(0, _V01Finder())
+    try:
+        return importlib.import_module(f"{ALIAS}.{name}")
+    except _NotInHistory as error:
+        return str(error)
+
+
+class _NotInHistory(ImportError):
+    """A v0.1 module ``git show`` could not read."""
+
+
+class _V01Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Serves ``_loop_guard_v01.<name>`` from ``git show 3f9ea05:langchain_loop_guard/<name>.py``,
+    its imports of the package rewritten to the alias (its catalogs are the checkout's)."""
+
+    def find_spec(self, fullname: str, path: object, target: object = None) -> Any:
+        if not fullname.startswith(ALIAS + "."):
+            return None
+        return importlib.util.spec_from_loader(fullname, self)
+
+    def create_module(self, spec: Any) -> None:
+        return None  # the default module
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        name = module.__name__.rpartition(".")[2]
         try:
             shown = subprocess.run(
                 ["git", "-C", str(ROOT), "show", f"{V01}:langchain_loop_guard/{name}.py"],
@@ -57,18 +90,14 @@ def load_v01() -> types.ModuleType | str:
             )
         except (OSError, subprocess.CalledProcessError) as error:
             detail = getattr(error, "stderr", "") or str(error)
-            return f"v0.1 ({V01}) is not in this checkout's git history: {detail.strip()}"
-        sources[name] = shown.stdout.replace("langchain_loop_guard._", ALIAS + "._")
-    package = types.ModuleType(ALIAS)
-    package.__path__ = []
-    sys.modules[ALIAS] = package
-    for name, source in sources.items():
-        module = types.ModuleType(f"{ALIAS}.{name}")
+            msg = f"v0.1 ({V01}) is not in this checkout's git history: {detail.strip()}"
+            raise _NotInHistory(msg) from None
+        source = shown.stdout.replace("langchain_loop_guard._", ALIAS + "._").replace(
+            "from langchain_loop_guard import", f"from {ALIAS} import"
+        )
         module.__file__ = f"{V01}:langchain_loop_guard/{name}.py"
-        sys.modules[module.__name__] = module  # dataclasses and pydantic look modules up
+        setattr(sys.modules[ALIAS], name, module)
         exec(compile(source, module.__file__, "exec"), module.__dict__)
-        setattr(package, name, module)
-    return sys.modules[ALIAS + "._detector"]
 
 
 def real_runs(limit: int | None = None) -> list[list[Event]]:
@@ -188,11 +217,70 @@ def against_v01(rounds: int | None = None) -> list[Row]:
     ]
 
 
+HANDLER_STEPS = 200  # tool calls and results per round, on one run
+
+
+def _handler_batch(handler_module: Any, config_module: Any) -> Callable[[int], float]:
+    """A round of :data:`HANDLER_STEPS` tool calls and results through a fresh handler of the
+    module, as an agent's tool node sends them: per round, the time of the tool callbacks
+    alone (``on_tool_start`` and ``on_tool_end``; the node's own callbacks are not timed), per
+    call and result."""
+    config = config_module.LoopGuardConfig(mode="observe", max_turns=1_000_000)
+
+    def batch(index: int) -> float:
+        handler = handler_module.LoopGuardCallbackHandler(config)
+        root = uuid.uuid4()
+        handler.on_chain_start(None, {}, run_id=root, parent_run_id=None)
+        first = (index + 10) * HANDLER_STEPS  # warm-up rounds are negative
+        spent = 0
+        gc.disable()
+        try:
+            for i in range(first, first + HANDLER_STEPS):
+                node, tool = uuid.uuid4(), uuid.uuid4()
+                args, output = typical_args(i), typical_output(i)
+                handler.on_chain_start(None, {}, run_id=node, parent_run_id=root)
+                start = time.perf_counter_ns()
+                handler.on_tool_start(
+                    {"name": "read_file"},
+                    str(args),
+                    run_id=tool,
+                    parent_run_id=node,
+                    inputs=args,
+                    tool_call_id=f"call_{i}",
+                )
+                handler.on_tool_end(output, run_id=tool, parent_run_id=node)
+                spent += time.perf_counter_ns() - start
+                handler.on_chain_end({}, run_id=node, parent_run_id=root)
+        finally:
+            gc.enable()
+        handler.on_chain_end({}, run_id=root, parent_run_id=None)
+        return spent / HANDLER_STEPS
+
+    return batch
+
+
+def handler_against_v01(rounds: int = 15) -> list[Row]:
+    """The shipped callback handler against v0.1's, per tool call and its result."""
+    name = "handler, per tool call and result: this handler vs v0.1's"
+    v01 = load_v01("_handler")
+    if isinstance(v01, str):
+        print(f"skipped '{name}': {v01}", flush=True)
+        return []
+    import langchain_loop_guard._config as config
+    import langchain_loop_guard._handler as handler
+
+    comparison = compare(
+        _handler_batch(v01, load_v01("_config")), _handler_batch(handler, config), rounds=rounds
+    )
+    note = f"{HANDLER_STEPS} distinct calls of one run per round; observe mode, {V01} as v0.1"
+    return [ratio_row(name, comparison, 1.5, note=note)]
+
+
 def main() -> None:
     """Run this file's benchmark alone."""
     from _harness import format_table
 
-    print(format_table(against_v01()))
+    print(format_table([*handler_against_v01(), *against_v01()]))
 
 
 if __name__ == "__main__":

@@ -60,6 +60,7 @@ def main(argv: list[str] | None = None) -> int:
         rows += bench_detector.run_length(rounds=51 if quick else 401)
         rows += bench_detector.large_arguments(rounds=5 if quick else 15)
         rows += bench_v01.against_v01(rounds=8 if quick else None)
+        rows += bench_v01.handler_against_v01(rounds=5 if quick else 15)
         print("detector done", flush=True)
     if "agent" in sections:
         rows += bench_agent.end_to_end(rounds=3 if quick else 9, breakdown=0 if quick else 5)
