@@ -17,6 +17,7 @@ import sys
 import time
 
 import bench_agent
+import bench_apps
 import bench_detector
 import bench_load
 import bench_memory
@@ -41,12 +42,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-fail", action="store_true", help="exit 0 even if a target is missed")
     parser.add_argument(
         "--only",
-        choices=("detector", "agent", "memory", "replay", "report", "load"),
+        choices=("detector", "agent", "apps", "memory", "replay", "report", "load"),
         action="append",
         help="run only these sections (repeatable)",
     )
     options = parser.parse_args(argv)
-    sections = options.only or ["detector", "agent", "memory", "replay", "report", "load"]
+    sections = options.only or ["detector", "agent", "apps", "memory", "replay", "report", "load"]
     quick = options.quick
     # the guard's reports must not reach stderr in the middle of the table
     logging.getLogger("langchain_loop_guard").addHandler(logging.NullHandler())
@@ -65,6 +66,9 @@ def main(argv: list[str] | None = None) -> int:
     if "agent" in sections:
         rows += bench_agent.end_to_end(rounds=3 if quick else 9, breakdown=0 if quick else 5)
         print("agent done", flush=True)
+    if "apps" in sections:
+        rows += bench_apps.whole_apps(rounds=1 if quick else 7)
+        print("apps done", flush=True)
     if "memory" in sections:
         rows += bench_memory.detector_state()
         rows += bench_memory.handler_runs(
