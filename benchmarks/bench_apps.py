@@ -48,9 +48,10 @@ unguarded app, both floors, both guards) streamed side by side, one step of each
 order rotating every step, GC collected before and paused during the round, as
 ``bench_agent.py`` does for two. A row's ratio is, per round, the geometric mean over the apps
 of each app's ratio of times (every app counts the same, long or short), then the median over
-rounds; the note gives the interquartile range of those per-round means. The time per model
-call is the sum over the apps of the guarded minus the unguarded time, over the sum of their
-model calls, median over rounds.
+rounds; the note gives the interquartile range of those per-round means. The times shown are
+the sums over the apps (median over rounds), for orientation. The added time per model call is
+the guarded minus the unguarded time, summed over the apps, over the sum of their model calls,
+median over rounds (the columns: each side's time per model call).
 """
 
 from __future__ import annotations
@@ -1156,15 +1157,17 @@ def ratio_over_apps(
     return statistics.median(means), _spread(means), base / 1e6, subj / 1e6
 
 
-def added_per_call(timings: dict[str, list[Timing]], subject: str, baseline: str) -> float:
-    """Median over rounds of (subject - baseline summed over apps) ÷ model calls, in µs."""
+def per_call(timings: dict[str, list[Timing]], side: str) -> list[float]:
+    """Per round, ``side``'s time summed over the apps ÷ their model calls, in µs."""
     rounds = len(next(iter(timings.values())))
     calls = sum(t[0].model_calls for t in timings.values())
-    per_round = [
-        sum(t[r].ns[subject] - t[r].ns[baseline] for t in timings.values()) / calls / 1e3
-        for r in range(rounds)
-    ]
-    return statistics.median(per_round)
+    return [sum(t[r].ns[side] for t in timings.values()) / calls / 1e3 for r in range(rounds)]
+
+
+def added_per_call(timings: dict[str, list[Timing]], subject: str, baseline: str) -> float:
+    """Median over rounds of (subject - baseline, summed over apps) ÷ model calls, in µs."""
+    pairs = zip(per_call(timings, subject), per_call(timings, baseline), strict=True)
+    return statistics.median(s - b for s, b in pairs)
 
 
 def integration_rows(
@@ -1188,7 +1191,8 @@ def integration_rows(
             value,
             1.10,
             note=f"IQR ±{spread:.2f}; geometric mean over apps, median of "
-            f"{len(next(iter(timings.values())))} rounds; {calls} model calls",
+            f"{len(next(iter(timings.values())))} rounds; times summed over apps; "
+            f"{calls} model calls",
         )
     )
     for subject, baseline, what in (
@@ -1211,12 +1215,12 @@ def integration_rows(
     rows.append(
         Row(
             f"  {label}: {integration}'s added time per model call",
-            "unguarded",
-            integration,
+            f"{statistics.median(per_call(timings, 'unguarded')) / 1e3:.2f} ms",
+            f"{statistics.median(per_call(timings, integration)) / 1e3:.2f} ms",
             over_app,
             None,
             unit="µs",
-            note=f"{over_floor:,.0f} µs over its floor",
+            note=f"over the unguarded app; {over_floor:,.0f} µs over its floor",
         )
     )
     if per_app:
