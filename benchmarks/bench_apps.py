@@ -69,7 +69,7 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any, NotRequired, TypedDict
 
 from _harness import Row
-from bench_agent import FLAGS, NoOpHandler, SameHooksMiddleware
+from bench_agent import SameHooksMiddleware, no_op_like
 from langchain.agents import create_agent
 from langchain.agents.middleware import AgentMiddleware, AgentState
 from langchain.agents.middleware.types import PrivateStateAttr, hook_config
@@ -127,12 +127,6 @@ class FloorMiddleware(SameHooksMiddleware):
         """Nothing."""
 
 
-def floor_handler(handler: BaseCallbackHandler) -> BaseCallbackHandler:
-    """A handler that does nothing, with ``handler``'s flags (so it gets the same callbacks)."""
-    flags = {name: getattr(handler, name) for name in FLAGS}
-    return type("FloorHandler", (NoOpHandler,), flags)()
-
-
 def floor_node(state: Any) -> None:
     """The node floor: a pass-through node."""
 
@@ -162,7 +156,7 @@ def make_sides() -> dict[str, Side]:
     handler = LoopGuardCallbackHandler()
     return {
         "unguarded": Side("unguarded"),
-        "handler floor": Side("handler floor", callbacks=[floor_handler(handler)]),
+        "handler floor": Side("handler floor", callbacks=[no_op_like(handler)]),
         "handler": Side("handler", callbacks=[handler]),
         "middleware floor": Side("middleware floor", middleware=[FloorMiddleware()]),
         "middleware": Side("middleware", middleware=[LoopGuardMiddleware()]),
