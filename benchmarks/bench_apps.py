@@ -530,7 +530,7 @@ def browser_app(side: Side, checkpointer: Any) -> Run:
     agent = create_agent(
         model,
         tools,
-        system_prompt="You are a shopping assistant operating a web browser.",
+        system_prompt="You shop for the user with a web browser.",
         middleware=side.middleware,
         checkpointer=checkpointer,
     )
@@ -744,11 +744,11 @@ def research_stream_app(side: Side, checkpointer: Any) -> Run:
     agent = create_agent(
         model,
         tools,
-        system_prompt="You are a research assistant; cite your sources.",
+        system_prompt="You research topics and cite your sources.",
         middleware=side.middleware,
         checkpointer=checkpointer,
     )
-    turns = [{"messages": [HumanMessage("Write a brief on AI infrastructure adoption.")]}]
+    turns = [{"messages": [HumanMessage("Write a brief on ML infrastructure adoption.")]}]
     return Run(agent, turns, [model], final_answer(answer), stream_mode="messages")
 
 
@@ -1032,7 +1032,7 @@ def ops_thread_app(side: Side, checkpointer: Any) -> Run:
         ]
     model = ScriptedChatModel(script=script)
     builder: StateGraph[Any] = StateGraph(GuardedState)
-    wire_agent(builder, model_node(model, tools, "You are the on-call assistant."), tools, side)
+    wire_agent(builder, model_node(model, tools, "You help the on-call engineer."), tools, side)
     graph = builder.compile(checkpointer=checkpointer)
     return Run(graph, turns, [model], final_answer(script[-1]), stream_mode="updates")
 
