@@ -152,7 +152,8 @@ class GraphGuard(GuardRuntime):
         interrupt. ``None`` when nothing changes (off, or failed open)."""
         if self.mode == "off":
             return None
-        thread = _thread_id()
+        node_config = graph_config()  # read once: every part of the pass asks the same
+        thread = _thread_id(node_config)
         fresh = False
         # Recorded once the pass is committed (not if it fails open or an interrupt reruns it).
         events: list[DetectorEvent] = []
@@ -161,7 +162,7 @@ class GraphGuard(GuardRuntime):
             decided: GraphPass | None = None
             with self.failing_open(f"{type(self).__name__}.{position}"):
                 decided = self._decide(
-                    messages, stored, position, thread, fresh=fresh, events=events
+                    messages, stored, position, thread, node_config, fresh=fresh, events=events
                 )
             if decided is None:
                 return None
@@ -171,7 +172,7 @@ class GraphGuard(GuardRuntime):
             if self._on_stop == "raise":
                 halt = LoopDetected.from_verdict(stop, run_id=thread)
                 answers = [m for m in decided.ending if isinstance(m, ToolMessage)]
-                if graph_config() is None:  # no graph will save anything
+                if node_config is None:  # no graph will save anything
                     self._record(thread, events)
                     raise halt
                 # Save the step first (the answers to open calls, and the stopped state the
@@ -251,7 +252,7 @@ class GraphGuard(GuardRuntime):
             halt = self._halts.pop(str(marker.get("token")), None)
         if halt is not None:
             return halt
-        return from_marker(marker, _thread_id())
+        return from_marker(marker, _thread_id(graph_config()))
 
     def _decide(
         self,
@@ -259,12 +260,19 @@ class GraphGuard(GuardRuntime):
         stored: object,
         position: Position,
         thread: str | None,
+        node_config: RunnableConfig | None,
         *,
         fresh: bool,
         events: list[DetectorEvent],
     ) -> GraphPass | None:
         """Restore the run, feed what is new into ``events``, and decide; ``None`` if nothing is."""
-        work = self._restore(None if fresh else stored, thread, events, fresh=fresh)
+        work = self._restore(
+            None if fresh else stored,
+            thread,
+            events,
+            fresh=fresh,
+            checkpointed=has_checkpointer(node_config),
+        )
         if not work.read(messages, position):
             return None
         work.data["v"] = STATE_VERSION
@@ -295,12 +303,18 @@ class GraphGuard(GuardRuntime):
         return cast(GuardData, dict(data)), detector
 
     def _restore(
-        self, stored: object, thread: str | None, events: list[DetectorEvent], *, fresh: bool
+        self,
+        stored: object,
+        thread: str | None,
+        events: list[DetectorEvent],
+        *,
+        fresh: bool,
+        checkpointed: bool,
     ) -> GraphPass:
         """The pass's working state, with a detector restored (or the live one that wrote it)."""
         now = self._wall()
         config = self.config  # one configuration for the whole pass
-        choice = choose_scope(config.scope, thread, has_checkpointer(graph_config()))
+        choice = choose_scope(config.scope, thread, checkpointed)
         run_config = self._run_config(choice, config)
         self._scope_seen(choice)
         written = self._take_written(stored, run_config)
@@ -416,6 +430,6 @@ def graph_config() -> RunnableConfig | None:
         return None
 
 
-def _thread_id() -> str | None:
-    thread = ((graph_config() or {}).get("configurable") or {}).get("thread_id")
+def _thread_id(node_config: RunnableConfig | None) -> str | None:
+    thread = ((node_config or {}).get("configurable") or {}).get("thread_id")
     return None if thread is None else str(thread)

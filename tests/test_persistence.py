@@ -276,7 +276,7 @@ def test_guard_remembers_a_bounded_number_of_threads(monkeypatch: pytest.MonkeyP
 
     guard = LoopGuardNode(LoopGuardConfig())
     for n in range(300):
-        monkeypatch.setattr(_graph_guard, "_thread_id", lambda n=n: f"thread-{n}")
+        monkeypatch.setattr(_graph_guard, "_thread_id", lambda _config, n=n: f"thread-{n}")
         guard({"messages": [HumanMessage("go"), AIMessage("done", id=f"a{n}")]})
     assert guard.status().active_runs == 256
     assert guard.inspect("thread-299") is not None
