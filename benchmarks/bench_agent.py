@@ -11,8 +11,12 @@ machine. Each side's time is the sum of its steps.
 * ``LoopGuardCallbackHandler`` is compared with a no-op synchronous handler that has the same
   flags (``raise_error``, ``run_inline`` and every ``ignore_*``), so it receives the same
   callbacks: the difference is the guard's work, not LangChain's dispatch.
-* ``LoopGuardMiddleware`` is compared with LangChain's ``ToolCallLimitMiddleware`` with limits
-  it never reaches: the difference is the guard's work beyond that of a typical middleware.
+* ``LoopGuardMiddleware`` is compared with a no-op middleware with the same hooks (its floor:
+  what LangChain's wiring of those hooks costs), and, for information, with LangChain's
+  ``ToolCallLimitMiddleware`` with limits it never reaches.
+* ``LoopGuardNode`` runs in a hand-built ``StateGraph`` of the same 200 steps (a model node, a
+  ``ToolNode`` and the guard as their hub, as its docstring wires it), compared with a
+  pass-through node wired the same way (its floor, ``bench_apps.floor_node``).
 """
 
 from __future__ import annotations
@@ -29,8 +33,10 @@ from langchain.agents.middleware import AgentMiddleware, ToolCallLimitMiddleware
 from langchain.agents.middleware.types import hook_config
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import HumanMessage
+from langgraph.graph import END, START, MessagesState, StateGraph
+from langgraph.prebuilt import ToolNode
 
-from langchain_loop_guard import LoopGuardConfig
+from langchain_loop_guard import LoopGuardConfig, LoopGuardNode, LoopGuardState
 from langchain_loop_guard._handler import LoopGuardCallbackHandler
 from langchain_loop_guard._middleware import LoopGuardMiddleware
 from langchain_loop_guard.testing import ScriptedChatModel, call, scripted_tool
@@ -106,7 +112,7 @@ class CoroutineHookMiddleware(SameHooksMiddleware):
         return await handler(request)
 
 
-def _agent(middleware: list[AgentMiddleware[Any, Any, Any]]) -> Any:
+def _model_and_tool() -> tuple[ScriptedChatModel, Any]:
     script = [
         call("read_file", {"path": f"src/app/module_{i}.py", "encoding": "utf-8"})
         for i in range(STEPS)
@@ -118,7 +124,37 @@ def _agent(middleware: list[AgentMiddleware[Any, Any, Any]]) -> Any:
         "read_file",
         lambda args: f"# {args['path']}\nimport os\n\ndef {args['path'][8:-3]}_main(): ...\n",
     )
+    return model, read_file
+
+
+def _agent(middleware: list[AgentMiddleware[Any, Any, Any]]) -> Any:
+    model, read_file = _model_and_tool()
     return create_agent(model, [read_file], middleware=middleware)
+
+
+class GraphState(MessagesState, LoopGuardState):
+    """The state of the hand-built graph: messages and the node guard's keys."""
+
+
+def _graph(hub: Any, route: Callable[[Any], Any]) -> Any:
+    """The same 200 steps as a hand-built ``StateGraph`` with ``hub`` between the model node
+    and the tools, and ``route`` after it (the node guard's wiring)."""
+    model, read_file = _model_and_tool()
+    bound = model.bind_tools([read_file])
+
+    def agent(state: GraphState) -> dict[str, Any]:
+        return {"messages": [bound.invoke(state["messages"])]}
+
+    builder = StateGraph(GraphState)
+    builder.add_node("agent", agent)
+    builder.add_node("tools", ToolNode([read_file]))
+    builder.add_node("loop_guard", hub)
+    builder.add_edge(START, "loop_guard")
+    builder.add_edge("agent", "loop_guard")
+    builder.add_edge("tools", "loop_guard")
+    destinations = {"tools": "tools", "agent": "agent", END: END}
+    builder.add_conditional_edges("loop_guard", route, destinations)
+    return builder.compile()
 
 
 INPUT = {"messages": [HumanMessage("Read every module.")]}
@@ -129,13 +165,15 @@ def _check(result: dict[str, Any]) -> None:
     assert last.content == "All files read.", "the run must complete"
 
 
-Side = tuple[Callable[[], list[Any]], Callable[[], list[Any]]]
-"""A run's middleware and callbacks, each made afresh for every run."""
+Side = tuple[Callable[[], Any], Callable[[], list[Any]]]
+"""A run's middleware (a list; or, for a graph, its hub node and router) and callbacks, each
+made afresh for every run."""
 
 
 def _stream(side: Side, *, use_async: bool) -> Any:
     middleware, callbacks = side
-    agent = _agent(middleware())
+    made = middleware()
+    agent = _agent(made) if isinstance(made, list) else _graph(*made)
     config = {"callbacks": callbacks(), "recursion_limit": 10 * STEPS}
     if use_async:
         return agent.astream(INPUT, config, stream_mode="values")
@@ -203,6 +241,20 @@ def end_to_end(rounds: int, *, breakdown: int = 0) -> list[Row]:
     def coroutine_hook() -> list[Any]:
         return [CoroutineHookMiddleware()]
 
+    # imported here: bench_apps imports this module
+    from bench_apps import FloorMiddleware, floor_node, floor_route
+
+    def floor_middleware() -> list[Any]:
+        return [FloorMiddleware()]
+
+    node_guard = LoopGuardNode(CONFIG)
+
+    def guard_graph() -> tuple[Any, Any]:
+        return node_guard, node_guard.route
+
+    def floor_graph() -> tuple[Any, Any]:
+        return floor_node, floor_route
+
     rows = []
     loop = asyncio.new_event_loop()
     try:
@@ -221,17 +273,38 @@ def end_to_end(rounds: int, *, breakdown: int = 0) -> list[Row]:
                     unit="ms",
                 )
             )
-            middleware = rounds_of((limit_middleware, none), (guard_middleware, none), rounds)
+            middleware = rounds_of((floor_middleware, none), (guard_middleware, none), rounds)
             rows.append(
                 ratio_row(
-                    f"{STEPS}-step agent, {label}: middleware vs ToolCallLimitMiddleware",
+                    f"{STEPS}-step agent, {label}: middleware vs its no-op floor",
                     middleware,
                     1.10,
                     unit="ms",
+                    note="floor: the same hooks and a private state key, doing nothing",
+                )
+            )
+            node = rounds_of((floor_graph, none), (guard_graph, none), rounds)
+            rows.append(
+                ratio_row(
+                    f"{STEPS}-step graph, {label}: node guard vs a pass-through node",
+                    node,
+                    1.10,
+                    unit="ms",
+                    note="the pass-through node wired with the guard's edges and router",
                 )
             )
             if not breakdown:
                 continue
+            limit = rounds_of((limit_middleware, none), (guard_middleware, none), breakdown)
+            rows.append(
+                ratio_row(
+                    f"  {label}: middleware vs ToolCallLimitMiddleware",
+                    limit,
+                    None,
+                    unit="ms",
+                    note="a typical middleware's hooks instead of the guard's",
+                )
+            )
             structure = rounds_of((limit_middleware, none), (same_hooks, none), breakdown)
             rows.append(
                 ratio_row(
@@ -266,6 +339,7 @@ def end_to_end(rounds: int, *, breakdown: int = 0) -> list[Row]:
     finally:
         loop.close()
     assert guard.status().stops == 0, "the benchmark run must not loop"
+    assert node_guard.status().stops == 0, "the benchmark run must not loop"
     return rows
 
 
