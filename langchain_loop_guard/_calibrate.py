@@ -14,25 +14,19 @@ from langchain_loop_guard._errors import LoopGuardConfigError
 from langchain_loop_guard._labels import Feedback, LabelsInput
 from langchain_loop_guard._messages import translator
 from langchain_loop_guard._public import terminal_safe
-from langchain_loop_guard._replay import (
-    Progress,
-    ReplayReport,
-    ReplayVerdict,
-    Streamed,
-    TraceFormat,
-    json_chunks,
-    json_data,
-    replay_many,
-)
-from langchain_loop_guard._report import (
+from langchain_loop_guard._replay import Progress, ReplayReport, TraceFormat, replay_many
+from langchain_loop_guard._replay_results import ReplayVerdict
+from langchain_loop_guard._report import report_html
+from langchain_loop_guard._report_text import (
     changes_text,
-    report_html,
     run_name,
     score_lines,
     score_text,
     stop_place,
     stop_text,
+    trace_line,
 )
+from langchain_loop_guard._streamed import Streamed, json_chunks, json_data
 
 __all__ = ["Calibration", "calibrate"]
 
@@ -132,8 +126,9 @@ class Calibration:
         return map(terminal_safe, self._lines())
 
     def _lines(self) -> Iterator[str]:
-        tr = translator(self.reports[0].locale)
-        yield self.reports[0]._title(tr)
+        first = self.reports[0]
+        tr = translator(first.locale)
+        yield trace_line(tr, first.path, first.format, len(first.runs), first.events)
         for index, report in enumerate(self.reports):
             signals = ", ".join(f"{name} {count}" for name, count in report.by_signal.items())
             runs = len(report.runs)
@@ -166,8 +161,11 @@ class Calibration:
             shown = ", ".join(false[:_NAMED]) + (", …" if len(false) > _NAMED else "")
             yield "    " + tr.gettext("good runs that would stop: {runs}").format(runs=shown)
 
-    __str__ = ReplayReport.__str__  # the text report, in IPython too
-    _repr_pretty_ = ReplayReport._repr_pretty_
+    def __str__(self) -> str:
+        return "\n".join(self.lines())
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        printer.text(str(self))  # IPython's text form: the text report, not the dataclass
 
     def to_html(self) -> str:
         """The calibration as one self-contained HTML page: a chart of the runs each value

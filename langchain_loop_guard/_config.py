@@ -343,6 +343,7 @@ class LoopGuardConfig(BaseModel):
         """Resolve ``layers`` and remember the source of each value."""
         values, chosen = _resolve(layers)
         config = cls(**values)
+        # the class's own factory: the instance it just built takes the sources (no field)
         config._sources = {
             name: chosen[name].source if name in chosen else "default" for name in cls.model_fields
         }

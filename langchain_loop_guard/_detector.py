@@ -7,36 +7,28 @@ kept.
 
 :class:`LoopDetector` feeds each event to the run's view (:mod:`._view`) and asks the rules
 (:mod:`._rules`) the event's facts call for. The rest has its own rooms: the verdict and its
-wording (:mod:`._verdict`), what a detection means in the mode and the soft limits
-(:mod:`._reporting`), the listener's events and their replay (:mod:`._detector_events`), the
-snapshot and the exported state (:mod:`._detector_state`).
+wording (:mod:`._verdict`), what the run remembers of its verdicts and what a detection means
+in the mode (:class:`~._reporting.RunRecord`), the listener and its events
+(:class:`~._detector_events.Emitter`), the snapshot and the versions of the exported state
+(:mod:`._detector_state`).
 """
 
 from __future__ import annotations
 
 import time
-from array import array
-from collections.abc import Callable, Iterable, Mapping, Sized
+from collections.abc import Iterable, Mapping, Sized
 from typing import Any
 
 from langchain_loop_guard._canonical import call_signature
 from langchain_loop_guard._config import LoopGuardConfig
-from langchain_loop_guard._detector_events import (
-    DetectorEvent,
-    EventKind,
-    EventListener,
-    decided,
-    emit,
-    replay,
-)
+from langchain_loop_guard._detector_events import DetectorEvent, Emitter, EventKind, EventListener
 from langchain_loop_guard._detector_state import (
+    STATE_VERSION,
     CallInfo,
     DetectorSnapshot,
-    export_state,
-    restore_state,
-    snapshot,
+    readable_state,
 )
-from langchain_loop_guard._reporting import report, soft, still_tripped
+from langchain_loop_guard._reporting import Clock, RunRecord
 from langchain_loop_guard._rules import (
     ANSWER_CHECKS,
     CALL_CHECKS,
@@ -52,7 +44,15 @@ from langchain_loop_guard._rules import (
 )
 from langchain_loop_guard._signature import arg_tokens, assistant_key, reply_sketch, result_digests
 from langchain_loop_guard._verdict import ALLOW, Action, Verdict, reason
-from langchain_loop_guard._view import Call, Key, OutcomeKind, RunView, limits_of
+from langchain_loop_guard._view import (
+    Call,
+    Key,
+    OutcomeKind,
+    RunView,
+    StateError,
+    key_of,
+    limits_of,
+)
 
 __all__ = [
     "ALLOW",
@@ -69,10 +69,6 @@ __all__ = [
     "Verdict",
     "reason",
 ]
-
-Clock = Callable[[], float]
-
-_NO_SIGNALS: frozenset[Signal] = frozenset()  # shared: each frozenset() is a new object
 
 
 class LoopDetector:
@@ -103,11 +99,12 @@ class LoopDetector:
         listener: EventListener | None = None,
     ):
         config = config if config is not None else LoopGuardConfig()
-        self._clock: Clock = clock if clock is not None else time.monotonic
-        self._listener = listener
         self._view = RunView(limits_of(config))
+        self._record = RunRecord(clock if clock is not None else time.monotonic, config, self._view)
+        # the listener's owner; none without a listener, so the hot path tests one attribute
+        self._events = Emitter(listener, self._record) if listener is not None else None
         self._apply(config)
-        self._clear()
+        self._view.clear()
 
     # --- configuration ---------------------------------------------------------------------
 
@@ -133,12 +130,11 @@ class LoopDetector:
     def _apply(self, config: LoopGuardConfig) -> None:
         self._config, self._limits = config, limits_of(config)
         self._view.resize(self._limits)
+        self._record.configure(config)
         # what every event reads of the configuration, read once
         self._off = config.mode == "off"
         self._aware = config.progress_aware
         self._ignore = frozenset(config.ignore_tools)
-        self._max_turns = config.max_turns
-        self._timeout_ms = config.turn_timeout_ms
 
     def repeat_threshold(self, tool: str) -> int:
         """The repeat threshold of ``tool`` (its override, or ``repeat_tool_threshold``)."""
@@ -153,37 +149,31 @@ class LoopDetector:
     @property
     def tripped(self) -> Verdict | None:
         """The verdict that stopped the run, or ``None``."""
-        return self._tripped
+        return self._record.tripped
 
     def reset(self) -> Verdict:
         """Clear the run's counters, history, warnings and tripped flag."""
         self._clear()
-        if self._listener is not None and self._config.mode != "off":
-            self._listener(DetectorEvent(kind="reset", elapsed=0.0))
+        if self._events is not None and self._config.mode != "off":
+            self._events.reset()
         return ALLOW
 
     def _clear(self) -> None:
-        self._elapsed: float | None = None  # the clock reading of the event being decided
         self._view.clear()
-        self._started = self._clock()
-        self._warned: frozenset[Signal] = _NO_SIGNALS  # the soft signals that warned
-        # digests of the loops reported in observe mode, oldest first (none: no array yet)
-        self._reported: array[int] | tuple[()] = ()
-        self._tripped: Verdict | None = None
+        self._record.clear()
 
     def release(self) -> None:
         """Lift the trip and keep the history: the same repeat is detected again at once."""
-        if self._tripped is not None:
-            self._tripped = None
+        if self._record.release():
             self._decided("release", ALLOW)
 
     def snapshot(self, recent: int = 10) -> DetectorSnapshot:
         """Counters and the last ``recent`` calls (tool name, short digest, outcome kind)."""
-        return snapshot(self, recent)
+        return DetectorSnapshot.of(self._view, self._record, recent)
 
     def export_state(self) -> dict[str, Any]:
         """The run's state as JSON data: tool names, digests and counters, never content."""
-        return export_state(self)
+        return {"v": STATE_VERSION, **self._view.export_state(), **self._record.export_state()}
 
     def restore_state(self, state: Mapping[str, Any]) -> bool:
         """Continue from :meth:`export_state` output (another process's, say).
@@ -192,7 +182,19 @@ class LoopDetector:
         any state in ``"off"`` mode starts the run afresh instead: losing a loop's beginning is
         better than failing the agent. Nothing is half restored.
         """
-        return restore_state(self, state)
+        self._clear()
+        if self._config.mode == "off" or not isinstance(state, Mapping):
+            return False
+        try:
+            readable = readable_state(state)
+            if readable is None:
+                return False
+            self._view.restore_state(readable[0], version=readable[1])
+            self._record.restore_state(readable[0])  # changes nothing when it raises
+        except StateError:
+            self._view.clear()
+            return False
+        return True
 
     # --- events --------------------------------------------------------------------------------
 
@@ -204,16 +206,16 @@ class LoopDetector:
         """A tool call is about to run; ``"block"`` means it must not."""
         if self._off:
             return ALLOW
-        listener = self._listener
+        events = self._events
         # an ignored call is not kept: its signature is only needed for a listener
-        if listener is None and name in self._ignore:
+        if events is None and name in self._ignore:
             return self._tool_call(name, "", call_id)
         sig = call_signature(name, args)
         # a blocked call gets no result: the words of its arguments are not needed
-        tokens = arg_tokens(args, name) if self._tripped is None else None
+        tokens = arg_tokens(args, name) if self._record.tripped is None else None
         verdict = self._tool_call(name, int(sig, 16), call_id, tokens)
-        if listener is not None:
-            self._emit("tool_call", verdict, tool=name, digest=sig, call_id=call_id)
+        if events is not None:
+            events.emit("tool_call", verdict, tool=name, digest=sig, call_id=call_id)
         return verdict
 
     def tool_result(
@@ -227,30 +229,17 @@ class LoopDetector:
         """
         if self._off:
             return ALLOW
-        listener = self._listener
-        if listener is None and name in self._ignore:
-            return self._soft()
+        events = self._events
+        if events is None and name in self._ignore:
+            return self._record.soft()
         call = self._view.find(name, call_id)
-        key, near, info, shaped = result_digests(
-            output,
-            error,
-            name,
-            None if call is None else call.tokens,
-            self._limits.volatile_of(name),
-        )
+        volatile, tokens = self._limits.volatile_of(name), None if call is None else call.tokens
+        key, near, info, shaped = result_digests(output, error, name, tokens, volatile)
         failed = shaped or error is not None
         verdict = self._tool_result(call, name, int(key, 16), failed, call_id, near=near, info=info)
-        if listener is not None:
-            self._emit(
-                "tool_result",
-                verdict,
-                tool=name,
-                digest=key,
-                call_id=call_id,
-                error=failed,
-                near=near,
-                info=info,
-            )
+        if events is not None:
+            fields = {"digest": key, "call_id": call_id, "error": failed, "near": near}
+            events.emit("tool_result", verdict, tool=name, info=info, **fields)
         return verdict
 
     def assistant_message(
@@ -269,7 +258,8 @@ class LoopDetector:
         if self._off:
             return ALLOW
         count = _count(tool_calls)
-        if self._listener is None:
+        events = self._events
+        if events is None:
             # a message that calls tools is left to the tool-call signals: no key needed
             if self._aware and count:
                 return self._assistant_message(None, None, count, in_context)
@@ -280,14 +270,8 @@ class LoopDetector:
         key = assistant_key(text)
         sketch = reply_sketch(text) if key is not None else None
         verdict = self._assistant_message(key, sketch, count, in_context)
-        self._emit(
-            "assistant_message",
-            verdict,
-            digest=key,
-            near=sketch,
-            calls=count,
-            in_context=in_context,
-        )
+        fields = {"digest": key, "near": sketch, "calls": count, "in_context": in_context}
+        events.emit("assistant_message", verdict, **fields)
         return verdict
 
     def user_message(self) -> Verdict:
@@ -300,13 +284,13 @@ class LoopDetector:
         """
         if self._off:
             return ALLOW
-        self._tripped = None
+        self._record.release()
         self._view.user_message()
-        return self._decided("user_message", self._soft())
+        return self._decided("user_message", self._record.soft())
 
     def tick(self) -> Verdict:
         """A clock tick: only the elapsed-time warning can fire."""
-        return ALLOW if self._off else self._decided("tick", self._soft())
+        return ALLOW if self._off else self._decided("tick", self._record.soft())
 
     def replay(self, event: DetectorEvent) -> Verdict:
         """Feed an event as a listener received it: digests instead of content.
@@ -319,39 +303,66 @@ class LoopDetector:
         Raises:
             ValueError: a tool call or result without its tool or digest.
         """
-        return replay(self, event)
+        if self._off:
+            return ALLOW
+        kind, tool, value, call_id = event.kind, event.tool or "", event.digest, event.call_id
+        if kind in ("reset", "user_message"):
+            return self.reset() if kind == "reset" else self.user_message()
+        if kind == "release":
+            self.release()
+            return ALLOW
+        if kind in ("tool_call", "tool_result") and (event.tool is None or value is None):
+            msg = f"a {kind} event needs its tool and digest"
+            raise ValueError(msg)
+        if kind == "turn_start":
+            verdict = self._turn_start()
+        elif kind == "tool_call":
+            verdict = self._tool_call(tool, key_of(value or ""), call_id)
+        elif kind == "tool_result":
+            call, key = self._view.find(tool, call_id), key_of(value or "")
+            near, info = event.near, event.info
+            verdict = self._tool_result(call, tool, key, event.error, call_id, near=near, info=info)
+        elif kind == "assistant_message":
+            verdict = self._assistant_message(value, event.near, event.calls, event.in_context)
+        else:
+            verdict = self._record.soft()
+        if self._events is not None:
+            self._events.replayed(event, verdict)
+        return verdict
 
-    # telling the listener (_detector_events.py); _decided tells it and returns the verdict
-    _emit = emit
-    _decided = decided
+    def _decided(self, kind: EventKind, verdict: Verdict) -> Verdict:
+        if self._events is not None:
+            self._events.emit(kind, verdict)
+        return verdict
 
     # --- event decisions (digests in) -------------------------------------------------------
 
     def _turn_start(self) -> Verdict:
-        if self._tripped is not None:
-            return self._still_tripped(self._tripped, "abort")
+        record = self._record
+        if record.tripped is not None:
+            return record.still_tripped("abort")
         view = self._view
         view.start_turn()
         facts = (QUIET if view.quiet_grew else 0) | (FAILING if view.failing_grew else 0)
         for check in TURN_CHECKS[facts]:
             found = check(view)
             if found is not None:
-                return self._report(found, "abort")
-        return self._soft()
+                return record.report(found, "abort")
+        return record.soft()
 
     def _tool_call(
         self, name: str, sig: Key, call_id: str | None, tokens: frozenset[int] | None = None
     ) -> Verdict:
         ignored = name in self._ignore
-        view = self._view
-        if self._tripped is not None:
+        view, record = self._view, self._record
+        if record.tripped is not None:
             if not ignored:
                 call = Call(name, sig, call_id)
                 call.kind = "blocked"
                 view.add_call(call)
-            return self._still_tripped(self._tripped, "block", tool=name)
+            return record.still_tripped("block", tool=name)
         if ignored:
-            return self._soft()
+            return record.soft()
         call = Call(name, sig, call_id, tokens)
         checks = CALL_CHECKS if view.add_call(call) else NEW_CALL_CHECKS
         seq, sigs = view.calls, view.sigs  # read, never changed, by the rules
@@ -359,12 +370,12 @@ class LoopDetector:
             found = check(view, seq, sigs)
             if found is not None:
                 call.changed = False  # decided on the call: its result is not judged again
-                verdict = self._report(found, "block")
+                verdict = record.report(found, "block")
                 if verdict.action == "block":
                     call.kind = "blocked"
                     call.tokens = None
                 return verdict
-        return self._soft()
+        return record.soft()
 
     def _tool_result(
         self,
@@ -378,43 +389,38 @@ class LoopDetector:
         info: str | None,
     ) -> Verdict:
         """A result of ``name``; ``call`` is the call it belongs to (:meth:`RunView.find`)."""
+        record = self._record
         if name in self._ignore:
-            return self._soft()
+            return record.soft()
         if call is not None and call.kind != "pending":
-            return self._soft()  # a second result, or the result of a blocked call
+            return record.soft()  # a second result, or the result of a blocked call
         view = self._view
         call = view.add_result(call, name, outcome, failed, call_id=call_id, near=near, info=info)
-        if self._tripped is None:
+        if record.tripped is None:
             facts = (FAILED if failed else 0) | (CHANGED if call and call.changed else 0)
             facts |= (QUIET if view.quiet_grew else 0) | (FAILING if view.failing_grew else 0)
             for check in RESULT_CHECKS[facts]:
                 found = check(view, call, name)
                 if found is not None:
-                    return self._report(found, "abort")
-        return self._soft()
+                    return record.report(found, "abort")
+        return record.soft()
 
     def _assistant_message(
         self, key: str | None, sketch: str | None, calls: int, in_context: bool
     ) -> Verdict:
-        view = self._view
+        view, record = self._view, self._record
         view.add_answer(calls=calls, in_context=in_context)
         reply = key is not None and not (self._aware and calls)
         if reply:
             view.add_reply(key or "", sketch, in_context=in_context)
-        if self._tripped is None:
+        if record.tripped is None:
             facts = (REPLY if reply else 0) | (FAILING if view.failing_grew else 0)
             # a streak of replies is reported on the reply that makes it (REPLY)
             for check in ANSWER_CHECKS[facts | (QUIET if view.quiet_grew else 0)]:
                 found = check(view)
                 if found is not None:
-                    return self._report(found, "abort")
-        return self._soft()
-
-    # --- verdicts: what a detection means in the configured mode (in _reporting.py) ----------
-
-    _report = report
-    _still_tripped = still_tripped
-    _soft = soft
+                    return record.report(found, "abort")
+        return record.soft()
 
 
 def _count(items: Iterable[object]) -> int:

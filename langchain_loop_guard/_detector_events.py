@@ -1,21 +1,18 @@
-"""A detector's events as its listener receives them (digests and counters, never content), and
-their replay, which reaches the same verdicts under the same configuration: the bodies of the
-detector's ``replay``, ``_emit`` and ``_decided``.
+"""A detector's events as its listener receives them (digests and counters, never content):
+:class:`DetectorEvent`, and :class:`Emitter`, which owns a detector's listener and tells it each
+event. ``LoopDetector.replay`` feeds such events back.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
+from langchain_loop_guard._reporting import RunRecord
 from langchain_loop_guard._verdict import ALLOW, Verdict
-from langchain_loop_guard._view import key_of
 
-if TYPE_CHECKING:
-    from langchain_loop_guard._detector import LoopDetector
-
-__all__ = ["DetectorEvent", "EventKind", "EventListener", "decided", "emit", "replay"]
+__all__ = ["DetectorEvent", "Emitter", "EventKind", "EventListener"]
 
 EventKind = Literal[
     "turn_start",
@@ -67,62 +64,32 @@ EventListener = Callable[[DetectorEvent], None]
 """Called with every event a detector decides (see ``LoopDetector(listener=...)``)."""
 
 
-def replay(detector: LoopDetector, event: DetectorEvent) -> Verdict:
-    """Feed ``event`` to ``detector`` (see :meth:`~._detector.LoopDetector.replay`)."""
-    if detector._off:
-        return ALLOW
-    kind = event.kind
-    if kind == "reset":
-        return detector.reset()
-    if kind == "release":
-        detector.release()
-        return ALLOW
-    if kind == "user_message":
-        return detector.user_message()
-    tool, value = event.tool, event.digest
-    if kind in ("tool_call", "tool_result") and (tool is None or value is None):
-        msg = f"a {kind} event needs its tool and digest"
-        raise ValueError(msg)
-    if kind == "turn_start":
-        verdict = detector._turn_start()
-    elif kind == "tool_call":
-        verdict = detector._tool_call(tool or "", key_of(value or ""), event.call_id)
-    elif kind == "tool_result":
-        name, call_id = tool or "", event.call_id
-        verdict = detector._tool_result(
-            detector._view.find(name, call_id),
-            name,
-            key_of(value or ""),
-            event.error,
-            call_id,
-            near=event.near,
-            info=event.info,
-        )
-    elif kind == "assistant_message":
-        verdict = detector._assistant_message(value, event.near, event.calls, event.in_context)
-    else:
-        verdict = detector._soft()
-    if detector._listener is not None:
-        emit(detector, kind, verdict, **{name: getattr(event, name) for name in _CARRIED})
-    return verdict
+class Emitter:
+    """The listener of one detector: told each event the detector decides, with the clock
+    reading its decision used (the run's :class:`~._reporting.RunRecord` keeps it)."""
+
+    __slots__ = ("_listener", "_record")
+
+    def __init__(self, listener: EventListener, record: RunRecord) -> None:
+        self._listener = listener
+        self._record = record
+
+    def emit(self, kind: EventKind, verdict: Verdict, **fields: Any) -> None:
+        """Tell the listener about an event, with the clock reading its decision used."""
+        elapsed = self._record.reading
+        if elapsed is None:  # the decision did not read the clock
+            elapsed = self._record.elapsed()
+        self._listener(DetectorEvent(kind=kind, elapsed=elapsed, verdict=verdict, **fields))
+
+    def replayed(self, event: DetectorEvent, verdict: Verdict) -> None:
+        """Tell the listener about a replayed ``event``: its fields as they are, the new
+        ``verdict`` and the clock reading of this decision."""
+        self.emit(event.kind, verdict, **{name: getattr(event, name) for name in _CARRIED})
+
+    def reset(self) -> None:
+        """Tell the listener the run started afresh."""
+        self._listener(DetectorEvent(kind="reset", elapsed=0.0))
 
 
 _CARRIED = ("tool", "digest", "call_id", "error", "calls", "in_context", "near", "info")
 """The fields a replayed event passes on to the listener as they are."""
-
-
-def decided(detector: LoopDetector, kind: EventKind, verdict: Verdict) -> Verdict:
-    """``verdict``, after telling the listener about the event, when there is one."""
-    if detector._listener is not None:
-        emit(detector, kind, verdict)
-    return verdict
-
-
-def emit(detector: LoopDetector, kind: EventKind, verdict: Verdict, **fields: Any) -> None:
-    """Tell the listener about an event, with the clock reading its decision used."""
-    assert detector._listener is not None  # callers check, to keep the hot path lean
-    elapsed = detector._elapsed
-    if elapsed is None:  # the decision did not read the clock
-        elapsed = detector._clock() - detector._started
-    detector._elapsed = None
-    detector._listener(DetectorEvent(kind=kind, elapsed=elapsed, verdict=verdict, **fields))

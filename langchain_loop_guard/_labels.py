@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal, cast
 from langchain_loop_guard._trace import TraceFormatError, json_type, quoted
 
 if TYPE_CHECKING:
-    from langchain_loop_guard._replay import RunReplay
+    from langchain_loop_guard._replay_results import RunReplay
 
 __all__ = [
     "LABELS",

@@ -13,7 +13,7 @@ import itertools
 import os
 from collections import Counter
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal
 
@@ -31,16 +31,18 @@ from langchain_loop_guard._labels import (
 from langchain_loop_guard._langsmith import FeedbackScores, looks_like_langsmith, read_langsmith
 from langchain_loop_guard._messages import translator
 from langchain_loop_guard._public import json_text, terminal_safe
-from langchain_loop_guard._report import (
-    Timeline,
+from langchain_loop_guard._replay_results import ReplayVerdict, RunReplay, Timeline
+from langchain_loop_guard._report import report_html
+from langchain_loop_guard._report_text import (
     describe_run,
     label_text,
-    report_html,
     run_line,
     runs_text,
     score_lines,
+    trace_line,
 )
 from langchain_loop_guard._sources import json_type, json_values, trace_files
+from langchain_loop_guard._streamed import Streamed, json_chunks
 from langchain_loop_guard._trace import TraceFormatError, TraceItem, decode_event
 from langchain_loop_guard._trajectories import looks_like_trajectory, read_trajectories
 from langchain_loop_guard._verdict import reason_of
@@ -51,10 +53,7 @@ __all__ = [
     "ReplayReport",
     "ReplayVerdict",
     "RunReplay",
-    "Streamed",
     "TraceFormat",
-    "json_chunks",
-    "json_data",
     "json_text",
     "replay",
     "replay_many",
@@ -74,84 +73,6 @@ Progress = Callable[[int, int], None]
 _HARD: Final = frozenset({"block", "abort", "observe"})
 _POOL: Final = 16  # reset detectors kept for the next runs, per configuration
 _MAX_RUN_ID: Final = 200
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ReplayVerdict:
-    """A verdict at one event of a replayed run: where, which signal, and why.
-
-    Attributes:
-        event: the event's 1-based position in its run.
-        call: tool calls of the run up to this event (this one included).
-        line: the trace file's line the event comes from.
-        action, signal, tool, count, threshold: the verdict's, as :class:`LoopDetected` has
-            them (``action`` ``"observe"`` for a live run in observe mode).
-        reason: the localized reason (tool names and counts, never content); empty for a live
-            verdict read from a trace.
-    """
-
-    event: int
-    call: int
-    line: int
-    action: str
-    signal: Signal
-    tool: str | None
-    count: int
-    threshold: int
-    reason: str = ""
-
-    def to_json(self) -> dict[str, Any]:
-        """The verdict as JSON data."""
-        data = {f.name: getattr(self, f.name) for f in fields(self)}
-        data["signal"] = self.signal.value
-        return data
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RunReplay:
-    """What the replay of one run found.
-
-    Attributes:
-        run: the run's id (the top-level run, the thread, or the LangSmith trace).
-        events, calls: events replayed, and the tool calls among them.
-        stop: where the guard (mode ``"on"``) would first stop the run, or ``None``.
-        warnings: soft signals (turn count, elapsed time) that would warn before that.
-        live: the live run's first stop (or observed loop), when the trace records one.
-        recorded: whether the trace holds the live verdicts (a loop-guard trace does).
-        timeline: the marks the HTML report draws, kept for the runs it draws.
-    """
-
-    run: str
-    events: int
-    calls: int
-    stop: ReplayVerdict | None
-    warnings: tuple[ReplayVerdict, ...] = ()
-    live: ReplayVerdict | None = None
-    recorded: bool = False
-    timeline: Timeline | None = field(default=None, repr=False, compare=False)
-
-    @property
-    def same_as_live(self) -> bool | None:
-        """Whether the replay stops at the live run's first stop, for the same signal (``None`` when
-        the trace holds no live verdicts)."""
-        if not self.recorded:
-            return None
-        if self.stop is None or self.live is None:
-            return self.stop is None and self.live is None
-        return (self.stop.event, self.stop.signal) == (self.live.event, self.live.signal)
-
-    def to_json(self) -> dict[str, Any]:
-        """The run's result as JSON data."""
-        return {
-            "run": self.run,
-            "events": self.events,
-            "calls": self.calls,
-            "would_stop": self.stop is not None,
-            "stop": self.stop.to_json() if self.stop else None,
-            "warnings": [w.to_json() for w in self.warnings],
-            "live": self.live.to_json() if self.live else None,
-            "same_as_live": self.same_as_live,
-        }
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -230,16 +151,9 @@ class ReplayReport:
         """The text report, line by line, in the report's locale (control characters escaped)."""
         return map(terminal_safe, self._lines())
 
-    def _title(self, tr: Any) -> str:
-        """The first line of a text report (a calibration's too)."""
-        title = tr.gettext("loop-guard replay of {path} ({format}): {size}")
-        size = tr.ngettext("{count} event", "{count} events", self.events)
-        size = f"{runs_text(tr, len(self.runs))}, {size.format(count=f'{self.events:,}')}"
-        return str(title.format(path=self.path, format=self.format, size=size))
-
     def _lines(self) -> Iterator[str]:
         tr = translator(self.locale)
-        yield self._title(tr)
+        yield trace_line(tr, self.path, self.format, len(self.runs), self.events)
         for run in self.runs:
             label = self.label(run)
             yield run_line(tr, run) + (f" ({label_text(tr, label)})" if label else "")
@@ -267,49 +181,6 @@ class ReplayReport:
 
     def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
         printer.text(str(self))  # IPython's text form: the text report, not the dataclass
-
-
-class Streamed:
-    """A JSON array (or, with ``pairs``, an object of ``(key, value)`` pairs) whose items
-    :func:`json_chunks` writes one at a time, as they are made."""
-
-    __slots__ = ("items", "pairs")
-
-    def __init__(self, items: Iterable[Any], *, pairs: bool = False) -> None:
-        self.items = items
-        self.pairs = pairs
-
-    def __iter__(self) -> Iterator[Any]:
-        return iter(self.items)
-
-
-def json_data(value: Any) -> Any:
-    """``value`` with each :class:`Streamed` array or object made a list or a dict."""
-    if not isinstance(value, Streamed):
-        return value
-    if value.pairs:
-        return {key: json_data(item) for key, item in value}
-    return [json_data(item) for item in value]
-
-
-def json_chunks(value: Any, depth: int = 0) -> Iterator[str]:
-    """``value`` as :func:`json_text` writes it, in pieces: a :class:`Streamed` array or object
-    an item at a time (items may be :class:`Streamed` in turn), any other value at once."""
-    if not isinstance(value, Streamed):
-        text = json_text(value)
-        yield text.replace("\n", "\n" + "  " * depth) if depth else text
-        return
-    pad = "  " * (depth + 1)
-    opening, closing = ("{", "}") if value.pairs else ("[", "]")
-    first = True
-    for item in value:
-        yield f"{opening}\n{pad}" if first else f",\n{pad}"
-        first = False
-        if value.pairs:
-            key, item = item  # noqa: PLW2901 - an object's pair: its key, then its value
-            yield f"{json_text(key)}: "
-        yield from json_chunks(item, depth + 1)
-    yield f"{opening}{closing}" if first else f"\n{'  ' * depth}{closing}"
 
 
 class _Clock:

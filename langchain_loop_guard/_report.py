@@ -3,7 +3,9 @@
 One self-contained page for ``loop-guard replay --html`` (no script; its Content-Security-Policy
 lets nothing load), and the same body inline in Jupyter: what the text report shows (SPEC §8),
 escaped. Its size is bounded: :data:`MAX_DRAWN` runs drawn, :data:`MAX_LISTED` listed, and
-:data:`MAX_MARKS` marks a run (a longer run's marks each stand for 2, 4… calls).
+:data:`~._replay_results.MAX_MARKS` marks a run (a longer run's marks each stand for 2, 4…
+calls). It reads a report and a sweep by what it draws of them (:class:`Drawn`, :class:`Swept`),
+so that the report and the calibration may ask it for their pages.
 """
 
 from __future__ import annotations
@@ -11,43 +13,33 @@ from __future__ import annotations
 import html
 import json
 import re
-from array import array
 from collections import Counter
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, Final
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Final, Protocol
 
-from langchain_loop_guard._detector import DetectorEvent, Signal
+from langchain_loop_guard._detector import Signal
 from langchain_loop_guard._messages import translator
 from langchain_loop_guard._public import safe_tool_name, terminal_safe
+from langchain_loop_guard._report_text import (
+    changes_text,
+    describe_run,
+    label_text,
+    run_line,
+    run_name,
+    score_lines,
+    score_text,
+    size_text,
+    stop_place,
+    stop_text,
+)
 
 if TYPE_CHECKING:
-    from langchain_loop_guard._calibrate import Calibration
+    from langchain_loop_guard._config import LoopGuardConfig
     from langchain_loop_guard._labels import Label, LabelScore
-    from langchain_loop_guard._replay import ReplayReport, ReplayVerdict, RunReplay
+    from langchain_loop_guard._replay_results import ReplayVerdict, RunReplay
 
-__all__ = [
-    "MAX_DRAWN",
-    "MAX_LISTED",
-    "MAX_MARKS",
-    "NO_THREAD",
-    "Timeline",
-    "changes_text",
-    "describe_run",
-    "label_text",
-    "report_html",
-    "run_line",
-    "run_name",
-    "runs_text",
-    "score_lines",
-    "score_text",
-    "size_text",
-    "stop_place",
-    "stop_text",
-]
+__all__ = ["MAX_DRAWN", "MAX_LISTED", "Drawn", "Swept", "report_html"]
 
-NO_THREAD: Final = "-"
-"""The run id under which a middleware or node guard records a thread without a thread id."""
-MAX_MARKS: Final = 256
 MAX_DRAWN: Final = 300
 MAX_LISTED: Final = 300
 _NAMES: Final = 32  # tool names a timeline tells apart; further ones share the last, "…"
@@ -93,148 +85,43 @@ Consolas,"D2Coding",monospace;background:#eef1f5;border-radius:3px;padding:0 3px
 )
 
 
-class Timeline:
-    """The tool calls of one run as marks along its events: tool names and failures only."""
+class Drawn(Protocol):
+    """What the page draws of a replay's report (:class:`~._replay.ReplayReport` is one)."""
 
-    __slots__ = ("at", "codes", "failed", "names", "room", "span")
-
-    def __init__(self) -> None:
-        self.at = array("L")  # the event (1-based) of each mark
-        self.codes = bytearray()  # each mark's tool (its first call's), an index into names
-        self.failed = bytearray()  # 1 where its call (or one of its calls) failed
-        self.names: list[str] = []
-        self.span = 1  # calls a mark stands for, at most
-        self.room = 0  # calls the last mark can still stand for
-
-    def add(self, event: DetectorEvent, index: int) -> None:
-        """Note event ``index`` (1-based) of the run: a call is a mark, a failure marks it."""
-        if event.kind == "tool_call" and self.room:
-            self.room -= 1  # the last mark stands for this call too
-        elif event.kind == "tool_call":
-            names, name = self.names, event.tool or "?"
-            code = names.index(name) if name in names else len(names)
-            if code == _NAMES:
-                code, names[-1] = _NAMES - 1, "…"
-            elif code == len(names):
-                names.append(name)
-            self.at.append(index)
-            self.codes.append(code)
-            self.failed.append(0)
-            self.room = self.span - 1
-            if len(self.at) > MAX_MARKS:  # merge neighbours: a mark stands for twice the calls
-                pairs = zip(self.failed[::2], [*self.failed[1::2], 0], strict=True)
-                self.failed = bytearray(a | b for a, b in pairs)
-                self.at, self.codes, self.span = self.at[::2], self.codes[::2], self.span * 2
-                self.room = 0
-        elif event.kind == "tool_result" and event.error and self.at:
-            marks = range(len(self.at) - 1, max(-1, len(self.at) - 9), -1)
-            last = len(self.at) - 1  # a merged mark's other calls: the last mark
-            hit = next((m for m in marks if self.names[self.codes[m]] == event.tool), last)
-            self.failed[hit] = 1
+    @property
+    def path(self) -> str: ...
+    @property
+    def format(self) -> str: ...
+    @property
+    def locale(self) -> str: ...
+    @property
+    def config(self) -> LoopGuardConfig: ...
+    @property
+    def runs(self) -> tuple[RunReplay, ...]: ...
+    @property
+    def labels(self) -> Mapping[str, Label] | None: ...
+    @property
+    def events(self) -> int: ...
+    @property
+    def would_stop(self) -> int: ...
+    @property
+    def by_signal(self) -> dict[str, int]: ...
+    @property
+    def score(self) -> LabelScore | None: ...
+    def label(self, run: RunReplay) -> Label | None: ...
 
 
-def runs_text(tr: Any, count: int) -> str:
-    """``1 run``, ``2 runs`` (thousands separated), in the locale of ``tr``."""
-    return str(tr.ngettext("{count} run", "{count} runs", count).format(count=f"{count:,}"))
+class Swept(Protocol):
+    """What the page draws of a sweep (:class:`~._calibrate.Calibration` is one)."""
+
+    @property
+    def key(self) -> str: ...
+    @property
+    def reports(self) -> Sequence[Drawn]: ...
+    def setting(self, index: int) -> str: ...
 
 
-def size_text(tr: Any, events: int, calls: int) -> str:
-    """``1 event, 2 tool calls``: a run's size, in the locale of ``tr``."""
-    shown = tr.ngettext("{count} event", "{count} events", events).format(count=f"{events:,}")
-    made = tr.ngettext("{count} tool call", "{count} tool calls", calls).format(count=f"{calls:,}")
-    return f"{shown}, {made}"
-
-
-def run_name(tr: Any, run: str) -> str:
-    """A run's id as reports show it: a run a graph guard recorded without a thread id (``-``)
-    is said to be one."""
-    return str(tr.gettext("(no thread id)")) if run == NO_THREAD else run
-
-
-def run_line(tr: Any, run: RunReplay) -> str:
-    """``run abc: 12 events, 4 tool calls``."""
-    text = tr.gettext("run {run}: {size}")
-    return str(text.format(run=run_name(tr, run.run), size=size_text(tr, run.events, run.calls)))
-
-
-def label_text(tr: Any, label: Label) -> str:
-    """How a run's label is shown: ``labelled a loop``, ``labelled good``."""
-    return str(tr.gettext("labelled a loop") if label == "loop" else tr.gettext("labelled good"))
-
-
-def score_text(tr: Any, found: LabelScore) -> str:
-    """``loops stopped 2 of 3, loops missed 1, good runs stopped 1 of 5``."""
-    text = tr.gettext(
-        "loops stopped {caught} of {loops}, loops missed {missed}, "
-        "good runs stopped {false} of {fine}"
-    )
-    return str(
-        text.format(
-            caught=f"{found.caught:,}",
-            loops=f"{found.loops:,}",
-            missed=f"{found.missed:,}",
-            false=f"{found.false_stops:,}",
-            fine=f"{found.fine:,}",
-        )
-    )
-
-
-def score_lines(tr: Any, found: LabelScore) -> Iterator[str]:
-    """The text report's lines on the labels: the score, and what it could not match."""
-    yield str(tr.gettext("your labels: {score}").format(score=score_text(tr, found)))
-    if found.unlabelled:
-        text = tr.gettext("runs without a label: {count}")
-        yield "  " + str(text.format(count=f"{found.unlabelled:,}"))
-    if found.unknown:
-        text = tr.gettext("labels naming no run of the trace: {count} (ids of another kind?)")
-        yield "  " + str(text.format(count=f"{found.unknown:,}"))
-
-
-def changes_text(tr: Any, before: str, after: str, count: int) -> str:
-    """``from KEY=3 to KEY=5: 1 run changes``."""
-    text = tr.ngettext(
-        "from {before} to {after}: {count} run changes",
-        "from {before} to {after}: {count} runs change",
-        count,
-    )
-    return str(text.format(before=before, after=after, count=f"{count:,}"))
-
-
-def stop_text(tr: Any, stop: ReplayVerdict | None) -> str:
-    """Where a run would stop, short: ``event 12 (tool call 5): tool_cycle``."""
-    if stop is None:
-        return str(tr.gettext("would not stop"))
-    text = tr.gettext("event {event} (tool call {call}): {signal}")
-    return str(text.format(event=stop.event, call=stop.call, signal=stop.signal.value))
-
-
-def describe_run(tr: Any, run: RunReplay, *, stops: bool = True) -> Iterator[tuple[int, str]]:
-    """What a report says of a run, as ``(depth, line)``: its warnings, where it would stop
-    and why (unless not ``stops``), and how its live run went (when the trace recorded it)."""
-    for warning in run.warnings:
-        text = tr.gettext("warning at event {event} (line {line}): {reason}")
-        yield 1, text.format(event=warning.event, line=warning.line, reason=warning.reason)
-    stop, live = run.stop, run.live
-    if not stops:
-        pass
-    elif stop is None:
-        yield 1, tr.gettext("would not stop")
-    else:
-        text = tr.gettext("would stop at event {event} (tool call {call}, line {line}): {signal}")
-        yield 1, text.format(event=stop.event, call=stop.call, line=stop.line, signal=stop.signal)
-        yield 2, stop.reason
-    if run.same_as_live:
-        yield 1, tr.gettext("live run: the same")
-    elif run.same_as_live is False and live is None:
-        yield 1, tr.gettext("live run: did not stop")
-    elif run.same_as_live is False and live is not None:
-        text = tr.gettext("live run: stopped at event {event}: {signal}")
-        if live.action == "observe":
-            text = tr.gettext("live run (observe mode): a loop reported at event {event}: {signal}")
-        yield 1, text.format(event=live.event, signal=live.signal)
-
-
-def report_html(report: ReplayReport, *, sweep: Calibration | None = None, page: bool) -> str:
+def report_html(report: Drawn, *, sweep: Swept | None = None, page: bool) -> str:
     """``report`` (with ``sweep``'s chart and stops) as HTML: a page, or the body alone."""
     body = "".join(_Page(report, sweep).parts())
     if not page:
@@ -262,11 +149,6 @@ def _e(text: object) -> str:
     return html.escape(terminal_safe(str(text)), quote=True)
 
 
-def stop_place(stop: ReplayVerdict | None) -> tuple[int, str] | None:
-    """Where a run stops (event and signal), to compare two replays of it."""
-    return None if stop is None else (stop.event, stop.signal.value)
-
-
 def _sw(color: str, label: str = "") -> str:
     return (
         f'<span class="key"><span class="sw" style="background:{color}"></span>{_e(label)}</span>'
@@ -285,7 +167,7 @@ def _line(at: float, color: str, title: str, top: int = 0, dash: str = "") -> st
 class _Page:
     """The HTML of one report (and sweep), part after part."""
 
-    def __init__(self, report: ReplayReport, sweep: Calibration | None) -> None:
+    def __init__(self, report: Drawn, sweep: Swept | None) -> None:
         self.report, self.sweep, self.tr = report, sweep, translator(report.locale)
         self.reports = sweep.reports if sweep is not None else (report,)
         stops = [i for i in range(len(report.runs)) if self._stops(i)]
@@ -384,7 +266,7 @@ class _Page:
                 yield f'<tr><td>{_e(name)}</td><td>{bar}background:{color}"></span>{count:,}'
             yield "</table></div>"
 
-    def _chart(self, sweep: Calibration) -> Iterator[str]:
+    def _chart(self, sweep: Swept) -> Iterator[str]:
         tr, colors = self.tr, self.signal_colors
         title = tr.gettext("runs stopped by each value of {key}").format(key=sweep.key)
         signals = [s for s in Signal if any(r.by_signal.get(s.value) for r in sweep.reports)]

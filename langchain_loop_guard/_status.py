@@ -63,9 +63,11 @@ class _View(Protocol):
     def _sections(self) -> list[_Section]: ...
 
 
-def _as_text(view: _View) -> str:
+# The three below are methods of both GuardStatus and RunInspection (set on each class, see
+# there): ``self`` is the status or inspection being shown.
+def _as_text(self: _View) -> str:
     lines: list[str] = []
-    for section in view._sections():
+    for section in self._sections():
         lines.append(section.title)
         lines += text_table([section.header, *section.rows] if section.header else section.rows)
     return "\n".join(lines)
@@ -74,9 +76,9 @@ def _as_text(view: _View) -> str:
 _CELL = "text-align:left;padding:2px 16px 2px 0;vertical-align:top"
 
 
-def _as_html(view: _View) -> str:
+def _as_html(self: _View) -> str:
     parts = ['<div class="loop-guard">']
-    for section in view._sections():
+    for section in self._sections():
         parts.append(
             '<table style="border-collapse:collapse;margin-bottom:1em">'
             f'<caption style="text-align:left;font-weight:bold;padding-bottom:4px">'
@@ -96,8 +98,8 @@ def _as_html(view: _View) -> str:
     return "".join(parts)
 
 
-def _pretty(view: _View, printer: Any, cycle: bool) -> None:
-    printer.text(str(view))
+def _pretty(self: _View, printer: Any, cycle: bool) -> None:
+    printer.text(str(self))
 
 
 @dataclass(frozen=True, slots=True)

@@ -236,6 +236,15 @@ class ScriptedTool(StructuredTool):
         """The arguments of each call, oldest first."""
         return list(self._arguments)
 
+    def model_post_init(self, context: Any, /) -> None:
+        """Run the script as the tool's body (unless a body was given)."""
+        super().model_post_init(context)
+        if self.func is None:
+            self.func = self._run_script
+
+    def _run_script(self, **arguments: Any) -> Any:
+        return self._next_result(arguments)
+
     def _next_result(self, arguments: dict[str, Any]) -> Any:
         with self._lock:
             index = self._calls
@@ -269,22 +278,14 @@ def scripted_tool(
     a :class:`~langchain_core.tools.ToolException` becomes an error tool message the model reads (as
     with any tool that sets ``handle_tool_error``), others propagate to the ``ToolNode``, which by
     default re-raises them. The tool accepts any arguments."""
-    holder: list[ScriptedTool] = []
-
-    def run(**kwargs: Any) -> Any:
-        return holder[0]._next_result(kwargs)
-
-    tool = ScriptedTool(
+    return ScriptedTool(
         name=name,
         handle_tool_error=True,
         description=description or f"Scripted test tool {name!r}.",
-        func=run,
         args_schema=_ANY_ARGS,
         results=list(results) or ["ok"],
         then=then,
     )
-    holder.append(tool)
-    return tool
 
 
 # --- the provider-validity check ------------------------------------------------------------------

@@ -408,7 +408,7 @@ def test_detector_never_raises_and_keeps_its_invariants(
         assert d._view.sigs == [c.sig for c in d._view.calls]
         assert len(d._view.memory.export()[0]) == 512  # a fixed size, whatever was seen
         assert len(d._view.replies.recent) <= max(1, limits.reply_laps * limits.reply_cycle)
-        assert len(d._reported) <= MAX_REPORTED
+        assert len(d._record.export_state()["reported"]) <= MAX_REPORTED
 
 
 class AskingEveryCheck:

@@ -16,7 +16,8 @@ import pytest
 from langchain_loop_guard import LoopGuardConfig, calibrate, replay
 from langchain_loop_guard._cli import EXIT_OK, main
 from langchain_loop_guard._detector import DetectorEvent
-from langchain_loop_guard._report import MAX_DRAWN, MAX_LISTED, MAX_MARKS, Timeline
+from langchain_loop_guard._replay_results import MAX_MARKS, Timeline
+from langchain_loop_guard._report import MAX_DRAWN, MAX_LISTED
 
 DEFAULTS = LoopGuardConfig()
 CANARIES = ("canary-arg-5f1d", "canary-out-77b2", "canary-err-c0de", "canary-say-9e9e")
