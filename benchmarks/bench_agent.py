@@ -37,8 +37,8 @@ from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode
 
 from langchain_loop_guard import LoopGuardConfig, LoopGuardNode, LoopGuardState
-from langchain_loop_guard._handler import LoopGuardCallbackHandler
-from langchain_loop_guard._middleware import LoopGuardMiddleware
+from langchain_loop_guard._integrations._handler import LoopGuardCallbackHandler
+from langchain_loop_guard._integrations._middleware import LoopGuardMiddleware
 from langchain_loop_guard.testing import ScriptedChatModel, call, scripted_tool
 
 STEPS = 200

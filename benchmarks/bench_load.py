@@ -29,9 +29,9 @@ from uuid import UUID, uuid4
 from _harness import Row
 
 from langchain_loop_guard import LoopDetector, LoopGuardConfig
-from langchain_loop_guard._handler import LoopGuardCallbackHandler
-from langchain_loop_guard._signature import outcome_digest
-from langchain_loop_guard._stop import LoopDetected
+from langchain_loop_guard._core._signature import outcome_digest
+from langchain_loop_guard._integrations._handler import LoopGuardCallbackHandler
+from langchain_loop_guard._integrations._stop import LoopDetected
 
 CONFIG = LoopGuardConfig(max_turns=1_000_000)
 MB = 1 << 20
@@ -164,7 +164,7 @@ _PEAK = """
 import sys
 sys.path.insert(0, {here!r})
 from bench_load import CONFIG, _Run, _big_output, _high_water
-from langchain_loop_guard._handler import LoopGuardCallbackHandler
+from langchain_loop_guard._integrations._handler import LoopGuardCallbackHandler
 output = _big_output({size})
 handler = LoopGuardCallbackHandler(CONFIG)
 run = _Run(handler)

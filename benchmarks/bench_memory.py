@@ -24,7 +24,7 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, LLMResult
 
 from langchain_loop_guard import LoopDetector, LoopGuardConfig
-from langchain_loop_guard._handler import LoopGuardCallbackHandler
+from langchain_loop_guard._integrations._handler import LoopGuardCallbackHandler
 from langchain_loop_guard.testing import ScriptedChatModel, call, scripted_tool
 
 CONFIG = LoopGuardConfig(max_turns=1_000_000)

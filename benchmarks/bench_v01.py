@@ -34,7 +34,7 @@ from typing import Any
 from _harness import Row, compare, ratio_row, timed
 from bench_detector import typical_args, typical_output, typical_text
 
-import langchain_loop_guard._detector as shipped
+import langchain_loop_guard._core._detector as shipped
 
 V01 = "3f9ea05"
 ALIAS = "_loop_guard_v01"
@@ -266,8 +266,8 @@ def handler_against_v01(rounds: int = 15) -> list[Row]:
     if isinstance(v01, str):
         print(f"skipped '{name}': {v01}", flush=True)
         return []
-    import langchain_loop_guard._config as config
-    import langchain_loop_guard._handler as handler
+    import langchain_loop_guard._core._config as config
+    import langchain_loop_guard._integrations._handler as handler
 
     comparison = compare(
         _handler_batch(v01, load_v01("_config")), _handler_batch(handler, config), rounds=rounds

@@ -36,8 +36,9 @@ from _harness import compare, compare_pairs, format_table, ratio_row, timed
 from langchain.agents.middleware import ToolCallLimitMiddleware
 from langchain_core.messages import HumanMessage
 
-from langchain_loop_guard import _detector, _graph_guard, _masks, _middleware, _view
-from langchain_loop_guard._middleware import LoopGuardMiddleware
+from langchain_loop_guard._core import _detector, _masks, _view
+from langchain_loop_guard._integrations import _graph_guard, _middleware
+from langchain_loop_guard._integrations._middleware import LoopGuardMiddleware
 
 
 @contextmanager

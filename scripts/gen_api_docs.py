@@ -29,9 +29,9 @@ ROOT = Path(__file__).resolve().parent.parent
 OUTPUT = ROOT / "docs" / "api.md"
 
 RETURNED = [
-    ("GuardStatus", "langchain_loop_guard._status"),
-    ("RunInspection", "langchain_loop_guard._status"),
-    ("ConfigRow", "langchain_loop_guard._config"),
+    ("GuardStatus", "langchain_loop_guard._core._status"),
+    ("RunInspection", "langchain_loop_guard._core._status"),
+    ("ConfigRow", "langchain_loop_guard._core._config"),
 ]
 """Values the public methods return, documented after ``__all__`` (``guard.status()``…)."""
 

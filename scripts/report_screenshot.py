@@ -25,7 +25,7 @@ from pathlib import Path
 from langchain.agents import create_agent
 
 from langchain_loop_guard import LoopGuardCallbackHandler, LoopGuardConfig, replay
-from langchain_loop_guard._demo_scenarios import SCENARIOS
+from langchain_loop_guard._cli._demo_scenarios import SCENARIOS
 from langchain_loop_guard.testing import ScriptedChatModel
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -4,7 +4,9 @@
 # translate them, and reinstall (pip install -e .) to recompile the .mo files.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# --ignore-dirs: Babel skips folders starting with "_" by default, and the package's rooms do
 pybabel extract -F pyproject.toml --no-location --sort-by-file --omit-header \
+    --ignore-dirs ".* __* build dist .venv*" \
     -o locales/langchain_loop_guard.pot .
 pybabel update -i locales/langchain_loop_guard.pot -d locales -D langchain_loop_guard \
     --no-fuzzy-matching --ignore-obsolete

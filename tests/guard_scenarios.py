@@ -25,9 +25,9 @@ from langgraph.prebuilt import ToolNode
 from langgraph.types import Command
 
 from langchain_loop_guard import LoopGuardConfig, Signal
-from langchain_loop_guard._graph_state import LoopGuardState
-from langchain_loop_guard._middleware import LoopGuardMiddleware
-from langchain_loop_guard._node import LoopGuardNode
+from langchain_loop_guard._integrations._graph_state import LoopGuardState
+from langchain_loop_guard._integrations._middleware import LoopGuardMiddleware
+from langchain_loop_guard._integrations._node import LoopGuardNode
 from langchain_loop_guard.testing import (
     ScriptedChatModel,
     assert_valid_history,

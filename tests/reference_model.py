@@ -1,6 +1,6 @@
 """An independent, deliberately naive model of the loop signals of SPEC §2, for differential tests.
 
-It is written from the SPEC text alone, never from ``langchain_loop_guard._detector``: it keeps
+It is written from the SPEC text alone, never from ``_core._detector``: it keeps
 the whole history (no windows, no digests), recomputes every rule from scratch at each event,
 and serializes arguments with a few lines of its own. It is slow and obviously bounded by
 nothing, which is the point: the real detector must decide the same on every stream where the

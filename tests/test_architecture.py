@@ -239,11 +239,11 @@ def test_the_checks_see_a_circle_and_skip_type_checking_imports() -> None:
     ]
     source = (
         "from typing import TYPE_CHECKING\n"
-        "from langchain_loop_guard._engine import Run\n"
+        "from langchain_loop_guard._integrations._engine import Run\n"
         "if TYPE_CHECKING:\n"
-        "    from langchain_loop_guard._handler import X\n"
+        "    from langchain_loop_guard._integrations._handler import X\n"
         "def f():\n"
-        "    from langchain_loop_guard import _repair\n"
+        "    from langchain_loop_guard._integrations import _repair as _repair\n"
     )
     assert _imported(ast.parse(source)) == {"_engine.py", "_repair.py"}
 
@@ -253,12 +253,12 @@ def test_the_circle_finder_counts_type_only_imports_when_asked() -> None:
     circle closed by a type-only import is found."""
     source = (
         "from typing import TYPE_CHECKING\n"
-        "from langchain_loop_guard._engine import Run\n"
+        "from langchain_loop_guard._integrations._engine import Run\n"
         "if TYPE_CHECKING:\n"
-        "    from langchain_loop_guard._handler import X\n"
+        "    from langchain_loop_guard._integrations._handler import X\n"
     )
     assert _imported(ast.parse(source), type_only=True) == {"_engine.py", "_handler.py"}
-    back = "if TYPE_CHECKING:\n    from langchain_loop_guard._engine import Run\n"
+    back = "if TYPE_CHECKING:\n    from langchain_loop_guard._integrations._engine import Run\n"
     graph = {
         "_engine.py": {"_handler.py"},
         "_handler.py": _imported(ast.parse(back), type_only=True),

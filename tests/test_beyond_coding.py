@@ -37,14 +37,14 @@ from conversations import (
 )
 
 from langchain_loop_guard import LoopDetector, LoopGuardConfig, Signal
-from langchain_loop_guard._signature import (
+from langchain_loop_guard._core._signature import (
     arg_tokens,
     changes_something,
     near_reply,
     outcome,
     reply_sketch,
 )
-from langchain_loop_guard._view import Limits, RunView, successes_cannot_stop
+from langchain_loop_guard._core._view import Limits, RunView, successes_cannot_stop
 
 NEVER = [
     # N6: many calls in one model message

@@ -49,8 +49,8 @@ from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 
 from langchain_loop_guard import LoopGuardConfig, Signal
-from langchain_loop_guard._handler import LoopGuardCallbackHandler
-from langchain_loop_guard._stop import LoopDetected
+from langchain_loop_guard._integrations._handler import LoopGuardCallbackHandler
+from langchain_loop_guard._integrations._stop import LoopDetected
 from langchain_loop_guard.testing import ScriptedChatModel, assert_valid_history, calls
 
 # --- a scenario as an agent -----------------------------------------------------------------------

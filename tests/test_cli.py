@@ -13,9 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from langchain_loop_guard import _demo
-from langchain_loop_guard._cli import COMMANDS, EXIT_FAILURE, EXIT_OK, EXIT_USAGE, main
-from langchain_loop_guard._demo import (
+from langchain_loop_guard._cli import _demo
+from langchain_loop_guard._cli._demo import (
     GuardVerdict,
     ModelTurn,
     ToolRun,
@@ -23,8 +22,9 @@ from langchain_loop_guard._demo import (
     render,
     run_demo,
 )
-from langchain_loop_guard._demo_kinds import INTEGRATIONS, LOOP_KINDS, Integration
-from langchain_loop_guard._messages import translator
+from langchain_loop_guard._cli._demo_kinds import INTEGRATIONS, LOOP_KINDS, Integration
+from langchain_loop_guard._cli._main import COMMANDS, EXIT_FAILURE, EXIT_OK, EXIT_USAGE, main
+from langchain_loop_guard._core._messages import translator
 
 CANARY = "canary-7f3a9c"
 

@@ -21,8 +21,8 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from langchain_loop_guard import LoopGuardConfig, LoopGuardConfigError, LoopGuardError
-from langchain_loop_guard._config import ConfigRow
-from langchain_loop_guard._errors import ConfigProblem
+from langchain_loop_guard._core._config import ConfigRow
+from langchain_loop_guard._core._errors import ConfigProblem
 
 Loader = Callable[..., LoopGuardConfig]
 
@@ -650,7 +650,7 @@ def test_config_module_imports_no_langchain(tmp_path: Path) -> None:
         "import sys, pathlib\n"
         "for name in ('langchain', 'langchain_core', 'langgraph'):\n"
         "    sys.modules[name] = None  # importing any of them now fails\n"
-        "from langchain_loop_guard._config import LoopGuardConfig\n"
+        "from langchain_loop_guard._core._config import LoopGuardConfig\n"
         "here = pathlib.Path(sys.argv[1])\n"
         "LoopGuardConfig._load({}, environ={'HOME': str(here)}, cwd=here).describe()\n"
     )

@@ -41,7 +41,7 @@ PROBE = textwrap.dedent(
     from langchain_loop_guard import LoopDetector, LoopGuardConfig, Signal, Verdict
 
     for name in ("_detector", "_signature", "_config", "_messages", "_errors"):
-        importlib.import_module(f"langchain_loop_guard.{name}")
+        importlib.import_module(f"langchain_loop_guard._core.{name}")
 
     detector = LoopDetector(LoopGuardConfig())
     verdicts = [detector.tool_call("read", {"path": "a.ts"}) for _ in range(3)]

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from langchain_loop_guard import LoopDetector, LoopGuardConfig, Signal, Verdict
-from langchain_loop_guard._detector import ALLOW, DetectorEvent, EventKind, reason
-from langchain_loop_guard._reporting import MAX_REPORTED
+from langchain_loop_guard._core._detector import ALLOW, DetectorEvent, EventKind, reason
+from langchain_loop_guard._core._reporting import MAX_REPORTED
 
 if TYPE_CHECKING:
     from conftest import FakeClock

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from langchain_loop_guard import LoopGuardConfig, Signal
-from langchain_loop_guard._detector import ALLOW, DetectorEvent, LoopDetector, Verdict
+from langchain_loop_guard._core._detector import ALLOW, DetectorEvent, LoopDetector, Verdict
 
 if TYPE_CHECKING:
     from conftest import FakeClock

@@ -13,11 +13,11 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from langchain_loop_guard import LoopDetector, LoopGuardConfig, Signal, Verdict
-from langchain_loop_guard import _detector as detector_module
-from langchain_loop_guard._canonical import call_signature, canonical
-from langchain_loop_guard._detector import DetectorEvent
-from langchain_loop_guard._reporting import MAX_REPORTED
-from langchain_loop_guard._signature import assistant_key, error_key, outcome_digest
+from langchain_loop_guard._core import _detector as detector_module
+from langchain_loop_guard._core._canonical import call_signature, canonical
+from langchain_loop_guard._core._detector import DetectorEvent
+from langchain_loop_guard._core._reporting import MAX_REPORTED
+from langchain_loop_guard._core._signature import assistant_key, error_key, outcome_digest
 
 # Generated values nest and event streams are long: the default deadline would flake on a
 # loaded two-core machine, and data_too_large / too_slow only say the strategies are rich.

@@ -14,10 +14,10 @@ import textwrap
 import pytest
 
 from langchain_loop_guard import LoopGuardConfig, Signal
-from langchain_loop_guard._detector import Verdict
-from langchain_loop_guard._engine import Held, Run, RunEngine, bounded_put
-from langchain_loop_guard._runtime import GuardRuntime
-from langchain_loop_guard._scope import choose_scope
+from langchain_loop_guard._core._detector import Verdict
+from langchain_loop_guard._core._scope import choose_scope
+from langchain_loop_guard._integrations._engine import Held, Run, RunEngine, bounded_put
+from langchain_loop_guard._integrations._runtime import GuardRuntime
 
 READ = ("tool_call", "read", {"path": "a.py"})
 
@@ -350,9 +350,9 @@ def test_the_engine_imports_no_host() -> None:
                 return None
 
         sys.meta_path.insert(0, Blocker())
-        from langchain_loop_guard._engine import Run, RunEngine
-        from langchain_loop_guard._runtime import GuardRuntime
-        from langchain_loop_guard._scope import choose_scope
+        from langchain_loop_guard._integrations._engine import Run, RunEngine
+        from langchain_loop_guard._integrations._runtime import GuardRuntime
+        from langchain_loop_guard._core._scope import choose_scope
         runs = RunEngine(GuardRuntime({}), Run, lambda: 4)
         run = runs.begin("r", scope=choose_scope("run", None, False))
         print([run.decide("tool_call", "read", {}).action for _ in range(3)])

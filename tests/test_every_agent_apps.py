@@ -57,10 +57,10 @@ from test_beyond_coding_agents import (
 )
 
 from langchain_loop_guard import LoopGuardConfig, Signal
-from langchain_loop_guard._handler import LoopGuardCallbackHandler
-from langchain_loop_guard._middleware import LoopGuardMiddleware
-from langchain_loop_guard._node import LoopGuardNode
-from langchain_loop_guard._stop import LoopDetected
+from langchain_loop_guard._integrations._handler import LoopGuardCallbackHandler
+from langchain_loop_guard._integrations._middleware import LoopGuardMiddleware
+from langchain_loop_guard._integrations._node import LoopGuardNode
+from langchain_loop_guard._integrations._stop import LoopDetected
 from langchain_loop_guard.testing import ScriptedChatModel, assert_valid_history
 
 OnStop = Literal["raise", "end"]

@@ -23,8 +23,8 @@ from langgraph.types import Command
 from pydantic import BaseModel, ValidationError
 
 from langchain_loop_guard import LoopGuardConfig, LoopGuardConfigError, Signal
-from langchain_loop_guard._handler import LoopGuardCallbackHandler
-from langchain_loop_guard._stop import LoopDetected
+from langchain_loop_guard._integrations._handler import LoopGuardCallbackHandler
+from langchain_loop_guard._integrations._stop import LoopDetected
 from langchain_loop_guard.testing import calls
 
 
@@ -740,7 +740,9 @@ def test_registry_forgets_the_least_recent_idle_run_beyond_its_bound(
     """Runs that never report their end are forgotten once idle, least recently active first."""
     handler = LoopGuardCallbackHandler(LoopGuardConfig(), max_runs=3)
     runs = [Run(handler) for _ in range(3)]
-    monkeypatch.setattr("langchain_loop_guard._engine.IDLE_S", 0.0)  # every run is idle now
+    monkeypatch.setattr(
+        "langchain_loop_guard._integrations._engine.IDLE_S", 0.0
+    )  # every run is idle now
     runs[0].tool("read_file", {"path": "a.py"})  # the first run is now the most recent
     runs.append(Run(handler))
     assert handler.status().active_runs == 3
@@ -756,7 +758,9 @@ def test_late_events_of_a_forgotten_run_start_no_new_detector(
     handler = LoopGuardCallbackHandler(LoopGuardConfig(), max_runs=1)
     old = Run(handler)
     node = old.node()
-    monkeypatch.setattr("langchain_loop_guard._engine.IDLE_S", 0.0)  # the old run is idle now
+    monkeypatch.setattr(
+        "langchain_loop_guard._integrations._engine.IDLE_S", 0.0
+    )  # the old run is idle now
     Run(handler)  # the old run is idle: forgotten to make room
     tool = uuid4()
     handler.on_tool_start({"name": "read_file"}, "{}", run_id=tool, parent_run_id=node, inputs={})
@@ -1058,7 +1062,7 @@ def test_handler_failure_fails_open_with_one_warning(
     caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A bug in the handler's own code is logged once and never raises."""
-    import langchain_loop_guard._handler as module
+    import langchain_loop_guard._integrations._handler as module
 
     def broken(response: Any) -> Any:
         msg = "handler bug"

@@ -24,11 +24,11 @@ from langgraph.prebuilt import ToolNode, tools_condition
 from langgraph.types import Command, interrupt
 
 from langchain_loop_guard import LoopGuardConfig, Signal
-from langchain_loop_guard._detector import LoopDetector
-from langchain_loop_guard._handler import TRACE_EVENT, LoopGuardCallbackHandler
-from langchain_loop_guard._hint import with_loop_hint
-from langchain_loop_guard._messages import HINT_MARKER
-from langchain_loop_guard._stop import LoopDetected
+from langchain_loop_guard._core._detector import LoopDetector
+from langchain_loop_guard._core._messages import HINT_MARKER
+from langchain_loop_guard._integrations._handler import TRACE_EVENT, LoopGuardCallbackHandler
+from langchain_loop_guard._integrations._hint import with_loop_hint
+from langchain_loop_guard._integrations._stop import LoopDetected
 from langchain_loop_guard.testing import ScriptedChatModel, call, calls, scripted_tool
 
 # --- two ways to build an agent, four ways to run it ----------------------------------------------

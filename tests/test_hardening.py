@@ -22,15 +22,15 @@ from langchain_core.outputs import ChatGeneration, LLMResult
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.errors import GraphInterrupt
 
-import langchain_loop_guard._handler as handler_module
+import langchain_loop_guard._integrations._handler as handler_module
 from langchain_loop_guard import LoopDetector, LoopGuardConfig, LoopGuardConfigError
-from langchain_loop_guard._canonical import call_signature
-from langchain_loop_guard._handler import LoopGuardCallbackHandler
-from langchain_loop_guard._middleware import LoopGuardMiddleware
-from langchain_loop_guard._node import LoopGuardNode
-from langchain_loop_guard._signature import error_key, outcome_digest
-from langchain_loop_guard._stop import LoopDetected
-from langchain_loop_guard._trace import read_trace
+from langchain_loop_guard._core._canonical import call_signature
+from langchain_loop_guard._core._signature import error_key, outcome_digest
+from langchain_loop_guard._integrations._handler import LoopGuardCallbackHandler
+from langchain_loop_guard._integrations._middleware import LoopGuardMiddleware
+from langchain_loop_guard._integrations._node import LoopGuardNode
+from langchain_loop_guard._integrations._stop import LoopDetected
+from langchain_loop_guard._replay._trace import read_trace
 from langchain_loop_guard.testing import ScriptedChatModel, call, scripted_tool
 
 # --- helpers ---------------------------------------------------------------------------------
@@ -235,7 +235,7 @@ def test_pin_cannot_be_recovered_from_inspect_logs_exceptions_or_trace_events(
     """``inspect()``'s 8 digits, a log record's key, ``LoopDetected``'s and the custom event's
     key: none matches the unkeyed digest of any of the 10,000 PINs."""
     events: list[dict[str, Any]] = []
-    monkeypatch.setattr("langchain_loop_guard._runtime.publish", events.append)
+    monkeypatch.setattr("langchain_loop_guard._integrations._runtime.publish", events.append)
     handler = LoopGuardCallbackHandler(LoopGuardConfig())
     run = Run(handler)
     with caplog.at_level(logging.INFO, logger="langchain_loop_guard"):

@@ -16,9 +16,9 @@ from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 
 from langchain_loop_guard import LoopGuardConfig, LoopGuardNode
-from langchain_loop_guard._handler import LoopGuardCallbackHandler
-from langchain_loop_guard._hint import with_loop_hint
-from langchain_loop_guard._messages import HINT_MARKER, hint
+from langchain_loop_guard._core._messages import HINT_MARKER, hint
+from langchain_loop_guard._integrations._handler import LoopGuardCallbackHandler
+from langchain_loop_guard._integrations._hint import with_loop_hint
 from langchain_loop_guard.testing import ScriptedChatModel, call, scripted_tool
 
 ON = LoopGuardConfig()

@@ -19,9 +19,9 @@ from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.types import Command
 
 from langchain_loop_guard import LoopGuardCallbackHandler, LoopGuardConfig, Signal
-from langchain_loop_guard._middleware import LoopGuardMiddleware
-from langchain_loop_guard._node import LoopGuardNode
-from langchain_loop_guard._stop import LoopDetected
+from langchain_loop_guard._integrations._middleware import LoopGuardMiddleware
+from langchain_loop_guard._integrations._node import LoopGuardNode
+from langchain_loop_guard._integrations._stop import LoopDetected
 from langchain_loop_guard.testing import ScriptedChatModel, call
 
 Integration = Literal["handler", "middleware", "node"]

@@ -27,8 +27,8 @@ from langgraph.prebuilt import ToolNode, tools_condition
 from langgraph.types import RetryPolicy
 
 from langchain_loop_guard import LoopGuardConfig, LoopGuardError, Signal, Verdict
-from langchain_loop_guard._handler import LoopGuardCallbackHandler
-from langchain_loop_guard._stop import LoopDetected
+from langchain_loop_guard._integrations._handler import LoopGuardCallbackHandler
+from langchain_loop_guard._integrations._stop import LoopDetected
 from langchain_loop_guard.testing import ScriptedChatModel, call, calls, scripted_tool
 
 # --- the exception itself -------------------------------------------------------------------------

@@ -16,12 +16,12 @@ from IPython.core.interactiveshell import InteractiveShell
 from langchain.agents import create_agent
 from traitlets.config import Config
 
-from langchain_loop_guard import _magic
-from langchain_loop_guard._handler import LoopGuardCallbackHandler
-from langchain_loop_guard._messages import translator
-from langchain_loop_guard._runtime import live_guards
-from langchain_loop_guard._status import GuardStatus, RunInspection, text_table, text_width
-from langchain_loop_guard._stop import LoopDetected
+from langchain_loop_guard._cli import _magic
+from langchain_loop_guard._core._messages import translator
+from langchain_loop_guard._core._status import GuardStatus, RunInspection, text_table, text_width
+from langchain_loop_guard._integrations._handler import LoopGuardCallbackHandler
+from langchain_loop_guard._integrations._runtime import live_guards
+from langchain_loop_guard._integrations._stop import LoopDetected
 from langchain_loop_guard.testing import ScriptedChatModel, call, scripted_tool
 
 QUESTION = {"messages": [("user", "go")]}
@@ -35,7 +35,7 @@ def shell(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InteractiveShell
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("IPYTHONDIR", str(tmp_path_factory.mktemp("ipython")))
         ipython = InteractiveShell.instance(config=config)
-        ipython.run_line_magic("load_ext", "langchain_loop_guard._magic")
+        ipython.run_line_magic("load_ext", "langchain_loop_guard._cli._magic")
         yield ipython
         InteractiveShell.clear_instance()
 

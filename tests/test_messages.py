@@ -12,8 +12,8 @@ from babel.messages.catalog import Catalog
 from babel.messages.extract import extract_from_dir
 from babel.messages.pofile import read_po
 
-from langchain_loop_guard import _messages
-from langchain_loop_guard._messages import (
+from langchain_loop_guard._core import _messages
+from langchain_loop_guard._core._messages import (
     DOMAIN,
     LOCALES,
     current_locale,
@@ -59,7 +59,15 @@ def _fields(text: str) -> set[str]:
 
 def _source_ids() -> set[str]:
     method_map = [("langchain_loop_guard/**.py", "python")]
-    return {_first(message) for _, _, message, _, _ in extract_from_dir(str(ROOT), method_map)}
+    # Babel skips folders whose names start with "_" unless told otherwise: the package's rooms
+    # (``_core``, ``_integrations``, …) do, and hold the messages.
+    found = extract_from_dir(str(ROOT), method_map, directory_filter=_source_folder)
+    return {_first(message) for _, _, message, _, _ in found}
+
+
+def _source_folder(path: str) -> bool:
+    name = Path(path).name
+    return not name.startswith((".", "__")) and name not in {"build", "dist"}
 
 
 def test_template_lists_every_message_in_the_source() -> None:

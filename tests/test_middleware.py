@@ -44,9 +44,9 @@ from langchain_loop_guard import (
     Signal,
     guard_kind,
 )
-from langchain_loop_guard._messages import HINT_MARKER, hint, not_executed, nudge, translator
-from langchain_loop_guard._middleware import LoopGuardAgentState, LoopGuardMiddleware
-from langchain_loop_guard._stop import LoopDetected
+from langchain_loop_guard._core._messages import HINT_MARKER, hint, not_executed, nudge, translator
+from langchain_loop_guard._integrations._middleware import LoopGuardAgentState, LoopGuardMiddleware
+from langchain_loop_guard._integrations._stop import LoopDetected
 from langchain_loop_guard.testing import ScriptedChatModel, call, calls, scripted_tool
 
 # --- first tier: the hooks, called with hand-built state --------------------------------------

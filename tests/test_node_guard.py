@@ -26,9 +26,9 @@ from langgraph.graph import END
 from langgraph.types import Command, Send
 
 from langchain_loop_guard import LoopGuardConfig, LoopGuardConfigError, Signal, guard_kind
-from langchain_loop_guard._messages import HINT_MARKER, not_executed, nudge
-from langchain_loop_guard._node import LoopGuardNode
-from langchain_loop_guard._stop import LoopDetected
+from langchain_loop_guard._core._messages import HINT_MARKER, not_executed, nudge
+from langchain_loop_guard._integrations._node import LoopGuardNode
+from langchain_loop_guard._integrations._stop import LoopDetected
 from langchain_loop_guard.testing import ScriptedChatModel, call, calls, scripted_tool
 
 # --- first tier: the node and its router, called with hand-built state ------------------------

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from langchain_loop_guard import LoopDetector, LoopGuardConfig, Signal
-from langchain_loop_guard._novelty import (
+from langchain_loop_guard._core._novelty import (
     LINES,
     MOVED,
     NEUTRAL,
@@ -22,8 +22,8 @@ from langchain_loop_guard._novelty import (
     line_hashes,
     number_of,
 )
-from langchain_loop_guard._replies import Replies
-from langchain_loop_guard._signature import outcome
+from langchain_loop_guard._core._replies import Replies
+from langchain_loop_guard._core._signature import outcome
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -216,7 +216,7 @@ def test_a_volatile_field_that_is_no_field_name_is_refused(names: Any) -> None:
 
 def test_volatile_fields_mask_a_users_field_for_one_tool_only() -> None:
     """A field named for one tool is masked in that tool's results, not in another's."""
-    from langchain_loop_guard._limits import limits_of
+    from langchain_loop_guard._core._limits import limits_of
 
     limits = limits_of(LoopGuardConfig(volatile_fields={"search_docs": ["score"]}))
     text = '{"hits": ["refunds.md"], "score": 0.87}'
@@ -227,7 +227,7 @@ def test_volatile_fields_mask_a_users_field_for_one_tool_only() -> None:
 
 
 def test_a_reply_is_its_own_rewording() -> None:
-    from langchain_loop_guard._signature import reply_sketch, reworded_reply
+    from langchain_loop_guard._core._signature import reply_sketch, reworded_reply
 
     plan = reply_sketch("First I will check the invoices, then the refunds, then report back.")
     assert reworded_reply(plan, plan)

@@ -209,7 +209,7 @@ def test_a_repeated_error_marks_the_step_that_decided(
 
 def test_a_warning_does_not_hide_a_stop_in_the_metadata() -> None:
     """A run's metadata keeps its most serious verdict; tags accumulate."""
-    from langchain_loop_guard._publish import _mark
+    from langchain_loop_guard._integrations._publish import _mark
 
     run = RunTree(name="agent", run_type="chain")
     stop = {"type": "loop_guard", "action": "block", "signal": "tool_cycle", "count": 3}

@@ -12,8 +12,13 @@ from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode
 from langgraph.types import Command
 
-from langchain_loop_guard._outcomes import CONTEXT_SCAN, Outcome, previous_answer, tool_outcome
-from langchain_loop_guard._signature import error_key, outcome_digest
+from langchain_loop_guard._core._signature import error_key, outcome_digest
+from langchain_loop_guard._integrations._outcomes import (
+    CONTEXT_SCAN,
+    Outcome,
+    previous_answer,
+    tool_outcome,
+)
 
 
 def digest_of(result: object) -> str:

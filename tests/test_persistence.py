@@ -21,8 +21,8 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from langchain_loop_guard import LoopGuardConfig, Signal
-from langchain_loop_guard._node import LoopGuardNode
-from langchain_loop_guard._stop import LoopDetected
+from langchain_loop_guard._integrations._node import LoopGuardNode
+from langchain_loop_guard._integrations._stop import LoopDetected
 from langchain_loop_guard.testing import ScriptedChatModel, call, calls, scripted_tool
 
 TESTS = Path(__file__).resolve().parent
@@ -115,7 +115,7 @@ WORKER = textwrap.dedent(
     """
     import json, sys
     from guard_scenarios import KINDS, harness, model_of
-    from langchain_loop_guard._stop import LoopDetected
+    from langchain_loop_guard._integrations._stop import LoopDetected
     from langchain_loop_guard.testing import call, scripted_tool
 
     backend, target, thread, phase = sys.argv[1:5]
@@ -272,7 +272,7 @@ def test_guard_state_stays_bounded_however_long_the_thread() -> None:
 
 def test_guard_remembers_a_bounded_number_of_threads(monkeypatch: pytest.MonkeyPatch) -> None:
     """The in-process view of threads (for status and inspect) is bounded."""
-    from langchain_loop_guard import _graph_guard
+    from langchain_loop_guard._integrations import _graph_guard
 
     guard = LoopGuardNode(LoopGuardConfig())
     for n in range(300):
@@ -310,7 +310,7 @@ def test_guard_failure_fails_open(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A bug in the guard's own code lets the run go on, and is logged once."""
-    from langchain_loop_guard import _graph_pass
+    from langchain_loop_guard._integrations import _graph_pass
 
     def broken(*args: object) -> object:
         raise KeyError("bug")

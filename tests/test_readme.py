@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from langgraph.warnings import LangGraphDeprecationWarning
 
-from langchain_loop_guard._cli import EXIT_OK, main
+from langchain_loop_guard._cli._main import EXIT_OK, main
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCUMENTS = [ROOT / "README.md", ROOT / "docs" / "manual.md"]

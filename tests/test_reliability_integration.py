@@ -28,9 +28,9 @@ from langchain_core.tools import BaseTool, ToolException
 from langgraph.checkpoint.memory import InMemorySaver
 
 from langchain_loop_guard import LoopDetector, LoopGuardConfig, Signal
-from langchain_loop_guard._handler import LoopGuardCallbackHandler
-from langchain_loop_guard._middleware import LoopGuardMiddleware
-from langchain_loop_guard._stop import LoopDetected
+from langchain_loop_guard._integrations._handler import LoopGuardCallbackHandler
+from langchain_loop_guard._integrations._middleware import LoopGuardMiddleware
+from langchain_loop_guard._integrations._stop import LoopDetected
 from langchain_loop_guard.testing import ScriptedChatModel, call, scripted_tool
 
 Integration = Literal["handler", "middleware"]

@@ -19,11 +19,11 @@ from langchain_loop_guard import (
     LoopGuardMiddleware,
     Signal,
 )
-from langchain_loop_guard._cli import EXIT_OK, EXIT_USAGE, build_parser, main
-from langchain_loop_guard._detector import DetectorEvent, LoopDetector
-from langchain_loop_guard._handler import LoopGuardCallbackHandler
-from langchain_loop_guard._replay import TRACE_FORMATS, replay
-from langchain_loop_guard._trace import TraceFormatError, TraceRecorder
+from langchain_loop_guard._cli._main import EXIT_OK, EXIT_USAGE, build_parser, main
+from langchain_loop_guard._core._detector import DetectorEvent, LoopDetector
+from langchain_loop_guard._integrations._handler import LoopGuardCallbackHandler
+from langchain_loop_guard._replay._replay import TRACE_FORMATS, replay
+from langchain_loop_guard._replay._trace import TraceFormatError, TraceRecorder
 from langchain_loop_guard.testing import ScriptedChatModel, call, calls, scripted_tool
 
 if TYPE_CHECKING:
@@ -505,7 +505,7 @@ def test_cli_format_choices_are_the_trace_formats() -> None:
 
 def test_a_trace_keeps_helper_model_answers_apart(tmp_path: Path) -> None:
     """`ctx: false` round-trips through a recorded trace (SPEC §11 N2)."""
-    from langchain_loop_guard._trace import decode_event, encode_event
+    from langchain_loop_guard._replay._trace import decode_event, encode_event
 
     seen: list[DetectorEvent] = []
     detector = LoopDetector(listener=seen.append)

@@ -17,11 +17,11 @@ from typing import Any
 import pytest
 
 from langchain_loop_guard import LoopGuardConfig, calibrate, replay
-from langchain_loop_guard._cli import EXIT_OK, EXIT_USAGE, main
-from langchain_loop_guard._detector import DetectorEvent
-from langchain_loop_guard._public import MAX_TOOL_NAME
-from langchain_loop_guard._replay import json_text
-from langchain_loop_guard._trace import TraceRecorder
+from langchain_loop_guard._cli._main import EXIT_OK, EXIT_USAGE, main
+from langchain_loop_guard._core._detector import DetectorEvent
+from langchain_loop_guard._core._public import MAX_TOOL_NAME
+from langchain_loop_guard._replay._replay import json_text
+from langchain_loop_guard._replay._trace import TraceRecorder
 
 DEFAULTS = LoopGuardConfig()
 RAW = "\u202e\u2028\x1b\x07\x9b"  # right-to-left override, line separator, ESC, BEL, CSI

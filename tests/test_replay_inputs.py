@@ -18,13 +18,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from langchain_loop_guard import LoopGuardConfig, Signal, _sources
-from langchain_loop_guard._calibrate import calibrate
-from langchain_loop_guard._cli import EXIT_OK, EXIT_USAGE, main
-from langchain_loop_guard._detector import DetectorEvent, LoopDetector
-from langchain_loop_guard._errors import LoopGuardConfigError
-from langchain_loop_guard._replay import ReplayVerdict, replay, terminal_safe
-from langchain_loop_guard._trace import TraceFormatError, encode_event, parse_json_line
+from langchain_loop_guard import LoopGuardConfig, Signal
+from langchain_loop_guard._cli._main import EXIT_OK, EXIT_USAGE, main
+from langchain_loop_guard._core._detector import DetectorEvent, LoopDetector
+from langchain_loop_guard._core._errors import LoopGuardConfigError
+from langchain_loop_guard._replay import _sources
+from langchain_loop_guard._replay._calibrate import calibrate
+from langchain_loop_guard._replay._replay import ReplayVerdict, replay, terminal_safe
+from langchain_loop_guard._replay._trace import TraceFormatError, encode_event, parse_json_line
 
 DEFAULTS = LoopGuardConfig()
 
@@ -514,8 +515,8 @@ def test_an_observe_mode_trace_never_says_the_live_run_stopped(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Observe mode reported a loop and let the run go on: the report says so."""
-    from langchain_loop_guard._detector import LoopDetector
-    from langchain_loop_guard._trace import TraceRecorder
+    from langchain_loop_guard._core._detector import LoopDetector
+    from langchain_loop_guard._replay._trace import TraceRecorder
 
     monkeypatch.chdir(tmp_path)
     trace = tmp_path / "trace.jsonl"

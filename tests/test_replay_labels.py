@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 
 from langchain_loop_guard import LoopGuardConfig, calibrate, replay
-from langchain_loop_guard._cli import EXIT_OK, EXIT_USAGE, main
-from langchain_loop_guard._demo import run_demo
-from langchain_loop_guard._labels import Feedback, read_labels
-from langchain_loop_guard._trace import TraceFormatError
+from langchain_loop_guard._cli._demo import run_demo
+from langchain_loop_guard._cli._main import EXIT_OK, EXIT_USAGE, main
+from langchain_loop_guard._replay._labels import Feedback, read_labels
+from langchain_loop_guard._replay._trace import TraceFormatError
 
 EN, KO = LoopGuardConfig(), LoopGuardConfig(locale="ko")
 LOOPS = ("repeat", "cycle", "error")

@@ -23,10 +23,10 @@ from langsmith.types.run import Run as RunV2
 from langsmith_service import LangSmithService, forget_environment
 
 from langchain_loop_guard import LoopDetected, LoopGuardConfig, Signal
-from langchain_loop_guard._cli import EXIT_OK, EXIT_USAGE, main
-from langchain_loop_guard._handler import LoopGuardCallbackHandler
-from langchain_loop_guard._replay import ReplayVerdict, replay
-from langchain_loop_guard._trace import TraceFormatError
+from langchain_loop_guard._cli._main import EXIT_OK, EXIT_USAGE, main
+from langchain_loop_guard._integrations._handler import LoopGuardCallbackHandler
+from langchain_loop_guard._replay._replay import ReplayVerdict, replay
+from langchain_loop_guard._replay._trace import TraceFormatError
 from langchain_loop_guard.testing import ScriptedChatModel, call, calls, scripted_tool
 
 DEFAULTS = LoopGuardConfig()

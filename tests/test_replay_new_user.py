@@ -15,9 +15,9 @@ import pytest
 from langchain.agents import create_agent
 
 from langchain_loop_guard import LoopGuardConfig, LoopGuardMiddleware, calibrate, replay
-from langchain_loop_guard._cli import EXIT_OK, EXIT_USAGE, main
-from langchain_loop_guard._demo_kinds import INTEGRATIONS
-from langchain_loop_guard._report import _FONTS, _LIVE, _SPARED, _TOOLS
+from langchain_loop_guard._cli._demo_kinds import INTEGRATIONS
+from langchain_loop_guard._cli._main import EXIT_OK, EXIT_USAGE, main
+from langchain_loop_guard._replay._report import _FONTS, _LIVE, _SPARED, _TOOLS
 from langchain_loop_guard.testing import ScriptedChatModel, call, scripted_tool
 
 EN, KO = LoopGuardConfig(), LoopGuardConfig(locale="ko")

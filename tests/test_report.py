@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 
 from langchain_loop_guard import LoopGuardConfig, calibrate, replay
-from langchain_loop_guard._cli import EXIT_OK, main
-from langchain_loop_guard._detector import DetectorEvent
-from langchain_loop_guard._replay_results import MAX_MARKS, Timeline
-from langchain_loop_guard._report import MAX_DRAWN, MAX_LISTED
+from langchain_loop_guard._cli._main import EXIT_OK, main
+from langchain_loop_guard._core._detector import DetectorEvent
+from langchain_loop_guard._replay._replay_results import MAX_MARKS, Timeline
+from langchain_loop_guard._replay._report import MAX_DRAWN, MAX_LISTED
 
 DEFAULTS = LoopGuardConfig()
 CANARIES = ("canary-arg-5f1d", "canary-out-77b2", "canary-err-c0de", "canary-say-9e9e")

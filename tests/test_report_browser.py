@@ -26,8 +26,8 @@ import pytest
 from conftest import load_script
 
 from langchain_loop_guard import LoopGuardConfig, calibrate, replay
-from langchain_loop_guard._cli import EXIT_OK, main
-from langchain_loop_guard._report import _TOOLS
+from langchain_loop_guard._cli._main import EXIT_OK, main
+from langchain_loop_guard._replay._report import _TOOLS
 
 pytestmark = pytest.mark.slow
 

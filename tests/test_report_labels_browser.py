@@ -21,7 +21,7 @@ from test_report_browser import (  # its PNG decoder and layout harness
 )
 
 from langchain_loop_guard import LoopGuardConfig, calibrate
-from langchain_loop_guard._demo import run_demo
+from langchain_loop_guard._cli._demo import run_demo
 
 pytestmark = pytest.mark.slow
 

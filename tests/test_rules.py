@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from langchain_loop_guard import LoopGuardConfig, Signal
-from langchain_loop_guard._detector import DetectorEvent, LoopDetector, Verdict
-from langchain_loop_guard._rules import RULES
-from langchain_loop_guard._signature import outcome
-from langchain_loop_guard._view import Limits, RunView
+from langchain_loop_guard._core._detector import DetectorEvent, LoopDetector, Verdict
+from langchain_loop_guard._core._rules import RULES
+from langchain_loop_guard._core._signature import outcome
+from langchain_loop_guard._core._view import Limits, RunView
 
 
 def stops(verdicts: list[Verdict]) -> list[Verdict]:
@@ -535,8 +535,8 @@ def test_a_replayed_result_without_a_sketch_compares_its_outcome() -> None:
 def test_only_the_sequence_rule_can_fire_on_a_call_the_history_does_not_hold() -> None:
     """The premise of asking fewer rules about a new call: every other call rule needs an
     earlier call with the same signature in the history."""
-    from langchain_loop_guard._rules import CALL_CHECKS, NEW_CALL_CHECKS
-    from langchain_loop_guard._view import Call
+    from langchain_loop_guard._core._rules import CALL_CHECKS, NEW_CALL_CHECKS
+    from langchain_loop_guard._core._view import Call
 
     assert [r.on_call for r in RULES if r.new_calls] == list(NEW_CALL_CHECKS)
     others = [check for check in CALL_CHECKS if check not in NEW_CALL_CHECKS]
@@ -580,9 +580,9 @@ def test_restoring_a_state_with_a_malformed_turn_or_call_starts_afresh() -> None
 def test_a_near_repeat_needs_one_kind_and_two_short_results_to_be_equal() -> None:
     """A success is never nearly a failure; two short results are nearly the same only when
     equal; two long ones read by their lines are."""
-    from langchain_loop_guard._novelty import LINES
-    from langchain_loop_guard._rules import _alike_results
-    from langchain_loop_guard._view import Call
+    from langchain_loop_guard._core._novelty import LINES
+    from langchain_loop_guard._core._rules import _alike_results
+    from langchain_loop_guard._core._view import Call
 
     ok, error, other, long_a, long_b = (Call("t", "s", None) for _ in range(5))
     ok.kind, ok.outcome = "ok", "o1"

@@ -19,8 +19,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from langchain_loop_guard._canonical import call_signature, canonical, digest
-from langchain_loop_guard._signature import (
+from langchain_loop_guard._core._canonical import call_signature, canonical, digest
+from langchain_loop_guard._core._signature import (
     assistant_key,
     error_key,
     error_text,
@@ -372,7 +372,7 @@ def test_set_signatures_are_stable_across_processes() -> None:
     """String hashing differs per process; a set's signature does not."""
     args = {"tags": {"alpha", "beta", "gamma", "delta"}, "ids": frozenset({"x", "y", "z"})}
     code = (
-        "from langchain_loop_guard._canonical import call_signature;"
+        "from langchain_loop_guard._core._canonical import call_signature;"
         "print(call_signature('tool', {'tags': {'alpha', 'beta', 'gamma', 'delta'},"
         " 'ids': frozenset({'x', 'y', 'z'})}))"
     )
@@ -729,7 +729,7 @@ def test_a_mapping_whose_items_never_end_is_cut_quickly_and_marked(
     The time budget is lifted here so that the item budget, which is deterministic, is the
     one that cuts (on a loaded machine the two-second budget could come first; the time
     budget has its own test below, and the cost is measured in ``benchmarks/``)."""
-    monkeypatch.setattr("langchain_loop_guard._canonical._MAX_SECONDS", 600.0)
+    monkeypatch.setattr("langchain_loop_guard._core._canonical._MAX_SECONDS", 600.0)
     text = canonical({"query": _Endless()})
     assert '"$truncated":"items"' in text
     assert len(text) < 10 << 20
@@ -749,7 +749,7 @@ def test_containers_beyond_the_item_budget_are_marked_truncated(
     make: Callable[[int], object], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Beyond the item budget the container is cut and marked, and what follows it too."""
-    monkeypatch.setattr("langchain_loop_guard._canonical._MAX_ITEMS", 100)
+    monkeypatch.setattr("langchain_loop_guard._core._canonical._MAX_ITEMS", 100)
     text = canonical(_List([make(500), {"after": [1.5]}]))
     assert text.count('"$truncated":"items"') == 2  # the big one and the list holding it
     assert "after" not in text
@@ -760,7 +760,7 @@ def test_normalization_beyond_its_time_budget_is_cut_and_marked(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A value that takes too long is cut, marked ``time``."""
-    monkeypatch.setattr("langchain_loop_guard._canonical._MAX_SECONDS", -1.0)
+    monkeypatch.setattr("langchain_loop_guard._core._canonical._MAX_SECONDS", -1.0)
     text = canonical(_List(range(5_000)))
     assert text.endswith('{"$truncated":"time"}]')
     assert 0 < text.count(",") <= 1024  # cut at the first look at the clock
@@ -770,7 +770,7 @@ def test_strings_and_bytes_beyond_the_character_budget_are_digested_not_copied(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Past the character budget, strings and bytes are written as digests: still apart."""
-    monkeypatch.setattr("langchain_loop_guard._canonical._MAX_CHARS", 1_000)
+    monkeypatch.setattr("langchain_loop_guard._core._canonical._MAX_CHARS", 1_000)
     big, other = "a" * 2_000, "a" * 1_999 + "b"
     assert canonical(_List([big])) == canonical(_List([big]))
     assert canonical(_List([big])) != canonical(_List([other]))
@@ -816,7 +816,7 @@ class _Raising(Mapping[str, object]):
 def test_argument_words_are_found_in_every_shape_of_arguments() -> None:
     """Words of string values at any of a few levels, in mappings, lists and tuples; other
     values (numbers, None, objects) add none; a hostile mapping ends the walk quietly."""
-    from langchain_loop_guard._signature import arg_tokens
+    from langchain_loop_guard._core._signature import arg_tokens
 
     def result_without(args: object, text: str) -> str:
         return outcome(text, tokens=arg_tokens(args)).info

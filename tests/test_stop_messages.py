@@ -24,8 +24,12 @@ from langchain_loop_guard import (
     Signal,
     guard_kind,
 )
-from langchain_loop_guard._messages import not_executed, stopped_after_nudge
-from langchain_loop_guard._repair import dangling_calls, repair_update, repaired_history
+from langchain_loop_guard._core._messages import not_executed, stopped_after_nudge
+from langchain_loop_guard._integrations._repair import (
+    dangling_calls,
+    repair_update,
+    repaired_history,
+)
 from langchain_loop_guard.testing import ScriptedChatModel, call, scripted_tool
 
 REPEAT = next(loop for loop in LOOPS if loop.name == "repeat")

@@ -18,9 +18,9 @@ from langchain_loop_guard import (
     Signal,
     Verdict,
 )
-from langchain_loop_guard._config import LoopGuardConfig as Config
-from langchain_loop_guard._remedy import REMEDIES, remedy_keys, with_remedy
-from langchain_loop_guard._verdict import reason
+from langchain_loop_guard._core._config import LoopGuardConfig as Config
+from langchain_loop_guard._core._remedy import REMEDIES, remedy_keys, with_remedy
+from langchain_loop_guard._core._verdict import reason
 
 HARD_SIGNALS = [signal for signal in Signal if not signal.is_soft]
 

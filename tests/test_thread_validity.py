@@ -29,7 +29,7 @@ from langchain_loop_guard import (
     guard_kind,
     repair_thread,
 )
-from langchain_loop_guard._messages import not_executed
+from langchain_loop_guard._core._messages import not_executed
 from langchain_loop_guard.testing import (
     InvalidHistoryError,
     ScriptedChatModel,

@@ -1,0 +1,441 @@
+"""The pure loop detector: events in, :class:`Verdict` values out (SPEC §1-§4).
+
+It knows nothing of LangChain or LangGraph: adapters translate their host's events into calls
+of :class:`LoopDetector` and act on the verdicts. The clock is injected. Per-event work is
+bounded by the configured windows, never by the run's length, and only digests and counters are
+kept.
+
+:class:`LoopDetector` feeds each event to the run's view (:mod:`._view`) and asks the rules
+(:mod:`._rules`) the event's facts call for. The rest has its own rooms: the verdict and its
+wording (:mod:`._verdict`), what the run remembers of its verdicts and what a detection means
+in the mode (:class:`~._reporting.RunRecord`), the listener and its events
+(:class:`~._detector_events.Emitter`), the snapshot and the versions of the exported state
+(:mod:`._detector_state`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping, Sized
+from typing import Any
+
+from langchain_loop_guard._core._canonical import call_signature
+from langchain_loop_guard._core._config import LoopGuardConfig
+from langchain_loop_guard._core._detector_events import (
+    DetectorEvent,
+    Emitter,
+    EventKind,
+    EventListener,
+)
+from langchain_loop_guard._core._detector_state import (
+    STATE_VERSION,
+    CallInfo,
+    DetectorSnapshot,
+    readable_state,
+)
+from langchain_loop_guard._core._reporting import Clock, RunRecord
+from langchain_loop_guard._core._rules import (
+    ANSWER_CHECKS,
+    CALL_CHECKS,
+    CHANGED,
+    FAILED,
+    FAILING,
+    NEW_CALL_CHECKS,
+    QUIET,
+    REPLY,
+    RESULT_CHECKS,
+    TURN_CHECKS,
+    Signal,
+)
+from langchain_loop_guard._core._signature import (
+    arg_tokens,
+    assistant_key,
+    reply_sketch,
+    result_digests,
+)
+from langchain_loop_guard._core._verdict import ALLOW, Action, Verdict, reason
+from langchain_loop_guard._core._view import (
+    Call,
+    Key,
+    OutcomeKind,
+    RunView,
+    StateError,
+    key_of,
+    limits_of,
+)
+
+__all__ = [
+    "ALLOW",
+    "Action",
+    "CallInfo",
+    "Clock",
+    "DetectorEvent",
+    "DetectorSnapshot",
+    "EventKind",
+    "EventListener",
+    "LoopDetector",
+    "OutcomeKind",
+    "Signal",
+    "Verdict",
+    "reason",
+]
+
+
+class LoopDetector:
+    """The loop detector of one run.
+
+    Feed it the run's events; each method returns a :class:`Verdict`. After a stop in ``"on"``
+    mode the run is *tripped*: later tool calls are blocked and model turns aborted until
+    :meth:`reset` (or :meth:`release`, which a nudging integration uses to let the run go on).
+
+    The detector is not thread-safe: an integration serving concurrent runs holds one detector
+    per run and serializes the events of each.
+
+    Args:
+        config: thresholds and mode; the defaults when ``None``.
+        clock: returns seconds, like :func:`time.monotonic` (the default).
+        listener: called after every event (mode ``"off"`` has none) with a
+            :class:`DetectorEvent`: digests, never content. :meth:`replay` feeds such events
+            back and reaches the same verdicts. Calls and results of ignored tools are digested
+            too when there is a listener, so that a replay can stop ignoring them. Without a
+            listener, nothing is digested that the signals do not need.
+    """
+
+    def __init__(
+        self,
+        config: LoopGuardConfig | None = None,
+        *,
+        clock: Clock | None = None,
+        listener: EventListener | None = None,
+    ):
+        config = config if config is not None else LoopGuardConfig()
+        self._view = RunView(limits_of(config))
+        self._record = RunRecord(clock if clock is not None else time.monotonic, config, self._view)
+        # the listener's owner; none without a listener, so the hot path tests one attribute
+        self._events = Emitter(listener, self._record) if listener is not None else None
+        self._apply(config)
+        self._view.clear()
+
+    # --- configuration ---------------------------------------------------------------------
+
+    @property
+    def config(self) -> LoopGuardConfig:
+        """The configuration in force."""
+        return self._config
+
+    def configure(self, config: LoopGuardConfig) -> None:
+        """Switch to ``config`` and keep the run's history.
+
+        Switching to ``"off"`` clears the run (off tracks nothing), and switching back from
+        ``"off"`` starts it afresh. A mode other than ``"on"`` lifts a trip: an observed run
+        is never blocked.
+        """
+        was_off = self._config.mode == "off"
+        self._apply(config)
+        if config.mode == "off" or was_off:
+            self.reset()
+        elif config.mode != "on":
+            self.release()
+
+    def _apply(self, config: LoopGuardConfig) -> None:
+        self._config, self._limits = config, limits_of(config)
+        self._view.resize(self._limits)
+        self._record.configure(config)
+        # what every event reads of the configuration, read once
+        self._off = config.mode == "off"
+        self._aware = config.progress_aware
+        self._ignore = frozenset(config.ignore_tools)
+
+    def repeat_threshold(self, tool: str) -> int:
+        """The repeat threshold of ``tool`` (its override, or ``repeat_tool_threshold``)."""
+        return self._limits.repeat_threshold(tool)
+
+    def window_threshold(self, tool: str) -> int:
+        """The window threshold of ``tool``: never below its repeat threshold."""
+        return self._limits.window_threshold(tool)
+
+    # --- state -------------------------------------------------------------------------------
+
+    @property
+    def tripped(self) -> Verdict | None:
+        """The verdict that stopped the run, or ``None``."""
+        return self._record.tripped
+
+    def reset(self) -> Verdict:
+        """Clear the run's counters, history, warnings and tripped flag."""
+        self._clear()
+        if self._events is not None and self._config.mode != "off":
+            self._events.reset()
+        return ALLOW
+
+    def _clear(self) -> None:
+        self._view.clear()
+        self._record.clear()
+
+    def release(self) -> None:
+        """Lift the trip and keep the history: the same repeat is detected again at once."""
+        if self._record.release():
+            self._decided("release", ALLOW)
+
+    def snapshot(self, recent: int = 10) -> DetectorSnapshot:
+        """Counters and the last ``recent`` calls (tool name, short digest, outcome kind)."""
+        return DetectorSnapshot.of(self._view, self._record, recent)
+
+    def export_state(self) -> dict[str, Any]:
+        """The run's state as JSON data: tool names, digests and counters, never content."""
+        return {"v": STATE_VERSION, **self._view.export_state(), **self._record.export_state()}
+
+    def restore_state(self, state: Mapping[str, Any]) -> bool:
+        """Continue from :meth:`export_state` output (another process's, say).
+
+        Returns whether the state was taken. A state of another version, a malformed one, or
+        any state in ``"off"`` mode starts the run afresh instead: losing a loop's beginning is
+        better than failing the agent. Nothing is half restored.
+        """
+        self._clear()
+        if self._config.mode == "off" or not isinstance(state, Mapping):
+            return False
+        try:
+            readable = readable_state(state)
+            if readable is None:
+                return False
+            self._view.restore_state(readable[0], version=readable[1])
+            self._record.restore_state(readable[0])  # changes nothing when it raises
+        except StateError:
+            self._view.clear()
+            return False
+        return True
+
+    # --- events --------------------------------------------------------------------------------
+
+    def turn_start(self) -> Verdict:
+        """A model call begins. A tripped run is aborted before the call is paid for."""
+        return ALLOW if self._off else self._decided("turn_start", self._turn_start())
+
+    def tool_call(self, name: str, args: object = None, call_id: str | None = None) -> Verdict:
+        """A tool call is about to run; ``"block"`` means it must not."""
+        if self._off:
+            return ALLOW
+        events = self._events
+        # an ignored call is not kept: its signature is only needed for a listener
+        if events is None and name in self._ignore:
+            return self._tool_call(name, "", call_id)
+        sig = call_signature(name, args)
+        # a blocked call gets no result: the words of its arguments are not needed
+        tokens = arg_tokens(args, name) if self._record.tripped is None else None
+        verdict = self._tool_call(name, int(sig, 16), call_id, tokens)
+        if events is not None:
+            events.emit("tool_call", verdict, tool=name, digest=sig, call_id=call_id)
+        return verdict
+
+    def tool_result(
+        self, name: str, output: object = None, *, error: object = None, call_id: str | None = None
+    ) -> Verdict:
+        """A tool call returned ``output``, or failed with ``error`` (an exception or text).
+
+        The result belongs to the call with the same ``call_id``; without one (or with an id
+        never seen) to the oldest pending call of that tool. A second result for a call, or a
+        result for a call the guard blocked, is no tool outcome and is disregarded.
+        """
+        if self._off:
+            return ALLOW
+        events = self._events
+        if events is None and name in self._ignore:
+            return self._record.soft()
+        call = self._view.find(name, call_id)
+        volatile, tokens = self._limits.volatile_of(name), None if call is None else call.tokens
+        key, near, info, shaped = result_digests(output, error, name, tokens, volatile)
+        failed = shaped or error is not None
+        verdict = self._tool_result(call, name, int(key, 16), failed, call_id, near=near, info=info)
+        if events is not None:
+            fields = {"digest": key, "call_id": call_id, "error": failed, "near": near}
+            events.emit("tool_result", verdict, tool=name, info=info, **fields)
+        return verdict
+
+    def assistant_message(
+        self, text: str, tool_calls: Iterable[tuple[str, object]] = (), *, in_context: bool = True
+    ) -> Verdict:
+        """The model answered with ``text`` (and asked for ``tool_calls``).
+
+        Empty text is skipped. With progress awareness a message that calls tools is left to
+        the tool-call signals: it neither counts nor breaks the streak.
+
+        ``in_context`` says whether the model's input held the run's previous response (an
+        agent reading its own history). A helper model (a grader, a router) that answers the
+        same to new inputs passes ``False``: its answer starts a new streak instead of
+        repeating the last one (SPEC §11 N2).
+        """
+        if self._off:
+            return ALLOW
+        count = _count(tool_calls)
+        events = self._events
+        if events is None:
+            # a message that calls tools is left to the tool-call signals: no key needed
+            if self._aware and count:
+                return self._assistant_message(None, None, count, in_context)
+            key = assistant_key(text)
+            sketched = key is not None and self._limits.sketches_replies
+            sketch = reply_sketch(text) if sketched else None
+            return self._assistant_message(key, sketch, count, in_context)
+        key = assistant_key(text)
+        sketch = reply_sketch(text) if key is not None else None
+        verdict = self._assistant_message(key, sketch, count, in_context)
+        fields = {"digest": key, "near": sketch, "calls": count, "in_context": in_context}
+        events.emit("assistant_message", verdict, **fields)
+        return verdict
+
+    def user_message(self) -> Verdict:
+        """A new human message in the same run (``scope="thread"``): the user moved it on.
+
+        It lifts a trip (the user saw the stop and answered), and the successful calls before
+        it no longer count as repeats of the calls after it (asking for the same thing in a
+        new turn is no loop, SPEC §11 N3). Failures still do: the same failing call after
+        every new message is a loop (R7), and so are the error and response streaks.
+        """
+        if self._off:
+            return ALLOW
+        self._record.release()
+        self._view.user_message()
+        return self._decided("user_message", self._record.soft())
+
+    def tick(self) -> Verdict:
+        """A clock tick: only the elapsed-time warning can fire."""
+        return ALLOW if self._off else self._decided("tick", self._record.soft())
+
+    def replay(self, event: DetectorEvent) -> Verdict:
+        """Feed an event as a listener received it: digests instead of content.
+
+        The event's ``elapsed`` and ``verdict`` are not used (drive the clock with
+        ``elapsed`` to replay elapsed-time warnings). Under the configuration the events were
+        recorded with, every verdict is the one the listener saw; under another, the
+        verdicts that configuration gives. A listener of this detector receives the events.
+
+        Raises:
+            ValueError: a tool call or result without its tool or digest.
+        """
+        if self._off:
+            return ALLOW
+        kind, tool, value, call_id = event.kind, event.tool or "", event.digest, event.call_id
+        if kind in ("reset", "user_message"):
+            return self.reset() if kind == "reset" else self.user_message()
+        if kind == "release":
+            self.release()
+            return ALLOW
+        if kind in ("tool_call", "tool_result") and (event.tool is None or value is None):
+            msg = f"a {kind} event needs its tool and digest"
+            raise ValueError(msg)
+        if kind == "turn_start":
+            verdict = self._turn_start()
+        elif kind == "tool_call":
+            verdict = self._tool_call(tool, key_of(value or ""), call_id)
+        elif kind == "tool_result":
+            call, key = self._view.find(tool, call_id), key_of(value or "")
+            near, info = event.near, event.info
+            verdict = self._tool_result(call, tool, key, event.error, call_id, near=near, info=info)
+        elif kind == "assistant_message":
+            verdict = self._assistant_message(value, event.near, event.calls, event.in_context)
+        else:
+            verdict = self._record.soft()
+        if self._events is not None:
+            self._events.replayed(event, verdict)
+        return verdict
+
+    def _decided(self, kind: EventKind, verdict: Verdict) -> Verdict:
+        if self._events is not None:
+            self._events.emit(kind, verdict)
+        return verdict
+
+    # --- event decisions (digests in) -------------------------------------------------------
+
+    def _turn_start(self) -> Verdict:
+        record = self._record
+        if record.tripped is not None:
+            return record.still_tripped("abort")
+        view = self._view
+        view.start_turn()
+        facts = (QUIET if view.quiet_grew else 0) | (FAILING if view.failing_grew else 0)
+        for check in TURN_CHECKS[facts]:
+            found = check(view)
+            if found is not None:
+                return record.report(found, "abort")
+        return record.soft()
+
+    def _tool_call(
+        self, name: str, sig: Key, call_id: str | None, tokens: frozenset[int] | None = None
+    ) -> Verdict:
+        ignored = name in self._ignore
+        view, record = self._view, self._record
+        if record.tripped is not None:
+            if not ignored:
+                call = Call(name, sig, call_id)
+                call.kind = "blocked"
+                view.add_call(call)
+            return record.still_tripped("block", tool=name)
+        if ignored:
+            return record.soft()
+        call = Call(name, sig, call_id, tokens)
+        checks = CALL_CHECKS if view.add_call(call) else NEW_CALL_CHECKS
+        seq, sigs = view.calls, view.sigs  # read, never changed, by the rules
+        for check in checks:
+            found = check(view, seq, sigs)
+            if found is not None:
+                call.changed = False  # decided on the call: its result is not judged again
+                verdict = record.report(found, "block")
+                if verdict.action == "block":
+                    call.kind = "blocked"
+                    call.tokens = None
+                return verdict
+        return record.soft()
+
+    def _tool_result(
+        self,
+        call: Call | None,
+        name: str,
+        outcome: Key,
+        failed: bool,
+        call_id: str | None,
+        *,
+        near: str | None,
+        info: str | None,
+    ) -> Verdict:
+        """A result of ``name``; ``call`` is the call it belongs to (:meth:`RunView.find`)."""
+        record = self._record
+        if name in self._ignore:
+            return record.soft()
+        if call is not None and call.kind != "pending":
+            return record.soft()  # a second result, or the result of a blocked call
+        view = self._view
+        call = view.add_result(call, name, outcome, failed, call_id=call_id, near=near, info=info)
+        if record.tripped is None:
+            facts = (FAILED if failed else 0) | (CHANGED if call and call.changed else 0)
+            facts |= (QUIET if view.quiet_grew else 0) | (FAILING if view.failing_grew else 0)
+            for check in RESULT_CHECKS[facts]:
+                found = check(view, call, name)
+                if found is not None:
+                    return record.report(found, "abort")
+        return record.soft()
+
+    def _assistant_message(
+        self, key: str | None, sketch: str | None, calls: int, in_context: bool
+    ) -> Verdict:
+        view, record = self._view, self._record
+        view.add_answer(calls=calls, in_context=in_context)
+        reply = key is not None and not (self._aware and calls)
+        if reply:
+            view.add_reply(key or "", sketch, in_context=in_context)
+        if record.tripped is None:
+            facts = (REPLY if reply else 0) | (FAILING if view.failing_grew else 0)
+            # a streak of replies is reported on the reply that makes it (REPLY)
+            for check in ANSWER_CHECKS[facts | (QUIET if view.quiet_grew else 0)]:
+                found = check(view)
+                if found is not None:
+                    return record.report(found, "abort")
+        return record.soft()
+
+
+def _count(items: Iterable[object]) -> int:
+    """How many ``items`` there are: a list's length, or the items of an iterator counted."""
+    kind = type(items)
+    if kind is list or kind is tuple or isinstance(items, Sized):
+        return len(items)  # type: ignore[arg-type]
+    return sum(1 for _ in items)

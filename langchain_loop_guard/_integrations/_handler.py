@@ -1,0 +1,391 @@
+"""``LoopGuardCallbackHandler``: each LangChain callback translated into events of its run
+(:mod:`~langchain_loop_guard._integrations._callback_runs`), digested outside the lock."""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, cast
+from uuid import UUID
+
+from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.messages import AIMessage, BaseMessage
+from langgraph.errors import GraphBubbleUp, GraphInterrupt
+
+from langchain_loop_guard._core._canonical import call_signature
+from langchain_loop_guard._core._detector import ALLOW
+from langchain_loop_guard._core._errors import LoopGuardError
+from langchain_loop_guard._core._public import safe_tool_name
+from langchain_loop_guard._core._signature import arg_tokens, assistant_key, outcome, reply_sketch
+from langchain_loop_guard._core._view import limits_of
+from langchain_loop_guard._integrations._callback_runs import CallbackRun, RunTree
+from langchain_loop_guard._integrations._engine import RunEngine
+from langchain_loop_guard._integrations._outcomes import Outcome, tool_outcome
+from langchain_loop_guard._integrations._publish import TRACE_EVENT, install_callback_stop_filter
+from langchain_loop_guard._integrations._runtime import ConfigInput, GuardRuntime, bad_argument
+
+if TYPE_CHECKING:
+    from langchain_core.outputs import LLMResult
+
+    from langchain_loop_guard._core._config import LoopGuardConfig
+    from langchain_loop_guard._core._status import RunInspection
+
+__all__ = ["TRACE_EVENT", "LoopGuardCallbackHandler"]
+
+
+_UNKNOWN_TOOL = "unknown_tool"
+_DEFAULT_MAX_RUNS = 1024
+
+_Callback = TypeVar("_Callback", bound=Callable[..., None])
+
+
+def _guarded(method: _Callback) -> _Callback:
+    """Run a callback only when the guard is on, failing open (``failing_open``, inlined)."""
+    where = method.__name__
+
+    @functools.wraps(method)
+    def callback(self: LoopGuardCallbackHandler, *args: Any, **kwargs: Any) -> None:
+        if self._config.mode == "off":
+            return
+        try:
+            method(self, *args, **kwargs)
+        except (LoopGuardError, GraphBubbleUp):
+            raise  # a deliberate stop
+        except Exception as exc:  # noqa: BLE001 - fail open, SPEC §8
+            self.internal_error(where, exc)
+
+    return cast("_Callback", callback)
+
+
+class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
+    """Stop runaway agent loops from LangChain callbacks.
+
+    Pass it with the run's configuration so that every nested callback reaches it::
+
+        guard = LoopGuardCallbackHandler()
+        agent.invoke({"messages": [...]}, {"callbacks": [guard]})
+
+    Each top-level run (``invoke``, ``stream``…) gets its own detector, which its nested
+    chains and subgraphs feed; concurrent runs stay apart. With ``scope="thread"`` the state
+    belongs to the LangGraph ``thread_id`` and lasts across invocations, interrupts and resumes.
+
+    When the agent loops (mode ``"on"``), the callback raises
+    :class:`~langchain_loop_guard.LoopDetected`: from ``on_tool_start`` before the tool runs,
+    from ``on_chat_model_start`` before the model is paid for, or from the end of the step
+    that completed the loop. Reports reach the log, :meth:`status`, the verdict listeners,
+    the traced LangSmith run and the ``"loop_guard"`` custom event, names and counts only
+    (``docs/observability.md``). The guard's own failures never break the run.
+
+    A loop found in a model's answer (the same answer again, or an answer whose calls would
+    stop the run) is reported when the model answers and raised by the next step that starts
+    after it, each parallel call's included, or by the invocation's end: none of the
+    answer's calls runs, and the handlers after this one, LangSmith's tracer among them,
+    still record the answer, so ``loop-guard replay`` of the trace stops where the run did.
+
+    The handler goes with the run, never on a model or a tool (``with_config(callbacks=...)``,
+    ``.callbacks``), where each call is a run of its own: it then logs one WARNING saying so.
+    A callback can stop a run but not skip one call and go on, so ``nudges`` do not apply
+    here; use :class:`~langchain_loop_guard.LoopGuardMiddleware` for that.
+
+    Args:
+        config: a :class:`~langchain_loop_guard.LoopGuardConfig`, a mapping of values (over
+            files and environment), or ``None`` to load files and environment.
+        clock: returns seconds, like :func:`time.monotonic` (the default).
+        record_to: append every run's events to this file, digests only, for
+            ``loop-guard replay`` (off by default; failing open).
+        max_runs: runs (or threads) tracked at once (1024 by default). Beyond it, an idle
+            run (no event for 5 minutes) or a thread between invocations is forgotten to make
+            room, never a run in flight: the registry grows up to four times ``max_runs``, and
+            beyond that a new run goes unguarded (a WARNING, ``status().shed_runs``).
+
+    Attributes:
+        max_open_runs: nested runs in flight tracked at once, over all top-level runs.
+    """
+
+    raise_error = True
+    run_inline = True
+    _integration = "handler"
+
+    max_open_runs: ClassVar[int] = 65_536
+
+    def __init__(
+        self,
+        config: ConfigInput = None,
+        *,
+        clock: Callable[[], float] | None = None,
+        record_to: str | os.PathLike[str] | None = None,
+        max_runs: int = _DEFAULT_MAX_RUNS,
+    ) -> None:
+        if type(max_runs) is not int or max_runs < 1:
+            raise bad_argument("max_runs", max_runs, "a whole number of at least 1", "int >= 1")
+        super().__init__(config, clock=clock, record_to=record_to)
+        install_callback_stop_filter(type(self).__name__)  # the guard logs its stops itself
+        self.max_runs = max_runs
+        """Runs (or threads) tracked at once; see the ``max_runs`` argument."""
+        self._engine: RunEngine[CallbackRun] = RunEngine(self, CallbackRun, lambda: self.max_runs)
+        self._tree = RunTree(self._engine, lambda: self.max_open_runs)
+
+    @property
+    def ignore_custom_event(self) -> bool:
+        """The handler's own trace events are not for it."""
+        return True
+
+    def inspect(self, run_id: str | UUID | None = None) -> RunInspection | None:
+        """The recent tool calls of a run (tool names, digests, outcome kinds, no content), or
+        ``None`` when the run is unknown.
+
+        Args:
+            run_id: the run as :attr:`LoopDetected.run_id` names it (the top-level run id, or the
+                thread id with ``scope="thread"``), ended recently or not; the most recently active
+                run when ``None``.
+        """
+        with self._lock:
+            key = self._tree.key_of(run_id)
+            return None if key is None else self._engine.inspect(key)
+
+    def reset(self, run_id: str | UUID | None = None) -> bool:
+        """Clear a run's counters, history and tripped flag, so that it may go on; whether a run in
+        progress (or a thread's state) was reset. ``run_id`` as for :meth:`inspect`."""
+        with self._lock:
+            key = self._tree.key_of(run_id)
+            run = self._engine.runs.get(key) if key is not None else None
+            if run is None:
+                return False
+            run.restart()
+            return True
+
+    def _active_runs(self) -> int:
+        return len(self._engine.runs)
+
+    def _shed_runs(self) -> int:
+        return self._engine.shed
+
+    def _config_changed(self, config: LoopGuardConfig) -> None:
+        if self._engine.configure(config):
+            self._tree.clear()
+
+    @_guarded
+    def on_chain_start(
+        self,
+        serialized: dict[str, Any] | None,
+        inputs: Any,
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        metadata: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """Record where the chain sits in the run tree; refuse it after a stopped answer."""
+        with self._lock:
+            self._tree.start(run_id, parent_run_id, metadata)
+
+    @_guarded
+    def on_chain_end(self, outputs: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        """Forget the chain; the top-level run's end ends the run (``RunTree.end_invocation``)."""
+        with self._lock:
+            self._tree.end_invocation(run_id)
+
+    @_guarded
+    def on_chain_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        """Forget the chain; the top-level run's end ends the run."""
+        with self._lock:
+            self._tree.end(run_id)
+
+    @_guarded
+    def on_retriever_start(
+        self,
+        serialized: dict[str, Any] | None,
+        query: str,
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        metadata: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """Record where the retriever sits in the run tree (it may call models)."""
+        with self._lock:
+            self._tree.start(run_id, parent_run_id, metadata)
+
+    @_guarded
+    def on_retriever_end(self, documents: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        """Forget the retriever."""
+        with self._lock:
+            self._tree.end(run_id)
+
+    @_guarded
+    def on_retriever_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        """Forget the retriever."""
+        with self._lock:
+            self._tree.end(run_id)
+
+    @_guarded
+    def on_chat_model_start(
+        self,
+        serialized: dict[str, Any] | None,
+        messages: list[list[BaseMessage]],
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        metadata: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """A model turn begins; a stopped run is aborted here, before the model is paid for."""
+        self._tree.model_started(run_id, parent_run_id, metadata, messages[0] if messages else ())
+
+    @_guarded
+    def on_llm_start(
+        self,
+        serialized: dict[str, Any] | None,
+        prompts: list[str],
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        metadata: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """A (text-completion) model turn begins: its input is not looked into."""
+        self._tree.model_started(run_id, parent_run_id, metadata, None)
+
+    @_guarded
+    def on_llm_end(
+        self, response: LLMResult, *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any
+    ) -> None:
+        """The model answered; a stop is reported here and held for the next step."""
+        with self._lock:
+            found = self._tree.resolve(run_id, parent_run_id)
+            tracked, thread = found is not None, found is not None and found.per_thread
+        if tracked:  # digested outside the lock: other runs' callbacks need not wait
+            text, tool_calls, answer_id = _answer(response)
+            key = assistant_key(text)
+            # a reply's word sketch: only for a reply the reply rules compare (SPEC §12 R9,
+            # §13 R14)
+            compared = thread or limits_of(self.config).sketches_replies
+            sketched = key is not None and not tool_calls and compared
+            sketch = reply_sketch(text) if sketched else None
+            named = [
+                (name, call_signature(name, args), call_id, arg_tokens(args, name))
+                for name, args, call_id in tool_calls
+            ]
+        with self._lock:
+            run = self._tree.resolve(run_id, parent_run_id)
+            verdict = ALLOW
+            held = False
+            if run is not None and tracked:
+                verdict = run.answer(key, sketch, answer_id, named, run_id)
+                if verdict.stops:  # its calls are refused, never counted as unexecuted ones
+                    held = self._tree.hold(run, run_id, parent_run_id, verdict)
+                else:
+                    run.announce(named)
+            self._tree.end(run_id)
+        if run is not None and verdict.action != "allow":
+            self._tree.act(run.key, (verdict,), "on_llm_end", run_id, parent_run_id, stop=not held)
+
+    @_guarded
+    def on_llm_error(
+        self,
+        error: BaseException,
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """Forget the model run."""
+        with self._lock:
+            run = self._tree.resolve(run_id, parent_run_id)
+            if run is not None:
+                run.in_context.pop(run_id, None)
+            self._tree.end(run_id)
+
+    @_guarded
+    def on_tool_start(
+        self,
+        serialized: dict[str, Any] | None,
+        input_str: str,
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        metadata: dict[str, Any] | None = None,
+        inputs: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """A tool is about to run; raising here keeps its body from running."""
+        name = safe_tool_name((serialized or {}).get("name") or kwargs.get("name") or _UNKNOWN_TOOL)
+        call_id = kwargs.get("tool_call_id")
+        # digested before the lock is taken: other runs' callbacks need not wait for it
+        arguments = inputs if inputs is not None else input_str
+        signature = call_signature(name, arguments)
+        tokens = arg_tokens(arguments, name)
+        with self._lock:
+            run = self._tree.place(run_id, parent_run_id, metadata, "tool")
+            if run is None:
+                return
+            if call_id is not None:
+                run.announced.pop(call_id, None)
+            self._tree.refuse(run, run_id)
+            verdict = run.tool_started(run_id, name, signature, call_id, tokens)
+            if verdict.stops:
+                self._tree.end(run_id)  # the tool will not report an end
+        if verdict.action != "allow":
+            self._tree.act(run.key, (verdict,), "on_tool_start", run_id, parent_run_id)
+
+    @_guarded
+    def on_tool_end(
+        self, output: Any, *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any
+    ) -> None:
+        """A tool returned: an error ``ToolMessage`` (``handle_tool_error``) is an error, and a
+        ``Command`` (or a list of them) is taken by the content of its tool messages."""
+        self._tool_ended("on_tool_end", run_id, parent_run_id, tool_outcome(output))
+
+    @_guarded
+    def on_tool_error(
+        self,
+        error: BaseException,
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """A tool failed. An interrupt inside it is a pause, not a failure."""
+        if not isinstance(error, GraphInterrupt):
+            self._tool_ended("on_tool_error", run_id, parent_run_id, Outcome(None, error))
+            return
+        with self._lock:
+            run = self._tree.resolve(run_id, parent_run_id)
+            if run is not None:
+                run.tool_paused(run_id)
+            self._tree.end(run_id)
+
+    def _tool_ended(
+        self, where: str, run_id: UUID, parent_run_id: UUID | None, result: Outcome
+    ) -> None:
+        """Feed a tool's result, digested outside the lock (the handler's heaviest work)."""
+        with self._lock:
+            run = self._tree.resolve(run_id, parent_run_id, touch=False)
+            started = run.tools.get(run_id) if run is not None else None
+        digested = None  # None: not tracked (yet) when the result was digested
+        if started is not None:
+            name, _, tokens = started
+            volatile = limits_of(self.config).volatile_of(name)
+            digested = outcome(
+                result.output, error=result.error, tool=name, tokens=tokens, volatile=volatile
+            )
+        failed = result.error is not None
+        with self._lock:
+            run = self._tree.resolve(run_id, parent_run_id)
+            verdict = ALLOW if run is None else run.tool_ended(run_id, digested, failed=failed)
+            self._tree.end(run_id)
+        if run is not None and verdict.action != "allow":
+            self._tree.act(run.key, (verdict,), where, run_id, parent_run_id)
+
+
+def _answer(response: LLMResult) -> tuple[str, list[tuple[str, Any, str | None]], str | None]:
+    """The text, tool calls ``(name, args, id)`` and message id of a model's first generation."""
+    if not response.generations or not response.generations[0]:
+        return "", [], None
+    generation = response.generations[0][0]
+    message = getattr(generation, "message", None)
+    if not isinstance(message, AIMessage):
+        return generation.text, [], None
+    calls = [(safe_tool_name(tc["name"]), tc["args"], tc.get("id")) for tc in message.tool_calls]
+    return message.text, calls, message.id

@@ -1,0 +1,252 @@
+"""Calibration: one trace replayed under several values of one setting, in one pass per scope
+(``loop-guard replay --sweep KEY=V1,V2,...``)."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_loop_guard._core._config import LoopGuardConfig
+from langchain_loop_guard._core._errors import LoopGuardConfigError
+from langchain_loop_guard._core._messages import translator
+from langchain_loop_guard._core._public import terminal_safe
+from langchain_loop_guard._replay._labels import Feedback, LabelsInput
+from langchain_loop_guard._replay._replay import Progress, ReplayReport, TraceFormat, replay_many
+from langchain_loop_guard._replay._replay_results import ReplayVerdict
+from langchain_loop_guard._replay._report import report_html
+from langchain_loop_guard._replay._report_text import (
+    changes_text,
+    run_name,
+    score_lines,
+    score_text,
+    stop_place,
+    stop_text,
+    trace_line,
+)
+from langchain_loop_guard._replay._streamed import Streamed, json_chunks, json_data
+
+__all__ = ["Calibration", "calibrate"]
+
+_NAMED = 10  # good runs a text line names per value
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Calibration:
+    """One trace replayed under several values of one setting (:func:`calibrate`): the setting's
+    ``key``, its ``values`` in the order given, and the replay under each (``reports``)."""
+
+    key: str
+    values: tuple[object, ...]
+    reports: tuple[ReplayReport, ...]
+
+    def changes(self, index: int) -> list[tuple[str, ReplayVerdict | None, ReplayVerdict | None]]:
+        """The runs whose stop differs between value ``index - 1`` and value ``index``:
+        ``(run, stop before, stop after)``."""
+        before, after = self.reports[index - 1], self.reports[index]
+        return [
+            (old.run, old.stop, new.stop)
+            for old, new in zip(before.runs, after.runs, strict=True)
+            if stop_place(old.stop) != stop_place(new.stop)
+        ]
+
+    def setting(self, index: int) -> str:
+        """``key=value`` of value ``index``, as ``--set`` takes it."""
+        return f"{self.key}={_json(self.values[index])}"
+
+    def to_json(self) -> dict[str, Any]:
+        """The calibration as JSON data: per value, the summary and each run's stop."""
+        data: dict[str, Any] = json_data(self._json())
+        return data
+
+    def json_chunks(self) -> Iterator[str]:
+        """:func:`json_text` of :meth:`to_json`, in pieces (a run's stop at a time)."""
+        return json_chunks(self._json())
+
+    def _json(self) -> Streamed:
+        first = self.reports[0]
+        head = {
+            "trace": first.path,
+            "format": first.format,
+            "key": self.key,
+            "runs": len(first.runs),
+            "events": first.events,
+        }
+        settings = Streamed(
+            Streamed(
+                [
+                    ("value", value),
+                    ("would_stop", report.would_stop),
+                    ("by_signal", report.by_signal),
+                    *self._labels(report),
+                    ("stops", Streamed(self._stops(report), pairs=True)),
+                ],
+                pairs=True,
+            )
+            for value, report in zip(self.values, self.reports, strict=True)
+        )
+        changes = Streamed(
+            {
+                "from": self.values[index - 1],
+                "to": self.values[index],
+                "runs": [
+                    {
+                        "run": run,
+                        "before": old.to_json() if old else None,
+                        "after": new.to_json() if new else None,
+                    }
+                    for run, old, new in self.changes(index)
+                ],
+            }
+            for index in range(1, len(self.reports))
+        )
+        return Streamed([*head.items(), ("settings", settings), ("changes", changes)], pairs=True)
+
+    @staticmethod
+    def _labels(report: ReplayReport) -> list[tuple[str, Any]]:
+        """A value's score against the labels, naming the good runs stopped and the loops
+        missed (nothing without labels)."""
+        found = report.score
+        if found is None:
+            return []
+        names = {
+            "fine_stopped_runs": [report.runs[i].run for i in found.false_stop_runs],
+            "loops_missed_runs": [report.runs[i].run for i in found.missed_runs],
+        }
+        return [("labels", {**found.to_json(), **names})]
+
+    @staticmethod
+    def _stops(report: ReplayReport) -> Iterator[tuple[str, Any]]:
+        return ((run.run, run.stop.to_json()) for run in report.runs if run.stop is not None)
+
+    def lines(self) -> Iterator[str]:
+        """The text report: a line per value, then the runs each change of value moves."""
+        return map(terminal_safe, self._lines())
+
+    def _lines(self) -> Iterator[str]:
+        first = self.reports[0]
+        tr = translator(first.locale)
+        yield trace_line(tr, first.path, first.format, len(first.runs), first.events)
+        for index, report in enumerate(self.reports):
+            signals = ", ".join(f"{name} {count}" for name, count in report.by_signal.items())
+            runs = len(report.runs)
+            line = tr.ngettext(
+                "{setting}: {stopped} of {runs} run would stop",
+                "{setting}: {stopped} of {runs} runs would stop",
+                runs,
+            ).format(
+                setting=self.setting(index), stopped=f"{report.would_stop:,}", runs=f"{runs:,}"
+            )
+            yield line + (f" ({signals})" if signals else "")
+            yield from self._score_lines(tr, report)
+        if self.reports[0].score is not None:  # what the labels could not match, said once
+            yield from (line.strip() for line in list(score_lines(tr, self.reports[0].score))[1:])
+        for index in range(1, len(self.reports)):
+            moved = self.changes(index)
+            yield changes_text(tr, self.setting(index - 1), self.setting(index), len(moved))
+            for run, old, new in moved:
+                yield f"  {run_name(tr, run)}: {stop_text(tr, old)} -> {stop_text(tr, new)}"
+
+    @staticmethod
+    def _score_lines(tr: Any, report: ReplayReport) -> Iterator[str]:
+        """A value's score against the labels, and the good runs it would stop."""
+        found = report.score
+        if found is None:
+            return
+        yield f"  {score_text(tr, found)}"
+        false = [run_name(tr, report.runs[i].run) for i in found.false_stop_runs]
+        if false:
+            shown = ", ".join(false[:_NAMED]) + (", …" if len(false) > _NAMED else "")
+            yield "    " + tr.gettext("good runs that would stop: {runs}").format(runs=shown)
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines())
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        printer.text(str(self))  # IPython's text form: the text report, not the dataclass
+
+    def to_html(self) -> str:
+        """The calibration as one self-contained HTML page: a chart of the runs each value
+        stops, by signal; the runs that change between neighbouring values, linked to their
+        timelines; and the report of the first value."""
+        return report_html(self.reports[0], sweep=self, page=True)
+
+    def _repr_html_(self) -> str:
+        return report_html(self.reports[0], sweep=self, page=False)
+
+
+def _json(value: object) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def calibrate(
+    path: str | os.PathLike[str],
+    key: str,
+    values: Sequence[object],
+    config: LoopGuardConfig | None = None,
+    *,
+    format: TraceFormat | None = None,
+    progress: Progress | None = None,
+    labels: LabelsInput | None = None,
+    feedback: str | Feedback | None = None,
+) -> Calibration:
+    """Replay the trace at ``path`` under each of ``values`` of the setting ``key``, in one pass.
+
+    Args:
+        path: the trace, as for :func:`replay`.
+        key: a :class:`LoopGuardConfig` field (``"repeat_tool_threshold"``…).
+        values: the values to try.
+        config: the rest of the configuration; :meth:`LoopGuardConfig.load` when ``None``.
+        format: the trace's format; recognised from its content when ``None``.
+        progress: told how far the replay is.
+        labels, feedback: your verdicts on the runs, as :func:`replay` takes them: each value
+            then says how many loops it stops, how many it misses, and which good runs it
+            would stop.
+
+    Raises:
+        LoopGuardConfigError: ``key`` is not a setting, or a value is invalid.
+        TraceFormatError: as for :func:`replay`.
+        OSError: the file cannot be opened.
+    """
+    base = config if config is not None else LoopGuardConfig.load()
+    if key.startswith("_") or not values:
+        problem = f"{key}: not a setting" if values else f"{key}: no values to try"
+        raise LoopGuardConfigError(problem, key=key)
+    configs = [base.merged(source="calibrate", **{key: value}) for value in values]
+    return Calibration(
+        key=key,
+        values=tuple(values),
+        reports=tuple(
+            _replay_scopes(
+                path, configs, format=format, progress=progress, labels=labels, feedback=feedback
+            )
+        ),
+    )
+
+
+def _replay_scopes(
+    path: str | os.PathLike[str],
+    configs: Sequence[LoopGuardConfig],
+    *,
+    format: TraceFormat | None,
+    progress: Progress | None,
+    labels: LabelsInput | None,
+    feedback: str | Feedback | None,
+) -> list[ReplayReport]:
+    """:func:`replay_many` with one pass per ``scope`` among ``configs`` (the scope decides
+    how a trace is read into runs), the reports in the order of ``configs``."""
+    reports: dict[int, ReplayReport] = {}
+    for scope in dict.fromkeys(config.scope for config in configs):
+        indexes = [i for i, config in enumerate(configs) if config.scope == scope]
+        found = replay_many(
+            path,
+            [configs[i] for i in indexes],
+            format=format,
+            progress=progress,
+            labels=labels,
+            feedback=feedback,
+        )
+        reports.update(zip(indexes, found, strict=True))
+    return [reports[i] for i in range(len(configs))]
