@@ -4,8 +4,9 @@ through type-only imports), and state read and written by the object that owns i
 from __future__ import annotations
 
 import ast
+import re
+import sys
 import tokenize
-from collections import Counter
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "langchain_loop_guard"
@@ -19,34 +20,35 @@ MAX_REACHES = 5
 OVERSIZED_MODULES: set[str] = set()
 OVERSIZED_CLASSES: set[str] = set()
 
-# Temporary: being removed by the graph-pass redesign, which is changing these modules now.
-# Take each entry off as it goes (the tests fail on an entry that no longer holds).
-PENDING_ELSEWHERE_REACHES: set[tuple[str, str]] = {
-    ("_callback_runs.py", "self.engine.guard._lock"),
-    ("_callback_runs.py", "guard._lock"),
-    ("_callback_runs.py", "guard._site"),
-    ("_engine.py", "self.guard._scope_seen"),
-    ("_engine.py", "self.guard._run_config"),
-    ("_graph_pass.py", "self.guard._in_context"),
-    ("_graph_pass.py", "guard._reported_before"),
-    ("_graph_pass.py", "guard._site"),
-    ("_novelty.py", "seen._new"),
-    ("_novelty.py", "seen._old"),
-    ("_novelty.py", "seen._count"),
-    ("_runtime.py", "LoopGuardConfig._load"),
-}
-PENDING_ELSEWHERE_CIRCLES: set[frozenset[str]] = {frozenset({"_graph_guard.py", "_graph_pass.py"})}
-
 # A named tuple's own methods and fields start with "_" so as not to clash with its fields: they
 # are its public interface, not its private state.
 _NAMED_TUPLE_API = frozenset({"_make", "_replace", "_asdict", "_fields", "_field_defaults"})
 
 
 def _modules() -> dict[str, ast.Module]:
+    """Every module of the package, by its path in it (``_core/_detector.py``)."""
     return {
-        path.name: ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-        for path in sorted(PACKAGE.glob("*.py"))
+        _key(path): ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for path in sorted(PACKAGE.rglob("*.py"))
     }
+
+
+def _key(path: Path) -> str:
+    return path.relative_to(PACKAGE).as_posix()
+
+
+def _module_key(dotted: str, name: str | None = None) -> str:
+    """The module ``from dotted import name`` (or ``import dotted``) reads: ``name`` itself
+    when it is a module of the package, else ``dotted``'s file (a room's ``__init__.py``)."""
+    base = "/".join(dotted.split(".")[1:])
+    folder = PACKAGE / base if base else PACKAGE
+    if name is not None and (folder / f"{name}.py").is_file():
+        return f"{base}/{name}.py".lstrip("/")
+    if name is not None and (folder / name / "__init__.py").is_file():
+        return f"{base}/{name}/__init__.py".lstrip("/")
+    if base and (PACKAGE / f"{base}.py").is_file():
+        return f"{base}.py"
+    return f"{base}/__init__.py".lstrip("/")
 
 
 def _is_type_checking(node: ast.If) -> bool:
@@ -67,13 +69,11 @@ def _imported(tree: ast.Module, *, type_only: bool = False) -> set[str]:
                 visit(child)
             return
         if isinstance(node, ast.ImportFrom) and node.module is not None:
-            if node.module == "langchain_loop_guard":
-                found.update(f"{alias.name}.py" for alias in node.names)
-            elif node.module.startswith("langchain_loop_guard."):
-                found.add(node.module.split(".")[1] + ".py")
+            if node.module.split(".")[0] == "langchain_loop_guard":
+                found.update(_module_key(node.module, alias.name) for alias in node.names)
         elif isinstance(node, ast.Import):
             found.update(
-                alias.name.split(".")[1] + ".py"
+                _module_key(alias.name)
                 for alias in node.names
                 if alias.name.startswith("langchain_loop_guard.")
             )
@@ -131,16 +131,6 @@ def _comments(path: Path) -> dict[int, str]:
         return {t.start[0]: t.string for t in tokens if t.type == tokenize.COMMENT}
 
 
-def _all_reaches() -> Counter[tuple[str, str]]:
-    """Every reach of the package, as ``(module, expression)``, with its number of places."""
-    found: Counter[tuple[str, str]] = Counter()
-    for path in sorted(PACKAGE.rglob("*.py")):
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-        name = str(path.relative_to(PACKAGE))
-        found.update((name, ast.unparse(node)) for node in _reaches(tree))
-    return found
-
-
 def test_state_is_read_and_written_by_its_owner() -> None:
     """At most 5 places reach into another object's private attributes (``obj._x``), and each
     says why in a comment on its line or the line before (STYLE item 16)."""
@@ -150,28 +140,11 @@ def test_state_is_read_and_written_by_its_owner() -> None:
         name = str(path.relative_to(PACKAGE))
         comments = _comments(path)
         for node in _reaches(tree):
-            if (name, ast.unparse(node)) in PENDING_ELSEWHERE_REACHES:
-                continue
             said = comments.get(node.lineno) or comments.get(node.lineno - 1, "")
             places.append((f"{name}:{node.lineno}: {ast.unparse(node)}", said))
     assert len(places) <= MAX_REACHES, [place for place, _ in places]
     unexplained = [place for place, said in places if len(said.split()) < 4]
     assert not unexplained, f"say why in a comment on the line or the line before: {unexplained}"
-
-
-def test_pending_reaches_and_circles_still_hold() -> None:
-    """Each entry of the temporary allow-lists is still found: one that is gone comes off."""
-    gone = PENDING_ELSEWHERE_REACHES - set(_all_reaches())
-    assert not gone, f"no longer reached: take {gone} off PENDING_ELSEWHERE_REACHES"
-    trees = _modules()
-    graph = {
-        name: _imported(tree, type_only=True) & set(trees) - {name} for name, tree in trees.items()
-    }
-    circles = {frozenset(cycle) for cycle in _cycles(graph)}
-    gone_circles = PENDING_ELSEWHERE_CIRCLES - circles
-    assert not gone_circles, (
-        f"no longer a circle: take {gone_circles} off PENDING_ELSEWHERE_CIRCLES"
-    )
 
 
 def test_the_reach_finder_sees_reaches_and_their_comments() -> None:
@@ -187,10 +160,10 @@ def test_the_reach_finder_sees_reaches_and_their_comments() -> None:
 
 
 def test_no_module_is_over_the_line_limit() -> None:
-    """Every module has at most 600 lines, but the known core exceptions."""
+    """Every module, in every room, has at most 600 lines."""
     sizes = {
-        path.name: len(path.read_text(encoding="utf-8").splitlines())
-        for path in PACKAGE.glob("*.py")
+        _key(path): len(path.read_text(encoding="utf-8").splitlines())
+        for path in PACKAGE.rglob("*.py")
     }
     over = {name: size for name, size in sizes.items() if size > MAX_MODULE_LINES}
     assert set(over) <= OVERSIZED_MODULES, over
@@ -227,8 +200,7 @@ def test_no_import_circle_even_through_type_only_imports() -> None:
     graph = {
         name: _imported(tree, type_only=True) & set(trees) - {name} for name, tree in trees.items()
     }
-    circles = [c for c in _cycles(graph) if frozenset(c) not in PENDING_ELSEWHERE_CIRCLES]
-    assert circles == []
+    assert _cycles(graph) == []
 
 
 def test_the_checks_see_a_circle_and_skip_type_checking_imports() -> None:
@@ -245,7 +217,7 @@ def test_the_checks_see_a_circle_and_skip_type_checking_imports() -> None:
         "def f():\n"
         "    from langchain_loop_guard._integrations import _repair as _repair\n"
     )
-    assert _imported(ast.parse(source)) == {"_engine.py", "_repair.py"}
+    assert _imported(ast.parse(source)) == {"_integrations/_engine.py", "_integrations/_repair.py"}
 
 
 def test_the_circle_finder_counts_type_only_imports_when_asked() -> None:
@@ -257,10 +229,104 @@ def test_the_circle_finder_counts_type_only_imports_when_asked() -> None:
         "if TYPE_CHECKING:\n"
         "    from langchain_loop_guard._integrations._handler import X\n"
     )
-    assert _imported(ast.parse(source), type_only=True) == {"_engine.py", "_handler.py"}
+    engine, handler = "_integrations/_engine.py", "_integrations/_handler.py"
+    assert _imported(ast.parse(source), type_only=True) == {engine, handler}
     back = "if TYPE_CHECKING:\n    from langchain_loop_guard._integrations._engine import Run\n"
-    graph = {
-        "_engine.py": {"_handler.py"},
-        "_handler.py": _imported(ast.parse(back), type_only=True),
+    graph = {engine: {handler}, handler: _imported(ast.parse(back), type_only=True)}
+    assert _cycles(graph) == [[engine, handler, engine]]
+
+
+# --- rooms ------------------------------------------------------------------------------------
+
+TOP = {"__init__.py", "__main__.py", "testing.py"}
+"""The top of the package: its public surface and nothing else (STYLE item 15)."""
+
+
+def _rooms() -> dict[str, str]:
+    """Each room of the package (a folder with modules) and the docstring of its ``__init__``."""
+    rooms = {}
+    for folder in sorted(p for p in PACKAGE.iterdir() if p.is_dir() and any(p.glob("*.py"))):
+        init = folder / "__init__.py"
+        assert init.is_file(), f"{folder.name} has modules but no __init__.py to say what it holds"
+        docstring = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))) or ""
+        rooms[folder.name] = docstring
+    return rooms
+
+
+def _may_import(docstring: str) -> tuple[set[str], set[str]]:
+    """What a room's docstring allows it to import, from its ``May import:`` paragraph: the
+    package's rooms and top modules it names (``""`` for the package's ``__init__``), and the
+    distributions it names in double backquotes (the standard library is always allowed)."""
+    allowed = docstring.partition("May import:")[2]
+    inside = set(re.findall(r"langchain_loop_guard\.(\w+)", allowed))
+    if re.search(r"``langchain_loop_guard``", allowed):
+        inside.add("")
+    outside = set(re.findall(r"``(\w+)``", allowed)) - {"langchain_loop_guard"}
+    return inside, outside
+
+
+def _imports_of(tree: ast.Module) -> set[str]:
+    """Every module name ``tree`` imports (type-only ones too), as written."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module is not None and node.level == 0:
+            names.add(node.module)
+            if node.module == "langchain_loop_guard":  # a room or module of the top, by name
+                names.update(
+                    f"langchain_loop_guard.{alias.name}"
+                    for alias in node.names
+                    if (PACKAGE / f"{alias.name}.py").is_file() or (PACKAGE / alias.name).is_dir()
+                )
+        elif isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+    return names
+
+
+def test_the_top_of_the_package_holds_only_its_public_surface() -> None:
+    """Beside the rooms, the package's top holds ``__init__``, ``__main__`` and ``testing``."""
+    assert {path.name for path in PACKAGE.glob("*.py")} == TOP
+
+
+def test_each_room_says_what_it_holds_and_what_it_may_import() -> None:
+    """Every room's ``__init__`` docstring describes it and has a ``May import:`` paragraph
+    (the pure core, the integrations, replay and reporting, the command line)."""
+    rooms = _rooms()
+    assert set(rooms) == {"_core", "_integrations", "_replay", "_cli"}
+    for name, docstring in rooms.items():
+        assert "May import:" in docstring, name
+        assert len(docstring.partition("May import:")[0].split()) >= 20, name
+
+
+def test_each_room_imports_only_what_its_docstring_allows() -> None:
+    """A room's modules import the standard library, their own room, and what its docstring's
+    ``May import:`` names: nothing else, type-only imports included."""
+    wrong = []
+    for room, docstring in _rooms().items():
+        inside, outside = _may_import(docstring)
+        for path in sorted((PACKAGE / room).glob("*.py")):
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            for name in sorted(_imports_of(tree)):
+                top, _, rest = name.partition(".")
+                if top == "langchain_loop_guard":
+                    target = rest.partition(".")[0]
+                    if target != room and target not in inside:
+                        wrong.append(f"{room}/{path.name} imports {name}")
+                elif top not in {*sys.stdlib_module_names, "__future__", *outside}:
+                    wrong.append(f"{room}/{path.name} imports {name}")
+    assert not wrong, wrong
+
+
+def test_the_room_checks_read_a_docstring_and_see_a_wrong_import() -> None:
+    """``May import:`` names rooms, the package's top and distributions; an import of a room
+    the docstring does not name is one the room check reports."""
+    inside, outside = _may_import(
+        "Holds things.\n\nMay import: the standard library, ``pydantic`` and "
+        ":mod:`langchain_loop_guard._core`, and ``langchain_loop_guard`` (the version)."
+    )
+    assert inside == {"_core", ""}
+    assert outside == {"pydantic"}
+    source = "from langchain_loop_guard._integrations._engine import Run\nimport langgraph\n"
+    assert _imports_of(ast.parse(source)) == {
+        "langchain_loop_guard._integrations._engine",
+        "langgraph",
     }
-    assert _cycles(graph) == [["_engine.py", "_handler.py", "_engine.py"]]

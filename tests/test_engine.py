@@ -23,7 +23,10 @@ READ = ("tool_call", "read", {"path": "a.py"})
 
 
 def engine(capacity: int = 4, **values: object) -> RunEngine[Run]:
-    return RunEngine(GuardRuntime(LoopGuardConfig(**values)), Run, lambda: capacity)
+    guard = GuardRuntime(LoopGuardConfig(**values))
+    return RunEngine(
+        guard, Run, lambda: capacity, scoped=guard._run_config, scope_seen=guard._scope_seen
+    )
 
 
 RUN = choose_scope("run", None, checkpointer=False)
@@ -353,7 +356,10 @@ def test_the_engine_imports_no_host() -> None:
         from langchain_loop_guard._integrations._engine import Run, RunEngine
         from langchain_loop_guard._integrations._runtime import GuardRuntime
         from langchain_loop_guard._core._scope import choose_scope
-        runs = RunEngine(GuardRuntime({}), Run, lambda: 4)
+        guard = GuardRuntime({})
+        runs = RunEngine(
+            guard, Run, lambda: 4, scoped=guard._run_config, scope_seen=guard._scope_seen
+        )
         run = runs.begin("r", scope=choose_scope("run", None, False))
         print([run.decide("tool_call", "read", {}).action for _ in range(3)])
         """

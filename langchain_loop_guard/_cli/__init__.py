@@ -2,6 +2,10 @@
 (:mod:`._demo`, its loops :mod:`._demo_kinds` and scripted apps :mod:`._demo_scenarios`) and the
 ``%loop_guard`` notebook magic (:mod:`._magic`).
 
-May import: anything in the package (the top of the house: nothing in it imports this room
-but ``langchain_loop_guard/__init__.py`` and ``__main__.py``).
+May import: the standard library and anything in the package: the other rooms
+(:mod:`langchain_loop_guard._core`, :mod:`langchain_loop_guard._replay`,
+:mod:`langchain_loop_guard._integrations`), its top (``langchain_loop_guard`` for the version,
+:mod:`langchain_loop_guard.testing` for the demo's scripted model), and ``langchain``,
+``langchain_core``, ``langgraph`` and ``IPython``. Nothing in the package imports this room but
+the top's ``__init__.py`` (the notebook magic, lazily) and ``__main__.py``.
 """

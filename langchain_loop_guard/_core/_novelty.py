@@ -65,10 +65,13 @@ class Seen:
 
     __slots__ = ("_count", "_new", "_old")
 
-    def __init__(self) -> None:
-        self._new = bytearray(_BYTES)
-        self._old: bytearray | None = None
-        self._count = 0
+    def __init__(
+        self, new: bytearray | None = None, old: bytearray | None = None, count: int = 0
+    ) -> None:
+        """An empty memory, or the generations and count a :meth:`restore` read."""
+        self._new = bytearray(_BYTES) if new is None else new
+        self._old = old
+        self._count = count
 
     def clear(self) -> None:
         """Forget everything (a new run)."""
@@ -161,13 +164,9 @@ class Seen:
         if not isinstance(data, list) or len(data) != 3:
             raise TypeError(data)
         new, old, count = data
-        seen = cls()
-        seen._new = _generation(new)
-        seen._old = None if old is None else _generation(old)
         if type(count) is not int or not 0 <= count <= _CAPACITY:
             raise ValueError(count)
-        seen._count = count
-        return seen
+        return cls(_generation(new), None if old is None else _generation(old), count)
 
 
 def _generation(value: object) -> bytearray:

@@ -9,6 +9,6 @@ read from a message (:mod:`._outcomes`), a stop and its interrupt (:mod:`._stop`
 callbacks that publish verdicts (:mod:`._publish`), and the prompt hint (:mod:`._hint`).
 
 May import: the standard library, ``langchain_core``, ``langgraph``, ``langchain``,
-``pydantic``, :mod:`langchain_loop_guard._core` and :mod:`langchain_loop_guard._replay` (the
-recorder and the report a guard gives).
+``pydantic``, ``typing_extensions``, :mod:`langchain_loop_guard._core` and
+:mod:`langchain_loop_guard._replay` (the recorder and the report a guard gives).
 """

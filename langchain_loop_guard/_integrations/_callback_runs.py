@@ -27,6 +27,7 @@ from langchain_loop_guard._integrations._stop import LoopDetected
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from contextlib import AbstractContextManager
 
 __all__ = ["CallbackRun", "Root", "RunTree"]
 
@@ -207,8 +208,19 @@ class Root:
 class RunTree:
     """Callback run ids, each resolved to its top-level run and to that run's record."""
 
-    def __init__(self, engine: RunEngine[CallbackRun], max_open: Callable[[], int]) -> None:
+    def __init__(
+        self,
+        engine: RunEngine[CallbackRun],
+        max_open: Callable[[], int],
+        *,
+        lock: AbstractContextManager[object],
+        site: Callable[[str | None], Site],
+    ) -> None:
         self.engine = engine
+        self.lock = lock
+        """The guard's lock, held while the tree or a run changes."""
+        self.site = site
+        """Where the verdict being reported happened (the guard's view of the running call)."""
         engine.forgotten = self.forget
         self._max_open = max_open
         self.roots: dict[UUID, Root] = {}
@@ -421,7 +433,7 @@ class RunTree:
     ) -> None:
         """A model turn begins (a chat model's with its input ``sent``); a stopped run is
         aborted here, before the model is paid for."""
-        with self.engine.guard._lock:
+        with self.lock:
             run = self.start(run_id, parent_run_id, metadata, "model")
             if run is None:
                 return
@@ -447,10 +459,10 @@ class RunTree:
         if not reported:
             return
         guard = self.engine.guard
-        with guard._lock:
+        with self.lock:
             root = self.root_of(run_id, parent_run_id) or self.closed.get(run_id)
             run = self.engine.find(key)
-        base = guard._site(where)
+        base = self.site(where)
         thread_id = base.thread_id
         if thread_id is None and run is not None and run.per_thread:
             thread_id = key

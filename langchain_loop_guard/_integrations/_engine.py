@@ -193,9 +193,19 @@ class RunEngine(Generic[R]):
     leave their inspection, and stopped ones their record a while for late events."""
 
     def __init__(
-        self, guard: GuardRuntime, make: Callable[..., R], capacity: Callable[[], int]
+        self,
+        guard: GuardRuntime,
+        make: Callable[..., R],
+        capacity: Callable[[], int],
+        *,
+        scoped: Callable[[ScopeChoice, LoopGuardConfig | None], LoopGuardConfig],
+        scope_seen: Callable[[ScopeChoice], None],
     ) -> None:
         self.guard = guard
+        self.scoped = scoped
+        """The configuration of a run's detector in a scope (``None``: the one in force)."""
+        self.scope_seen = scope_seen
+        """Told the scope of the run being served (``status`` shows the latest)."""
         self.capacity = capacity
         """The registry's capacity, read at each new run (the handler's ``max_runs``)."""
         self._make = make
@@ -236,7 +246,7 @@ class RunEngine(Generic[R]):
                 )
             return None
         self.stopped.pop(key, None)
-        detector = self.guard.new_detector(key, config=self.guard._run_config(scope))
+        detector = self.guard.new_detector(key, config=self.scoped(scope, None))
         run = self._make(key=key, detector=detector, guard=self.guard, scope=scope, seen=self.now())
         self.runs[key] = run
         return run
@@ -248,7 +258,7 @@ class RunEngine(Generic[R]):
     def touch(self, run: R) -> None:
         """Mark ``run`` the most recently active one (the registry forgets the least)."""
         run.seen = self.now()
-        self.guard._scope_seen(run.scope)
+        self.scope_seen(run.scope)
         if self.last == run.key:
             return
         self.last = run.key
@@ -280,7 +290,7 @@ class RunEngine(Generic[R]):
             self.stopped.clear()
             return True
         for run in self.runs.values():
-            run.detector.configure(self.guard._run_config(run.scope, config))
+            run.detector.configure(self.scoped(run.scope, config))
             if config.mode != "on":
                 run.held = None
         return False

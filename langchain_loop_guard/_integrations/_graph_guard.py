@@ -15,7 +15,13 @@ from langgraph.types import interrupt
 
 from langchain_loop_guard._core._scope import ScopeChoice, choose_scope, has_checkpointer
 from langchain_loop_guard._integrations._engine import Run, bounded_put
-from langchain_loop_guard._integrations._graph_pass import GraphPass, Position, last_ai, quiet_turn
+from langchain_loop_guard._integrations._graph_pass import (
+    GraphPass,
+    PassHost,
+    Position,
+    last_ai,
+    quiet_turn,
+)
 from langchain_loop_guard._integrations._graph_state import (
     STATE_KEY,
     STATE_VERSION,
@@ -86,6 +92,14 @@ class GraphGuard(GuardRuntime):
         self._written: dict[int, tuple[GuardData, LoopDetector | None]] = {}
         self._halts: dict[str, LoopDetected] = {}
         self._interrupted: dict[tuple[object, ...], None] = {}
+        # what each pass asks of this guard (the pass holds these, never the guard itself)
+        self._host = PassHost(
+            on_stop=on_stop,
+            report=self.report,
+            reported_before=self._reported_before,
+            site=self._site,
+            in_context=self._in_context,
+        )
 
     # --- settings -------------------------------------------------------------------------------
 
@@ -361,7 +375,7 @@ class GraphGuard(GuardRuntime):
             last_nudge=data.get("last_nudge"),
         )
         nudges = self._nudges if self._nudges is not None else config.nudges
-        return GraphPass(self, data=data, run=run, config=config, nudges=nudges, now=now)
+        return GraphPass(self._host, data=data, run=run, config=config, nudges=nudges, now=now)
 
     def _reported_before(self, seen: tuple[object, ...]) -> bool:
         """Whether the stop ``seen`` was reported already (and remember it)."""

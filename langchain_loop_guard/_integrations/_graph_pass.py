@@ -5,7 +5,8 @@ then does is :class:`~langchain_loop_guard._integrations._graph_guard.GraphGuard
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Container, Mapping, Sequence
+from collections.abc import Callable, Container, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, ToolMessage
@@ -24,17 +25,16 @@ from langchain_loop_guard._integrations._guard_messages import (
     tool_answer,
 )
 from langchain_loop_guard._integrations._outcomes import tool_outcome
-from langchain_loop_guard._integrations._stop import stop_message
+from langchain_loop_guard._integrations._stop import OnStop, stop_message
 
 if TYPE_CHECKING:
     from langchain_loop_guard._core._config import LoopGuardConfig
     from langchain_loop_guard._core._detector import Verdict
     from langchain_loop_guard._integrations._engine import Run
-    from langchain_loop_guard._integrations._graph_guard import GraphGuard
     from langchain_loop_guard._integrations._publish import Site
     from langchain_loop_guard._integrations._runtime import DetectorCall
 
-__all__ = ["GraphPass", "Position", "last_ai", "missed_answer", "quiet_turn"]
+__all__ = ["GraphPass", "PassHost", "Position", "last_ai", "missed_answer", "quiet_turn"]
 
 Position = Literal["before_model", "after_model"]
 
@@ -46,6 +46,22 @@ _CallInfo = tuple[str, str, Any, bool]
 """``(tool_call_id, tool name, arguments, malformed)`` of a call a model answer makes."""
 
 
+@dataclass(frozen=True, slots=True)
+class PassHost:
+    """What a pass asks of the guard it runs for (:class:`~._graph_guard.GraphGuard` makes one
+    of its own methods): what a stop does, and how a verdict is reported."""
+
+    on_stop: OnStop
+    report: Callable[..., None]
+    """``report(run_id, verdict, *, site, nudge)``: the guard's :meth:`GuardRuntime.report`."""
+    reported_before: Callable[[tuple[object, ...]], bool]
+    """Whether a stop was reported already (a resumed interrupt runs the pass again)."""
+    site: Callable[[str | None], Site]
+    """Where the verdict being reported happened."""
+    in_context: Callable[[Sequence[AnyMessage], int, str | None], bool]
+    """Whether the model saw the previous answer before ``messages[index]`` (SPEC §11 N2)."""
+
+
 class GraphPass:
     """One pass's working state and decision, before the guard acts on a stop."""
 
@@ -54,7 +70,7 @@ class GraphPass:
         "config",
         "data",
         "ending",
-        "guard",
+        "host",
         "jump",
         "messages",
         "now",
@@ -67,7 +83,7 @@ class GraphPass:
 
     def __init__(
         self,
-        guard: GraphGuard,
+        host: PassHost,
         *,
         data: GuardData,
         run: Run,
@@ -75,7 +91,7 @@ class GraphPass:
         nudges: int,
         now: float,
     ) -> None:
-        self.guard = guard
+        self.host = host
         self.data = data
         """The guard's state, as it will be saved."""
         self.run = run
@@ -146,21 +162,21 @@ class GraphPass:
         """Report a verdict that is not ``"allow"``, at the pass's thread and run."""
         if verdict.action == "allow":
             return
-        guard = self.guard
+        host = self.host
         # A resumed interrupt runs the pass again: its stop was reported when the thread paused.
-        pauses = guard.on_stop == "interrupt" and verdict.stops and not verdict.tripped
+        pauses = host.on_stop == "interrupt" and verdict.stops and not verdict.tripped
         seen = (self.run_id, self.data.get("ai"), verdict.key, verdict.count)
-        if pauses and not nudge and guard._reported_before(seen):
+        if pauses and not nudge and host.reported_before(seen):
             return
         if self.site is None:
-            site = guard._site(self.position)
+            site = host.site(self.position)
             if site.run_id is None:
                 run = self.data.get("run")
                 if not isinstance(run, str):
                     run = self.data["run"] = new_run_id()
                 site = dataclasses.replace(site, run_id=run)
             self.site = site
-        guard.report(self.run_id, verdict, site=self.site, nudge=nudge)
+        host.report(self.run_id, verdict, site=self.site, nudge=nudge)
 
     def _feed_results(self, tail: Sequence[AnyMessage]) -> Verdict | None:
         """Feed the results of the calls awaiting one; the first stopping verdict, if any."""
@@ -212,7 +228,7 @@ class GraphPass:
             hard = hard or (verdict if verdict.stops else None)
         self.data["turn"] = False
         tool_calls = [(name, args) for _, name, args, _ in calls]
-        in_context = self.guard._in_context(messages, index, self.data.get("ai"))
+        in_context = self.host.in_context(messages, index, self.data.get("ai"))
         verdict = self._feed("assistant_message", answer.text, tool_calls, in_context=in_context)
         hard = hard or (verdict if verdict.stops else None)
         self.data["ai"] = answer.id

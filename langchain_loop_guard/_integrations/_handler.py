@@ -123,8 +123,16 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
         install_callback_stop_filter(type(self).__name__)  # the guard logs its stops itself
         self.max_runs = max_runs
         """Runs (or threads) tracked at once; see the ``max_runs`` argument."""
-        self._engine: RunEngine[CallbackRun] = RunEngine(self, CallbackRun, lambda: self.max_runs)
-        self._tree = RunTree(self._engine, lambda: self.max_open_runs)
+        self._engine: RunEngine[CallbackRun] = RunEngine(
+            self,
+            CallbackRun,
+            lambda: self.max_runs,
+            scoped=self._run_config,
+            scope_seen=self._scope_seen,
+        )
+        self._tree = RunTree(
+            self._engine, lambda: self.max_open_runs, lock=self._lock, site=self._site
+        )
 
     @property
     def ignore_custom_event(self) -> bool:

@@ -103,6 +103,8 @@ def resolve_config(config: ConfigInput) -> LoopGuardConfig:
     if isinstance(config, LoopGuardConfig):
         return config
     if isinstance(config, Mapping):  # not **config: a key that is no string is named too
+        # The mapping goes to the configuration's own reader whole: spread into keywords, a
+        # key that is no string would fail before the error could name it.
         return LoopGuardConfig._load(config)
     msg = (
         f"config must be a LoopGuardConfig, a mapping of values or None, "
