@@ -85,10 +85,10 @@ def cached_digests() -> Any:
     """The detector's result digests, each computed once and then served from a cache."""
     compute, cache = _detector.result_digests, {}
 
-    def served(output: object, error: object, tool: str, tokens: Any) -> Any:
-        key = (output, str(error), tool, tokens)
+    def served(output: object, error: object, tool: str, tokens: Any, volatile: Any = None) -> Any:
+        key = (output, str(error), tool, tokens, id(volatile))
         if key not in cache:
-            cache[key] = compute(output, error, tool, tokens)
+            cache[key] = compute(output, error, tool, tokens, volatile)
         return cache[key]
 
     return patched(_detector, "result_digests", served)
@@ -148,10 +148,12 @@ def cold_and_warm(runs: int) -> list[float]:
     compute = _detector.result_digests
     times: list[list[int]] = [[], [], []]
 
-    def three_times(output: object, error: object, tool: str, tokens: Any) -> Any:
+    def three_times(
+        output: object, error: object, tool: str, tokens: Any, volatile: Any = None
+    ) -> Any:
         for spent in times:
             start = time.perf_counter_ns()
-            digests = compute(output, error, tool, tokens)
+            digests = compute(output, error, tool, tokens, volatile)
             spent.append(time.perf_counter_ns() - start)
         return digests
 
@@ -174,9 +176,9 @@ def result_row(rounds: int) -> list[Any]:
             text = bench_detector.typical_output(i)
             cache[text] = compute(text, None, "run_tests", frozenset())
 
-    def served(output: Any, error: object, tool: str, tokens: Any) -> Any:
+    def served(output: Any, error: object, tool: str, tokens: Any, volatile: Any = None) -> Any:
         found = cache.get(output)
-        return compute(output, error, tool, tokens) if found is None else found
+        return compute(output, error, tool, tokens, volatile) if found is None else found
 
     with patched(_detector, "result_digests", served):
         rows.append(_labelled(bench_detector.hot_path(rounds)[1], "digests cached"))

@@ -101,6 +101,8 @@ class LoopDetector:
             listener, nothing is digested that the signals do not need.
     """
 
+    __slots__ = ("_aware", "_config", "_events", "_ignore", "_limits", "_off", "_record", "_view")
+
     def __init__(
         self,
         config: LoopGuardConfig | None = None,
@@ -142,8 +144,7 @@ class LoopDetector:
         self._view.resize(self._limits)
         self._record.configure(config)
         # what every event reads of the configuration, read once
-        self._off = config.mode == "off"
-        self._aware = config.progress_aware
+        self._off, self._aware = config.mode == "off", config.progress_aware
         self._ignore = frozenset(config.ignore_tools)
 
     def repeat_threshold(self, tool: str) -> int:
@@ -163,14 +164,11 @@ class LoopDetector:
 
     def reset(self) -> Verdict:
         """Clear the run's counters, history, warnings and tripped flag."""
-        self._clear()
+        self._view.clear()
+        self._record.clear()
         if self._events is not None and self._config.mode != "off":
             self._events.reset()
         return ALLOW
-
-    def _clear(self) -> None:
-        self._view.clear()
-        self._record.clear()
 
     def release(self) -> None:
         """Lift the trip and keep the history: the same repeat is detected again at once."""
@@ -192,7 +190,8 @@ class LoopDetector:
         any state in ``"off"`` mode starts the run afresh instead: losing a loop's beginning is
         better than failing the agent. Nothing is half restored.
         """
-        self._clear()
+        self._view.clear()
+        self._record.clear()
         if self._config.mode == "off" or not isinstance(state, Mapping):
             return False
         try:

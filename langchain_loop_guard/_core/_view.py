@@ -72,8 +72,7 @@ class Call:
     re-run after an edit is decided on its result, SPEC §11 N1); ``batch`` the
     first call of the model answer that asked for it; ``brought`` what its result brought (the
     bits of :mod:`._novelty`); ``tokens`` keyed hashes of the argument values, kept only while
-    the call is pending. ``row`` is the call as a state exports it, made once its result is in
-    (or it was blocked): nothing of it changes after that, so each later export reuses it.
+    the call is pending.
     """
 
     __slots__ = (
@@ -85,7 +84,6 @@ class Call:
         "name",
         "news",
         "outcome",
-        "row",
         "sig",
         "tokens",
     )
@@ -103,14 +101,10 @@ class Call:
         self.news = False
         self.brought = NEUTRAL
         self.tokens = tokens
-        self.row: list[object] | None = None
 
     def exported(self) -> list[object]:
-        """The call as :meth:`RunView.export_state` lists it (kept once it is final)."""
-        row = self.row
-        if row is not None:
-            return row
-        row = [
+        """The call as :meth:`RunView.export_state` lists it."""
+        return [
             self.name,
             key_text(self.sig),
             None if self.outcome is None else key_text(self.outcome),
@@ -122,9 +116,6 @@ class Call:
             self.batch is not self,
             self.brought,
         ]
-        if self.kind != "pending":
-            self.row = row
-        return row
 
     @property
     def fresh(self) -> bool:
@@ -161,6 +152,7 @@ class RunView:
         "quiet_tools",
         "replies",
         "results",
+        "rows",
         "seen",
         "sigs",
         "stale",
@@ -174,12 +166,16 @@ class RunView:
         self.sigs: list[Key] = []
         self.memory = Seen()
         self.replies = Replies()
+        # the exported rows of the calls whose results are in, kept by the calls they show
+        # (nothing of a call changes then); only a view that exports has any
+        self.rows: dict[Call, list[object]] | None = None
         self.clear()
 
     def clear(self) -> None:
         """Forget the run: history, streaks, turns, what it has seen."""
         self.calls.clear()
         self.sigs.clear()
+        self.rows = None
         self.memory.clear()
         self.replies.clear()
         self.seen = 0
@@ -396,7 +392,7 @@ class RunView:
     def export_state(self) -> dict[str, Any]:
         """The view as JSON data: tool names, digests and counters, never content."""
         return {
-            "calls": [call.exported() for call in self.calls],
+            "calls": self._exported_calls(),
             "seen": self.seen,
             "turns": self.turns,
             "batch": [self.batch is not None, self.due],
@@ -407,6 +403,23 @@ class RunView:
             "error": [None if self.error[0] is None else key_text(self.error[0]), self.error[1]],
             **self.replies.export(),
         }
+
+    def _exported_calls(self) -> list[list[object]]:
+        """The history as exported: each call's row made once, when the call is final (the
+        graph guards export the history at every step); the rows of calls that left it go."""
+        known, rows = self.rows or {}, {}
+        exported = []
+        for call in self.calls:
+            row = known.get(call)
+            if row is None:
+                row = call.exported()
+                if call.kind == "pending":
+                    exported.append(row)
+                    continue
+            rows[call] = row
+            exported.append(row)
+        self.rows = rows
+        return exported
 
     def restore_state(self, state: Mapping[str, Any], *, version: int = 5) -> None:
         """Take an exported state (``version`` 4: the previous release's); raises one of
