@@ -1,6 +1,6 @@
 """Run every benchmark, print the results table, and check each ratio against its target.
 
-    python benchmarks/run.py              # everything, about five minutes on two cores
+    python benchmarks/run.py              # everything, about twenty minutes on two cores
     python benchmarks/run.py --quick      # fewer rounds and runs, for a smoke check
     python benchmarks/run.py --no-fail    # exit 0 even if a target is missed
 
