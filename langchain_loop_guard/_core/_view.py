@@ -410,13 +410,9 @@ class RunView:
         known, rows = self.rows or {}, {}
         exported = []
         for call in self.calls:
-            row = known.get(call)
-            if row is None:
-                row = call.exported()
-                if call.kind == "pending":
-                    exported.append(row)
-                    continue
-            rows[call] = row
+            row = known.get(call) or call.exported()
+            if call.kind != "pending":
+                rows[call] = row
             exported.append(row)
         self.rows = rows
         return exported

@@ -84,7 +84,7 @@ class GraphGuard(GuardRuntime):
         self._on_stop: OnStop = on_stop
         self._state_key = state_key
         self._wall: Callable[[], float] = clock if clock is not None else time.time
-        # Each bounded by ``_MAX_THREADS``, oldest first (see ``_take_live``, ``_pending_halt``).
+        # Each bounded by ``_MAX_THREADS``, oldest first (see ``_take_written``, ``_pending_halt``).
         self._threads: dict[str, GuardData] = {}
         self._resets: dict[str, float] = {}
         # The states this guard wrote, by id, with the detector that exported them (None
