@@ -149,6 +149,12 @@ def _e(text: object) -> str:
     return html.escape(terminal_safe(str(text)), quote=True)
 
 
+def _setting_value(setting: str) -> tuple[str, str]:
+    """A sweep step's value (``key=value``), whole for its tooltip and cut to fit under a bar."""
+    value = setting.partition("=")[2]
+    return value, value if len(value) <= 14 else value[:13] + "…"
+
+
 def _sw(color: str, label: str = "") -> str:
     return (
         f'<span class="key"><span class="sw" style="background:{color}"></span>{_e(label)}</span>'
@@ -280,8 +286,7 @@ class _Page:
                 tip = f"<title>{_e(signal.value)}: {count}</title>"
                 yield f'<rect x="{x}" y="{y:.1f}" width="70" height="{170 * count / top:.1f}" '
                 yield f'fill="{colors[signal]}">{tip}</rect>'
-            value = self.setting(step).partition("=")[2]
-            short = value if len(value) <= 14 else value[:13] + "…"
+            value, short = _setting_value(self.setting(step))
             yield f'<text x="{x + 35}" y="{y - 5:.1f}" text-anchor="middle" font-weight="600">'
             yield f'{report.would_stop}</text><text x="{x + 35}" y="220" text-anchor="middle">'
             yield f"<title>{_e(value)}</title>{_e(short)}</text>"
@@ -501,8 +506,7 @@ def _verdict_chart(page: _Page, found: list[LabelScore]) -> Iterator[str]:
             yield f'height="{height:.1f}" fill="{color}">{tip}</rect>'
             yield f'<text x="{x + offset + 20}" y="{195 - height:.1f}" text-anchor="middle" '
             yield f'font-weight="600">{count}</text>'
-        value = page.setting(step).partition("=")[2]
-        short = value if len(value) <= 14 else value[:13] + "…"
+        value, short = _setting_value(page.setting(step))
         yield f'<text x="{x + 42}" y="220" text-anchor="middle"><title>{_e(value)}</title>'
         yield f"{_e(short)}</text>"
     yield f'<line x1="50" x2="{width}" y1="200" y2="200" stroke="#5b6577"/></svg><p>'
