@@ -33,10 +33,9 @@ from langchain.agents.middleware import AgentMiddleware, ToolCallLimitMiddleware
 from langchain.agents.middleware.types import hook_config
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import HumanMessage
-from langgraph.graph import END, START, MessagesState, StateGraph
-from langgraph.prebuilt import ToolNode
+from langgraph.graph import StateGraph
 
-from langchain_loop_guard import LoopGuardConfig, LoopGuardNode, LoopGuardState
+from langchain_loop_guard import LoopGuardConfig, LoopGuardNode
 from langchain_loop_guard._integrations._handler import LoopGuardCallbackHandler
 from langchain_loop_guard._integrations._middleware import LoopGuardMiddleware
 from langchain_loop_guard.testing import ScriptedChatModel, call, scripted_tool
@@ -132,28 +131,20 @@ def _agent(middleware: list[AgentMiddleware[Any, Any, Any]]) -> Any:
     return create_agent(model, [read_file], middleware=middleware)
 
 
-class GraphState(MessagesState, LoopGuardState):
-    """The state of the hand-built graph: messages and the node guard's keys."""
+def _graph(side: Any) -> Any:
+    """The same 200 steps as a hand-built ``StateGraph``: a model node and a ``ToolNode`` wired
+    as ``side`` says (``bench_apps.wire_agent``: the node guard, or its pass-through floor, as
+    their hub)."""
+    import bench_apps  # here: bench_apps imports this module
 
-
-def _graph(hub: Any, route: Callable[[Any], Any]) -> Any:
-    """The same 200 steps as a hand-built ``StateGraph`` with ``hub`` between the model node
-    and the tools, and ``route`` after it (the node guard's wiring)."""
     model, read_file = _model_and_tool()
     bound = model.bind_tools([read_file])
 
-    def agent(state: GraphState) -> dict[str, Any]:
+    def agent(state: bench_apps.GuardedState) -> dict[str, Any]:
         return {"messages": [bound.invoke(state["messages"])]}
 
-    builder = StateGraph(GraphState)
-    builder.add_node("agent", agent)
-    builder.add_node("tools", ToolNode([read_file]))
-    builder.add_node("loop_guard", hub)
-    builder.add_edge(START, "loop_guard")
-    builder.add_edge("agent", "loop_guard")
-    builder.add_edge("tools", "loop_guard")
-    destinations = {"tools": "tools", "agent": "agent", END: END}
-    builder.add_conditional_edges("loop_guard", route, destinations)
+    builder = StateGraph(bench_apps.GuardedState)
+    bench_apps.wire_agent(builder, agent, [read_file], side)
     return builder.compile()
 
 
@@ -166,14 +157,14 @@ def _check(result: dict[str, Any]) -> None:
 
 
 Side = tuple[Callable[[], Any], Callable[[], list[Any]]]
-"""A run's middleware (a list; or, for a graph, its hub node and router) and callbacks, each
-made afresh for every run."""
+"""A run's middleware (a list; or, for a hand-built graph, a ``bench_apps.Side`` with its node
+guard or floor) and callbacks, each made afresh for every run."""
 
 
 def _stream(side: Side, *, use_async: bool) -> Any:
     middleware, callbacks = side
     made = middleware()
-    agent = _agent(made) if isinstance(made, list) else _graph(*made)
+    agent = _agent(made) if isinstance(made, list) else _graph(made)
     config = {"callbacks": callbacks(), "recursion_limit": 10 * STEPS}
     if use_async:
         return agent.astream(INPUT, config, stream_mode="values")
@@ -242,18 +233,19 @@ def end_to_end(rounds: int, *, breakdown: int = 0) -> list[Row]:
         return [CoroutineHookMiddleware()]
 
     # imported here: bench_apps imports this module
-    from bench_apps import FloorMiddleware, floor_node, floor_route
+    from bench_apps import FloorMiddleware
+    from bench_apps import Side as GraphSide
 
     def floor_middleware() -> list[Any]:
         return [FloorMiddleware()]
 
     node_guard = LoopGuardNode(CONFIG)
 
-    def guard_graph() -> tuple[Any, Any]:
-        return node_guard, node_guard.route
+    def guard_graph() -> GraphSide:
+        return GraphSide("node", node=node_guard)
 
-    def floor_graph() -> tuple[Any, Any]:
-        return floor_node, floor_route
+    def floor_graph() -> GraphSide:
+        return GraphSide("node floor", node="floor")
 
     rows = []
     loop = asyncio.new_event_loop()
