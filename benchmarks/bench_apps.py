@@ -185,6 +185,8 @@ class Run:
     stream_mode: str = "values"
     thread: str = field(default_factory=lambda: f"thread-{next(THREADS)}")
     """A new thread for every run, as every conversation of an app has its own."""
+    close: Callable[[], None] = lambda: None
+    """Releases what the app's tools hold (the SQL app's database), after the run's checks."""
 
     def config(self, side: Side) -> dict[str, Any]:
         return {
@@ -210,13 +212,16 @@ class Run:
 
     def finish(self, side: Side) -> None:
         """Assert that the run ended normally: every script used, no guard message."""
-        for model in self.models:
-            assert model.turns == len(model.script), f"{side.name}: a model did not finish"
-        values = self.graph.get_state({"configurable": {"thread_id": self.thread}}).values
-        for message in values.get("messages", ()):
-            assert guard_kind(message) is None, f"{side.name}: the guard wrote {message}"
-        assert not values.get("loop_guard_stop"), f"{side.name}: stopped"
-        self.check(values)
+        try:
+            for model in self.models:
+                assert model.turns == len(model.script), f"{side.name}: a model did not finish"
+            values = self.graph.get_state({"configurable": {"thread_id": self.thread}}).values
+            for message in values.get("messages", ()):
+                assert guard_kind(message) is None, f"{side.name}: the guard wrote {message}"
+            assert not values.get("loop_guard_stop"), f"{side.name}: stopped"
+            self.check(values)
+        finally:
+            self.close()
 
 
 def final_answer(text: str) -> Callable[[dict[str, Any]], None]:
@@ -456,7 +461,7 @@ def sql_app(side: Side, checkpointer: Any) -> Run:
         middleware=side.middleware,
         checkpointer=checkpointer,
     )
-    return Run(agent, turns, [model], final_answer(SQL_QUESTIONS[-1][2]))
+    return Run(agent, turns, [model], final_answer(SQL_QUESTIONS[-1][2]), close=db.close)
 
 
 # --- browser: open, read, click and type through a web shop -----------------------------------
