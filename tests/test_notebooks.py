@@ -107,6 +107,9 @@ def _execute(path: Path, folder: Path) -> str:
         kernel_name=KERNEL,
         timeout=120,
         resources={"metadata": {"path": str(folder)}},
+        # One print can reach the client as several stream messages (the kernel flushes on a
+        # timer); Jupyter shows them as one text, and so does this.
+        coalesce_streams=True,
     )
     client.execute()  # raises CellExecutionError on the first failing cell
     errors = [
