@@ -28,14 +28,14 @@ number (half the memory), any other text as it is."""
 
 def key_of(digest: str) -> Key:
     """The key of ``digest``: its number if it is what :func:`key_text` writes of one."""
-    if len(digest) == 16:
-        try:
-            number = int(digest, 16)
-        except ValueError:
-            return digest
-        if f"{number:016x}" == digest:
-            return number
+    # 16 lower-case hex digits, exactly what key_text writes (int() alone would also take
+    # "0x", "_", signs, spaces and capitals)
+    if len(digest) == 16 and not digest.strip(_HEX_DIGITS):
+        return int(digest, 16)
     return digest
+
+
+_HEX_DIGITS = "0123456789abcdef"
 
 
 def key_text(key: Key) -> str:
