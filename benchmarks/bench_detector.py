@@ -21,6 +21,7 @@ from typing import Any
 from _harness import Row, compare, ratio_row, timed
 
 from langchain_loop_guard import LoopDetector, LoopGuardConfig
+from langchain_loop_guard._core._signature import reply_sketch
 
 CONFIG = LoopGuardConfig(max_turns=1_000_000)  # defaults, minus the turn-count warning
 
@@ -151,11 +152,18 @@ def hot_path(rounds: int) -> list[Row]:
         work, message = texts(r), detector.assistant_message
         return timed(lambda: [message(t) for t in work]) / batch
 
+    def sketch_alone(r: int) -> float:
+        # what SPEC §13 R14 needs of every reply in any scope (its words, hashed), without
+        # the rest of the event: against the floor, the least a reply can cost
+        work = texts(r)
+        return timed(lambda: [reply_sketch(t) for t in work]) / batch
+
     calls = compare(call_floor, call_subject, rounds=rounds)
     results = compare(result_floor, result_subject, rounds=rounds)
     messages = compare(message_floor, message_subject, rounds=rounds)
     results_bare = compare(result_bare, results_of(others, "run_test_file"), rounds=rounds)
     messages_bare = compare(message_bare, message_subject, rounds=rounds)
+    sketches = compare(message_floor, sketch_alone, rounds=rounds)
     assert detector.tripped is None, f"the benchmark stream must not loop: {detector.tripped}"
     return [
         ratio_row("tool call, typical arguments", calls, 2.5),
@@ -163,6 +171,7 @@ def hot_path(rounds: int) -> list[Row]:
         ratio_row("assistant message, no tool calls", messages, 2.5),
         ratio_row("  tool result vs a bare digest of its text", results_bare, None),
         ratio_row("  assistant message vs a bare digest of its text", messages_bare, None),
+        ratio_row("  a reply's word sketch alone (§13 R14) vs the floor", sketches, None),
     ]
 
 
