@@ -8,7 +8,9 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from langchain_loop_guard import LoopGuardConfig, Signal
+from langchain_loop_guard._core._canonical import call_signature
 from langchain_loop_guard._core._detector import ALLOW, DetectorEvent, LoopDetector, Verdict
+from langchain_loop_guard._core._signature import arg_tokens, outcome
 
 if TYPE_CHECKING:
     from conftest import FakeClock
@@ -310,3 +312,69 @@ def test_in_context_is_recorded_and_replayed() -> None:
     assert [e.in_context for e in seen] == [False] * 3
     replayed = LoopDetector()
     assert not any(replayed.replay(event).stops for event in seen)
+
+
+# --- events digested beforehand (what the callback handler feeds) ------------------------------
+
+
+def _calls_and_results(
+    rng: random.Random, detector: LoopDetector, *, digested: bool
+) -> list[Verdict]:
+    """A random run of calls, results (errors among them), answers and turns, fed as content
+    or, with ``digested``, as the callback handler feeds calls and results: digested first
+    (``call_signature``, ``arg_tokens``, ``outcome``), then ``digested_call`` and
+    ``digested_result``."""
+    tokens: dict[str, frozenset[int]] = {}
+    verdicts = []
+    for step in range(150):
+        choice = rng.random()
+        tool = rng.choice(["read", "grep", "sleep"])
+        call_id = f"c{step}"
+        args = {"path": f"src/{rng.randint(0, 2)}.py"}
+        if choice < 0.45:
+            if digested:
+                # the words of the arguments, as the detector keeps them: not for a call of a
+                # tripped run, a blocked one or an ignored tool's (none is judged by its result)
+                kept = detector.tripped is None and tool not in detector.config.ignore_tools
+                verdict = detector.digested_call(tool, call_signature(tool, args), call_id)
+                if kept and verdict.action != "block":
+                    tokens[call_id] = arg_tokens(args, tool)
+            else:
+                verdict = detector.tool_call(tool, args, call_id)
+            verdicts.append(verdict)
+            output = rng.choice(["same lines", "other lines", "\n".join(["row"] * 25), None])
+            error = "E1: src/0.py failed" if output is None else None
+            if digested:
+                digests = outcome(output, error=error, tool=tool, tokens=tokens.get(call_id))
+                failed = error is not None or digests.failed
+                verdict = detector.digested_result(
+                    tool, digests.key, call_id, failed=failed, near=digests.near, info=digests.info
+                )
+            else:
+                verdict = detector.tool_result(tool, output, error=error, call_id=call_id)
+            verdicts.append(verdict)
+        elif choice < 0.7:
+            verdicts.append(detector.assistant_message(rng.choice(["", "ok", "same"])))
+        elif choice < 0.95:
+            verdicts.append(detector.turn_start())
+        else:
+            detector.release()
+    return verdicts
+
+
+@pytest.mark.parametrize("name", [*CONFIGS, "off"])
+@pytest.mark.parametrize("seed", range(25))
+def test_digested_calls_and_results_decide_as_their_content(name: str, seed: int) -> None:
+    """``digested_call`` and ``digested_result`` give every verdict that ``tool_call`` and
+    ``tool_result`` give on the same content, and a listener hears the same events."""
+    config = CONFIGS.get(name) or LoopGuardConfig(mode="off")
+    content, heard = _listening(config, clock=lambda: 0.0)
+    digests, heard_digested = _listening(config, clock=lambda: 0.0)
+    assert _calls_and_results(random.Random(seed), content, digested=False) == (
+        _calls_and_results(random.Random(seed), digests, digested=True)
+    )
+    assert heard_digested == heard
+    quiet = LoopDetector(config, clock=lambda: 0.0)  # no listener: the path the handler takes
+    assert _calls_and_results(random.Random(seed), quiet, digested=True) == (
+        _calls_and_results(random.Random(seed), LoopDetector(config), digested=False)
+    )

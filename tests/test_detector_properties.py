@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from langchain_loop_guard import LoopDetector, LoopGuardConfig, Signal, Verdict
-from langchain_loop_guard._core import _detector as detector_module
+from langchain_loop_guard._core import _judge as judge_module
 from langchain_loop_guard._core._canonical import call_signature, canonical
 from langchain_loop_guard._core._detector import DetectorEvent
 from langchain_loop_guard._core._reporting import MAX_REPORTED
@@ -440,7 +440,7 @@ def test_asking_only_the_checks_a_fact_calls_for_changes_no_verdict(
     asked = _verdicts(config, stream)
     with pytest.MonkeyPatch.context() as patch:
         for table in ("RESULT_CHECKS", "TURN_CHECKS", "ANSWER_CHECKS"):
-            patch.setattr(detector_module, table, AskingEveryCheck(getattr(detector_module, table)))
+            patch.setattr(judge_module, table, AskingEveryCheck(getattr(judge_module, table)))
         every = _verdicts(config, stream)
     found: set[tuple[Any, Any]] = set()  # the loops found so far (signal and key)
     for mine, theirs in zip(asked, every, strict=True):

@@ -28,6 +28,7 @@ from langchain_core.tools import BaseTool, ToolException
 from langgraph.checkpoint.memory import InMemorySaver
 
 from langchain_loop_guard import LoopDetector, LoopGuardConfig, Signal
+from langchain_loop_guard._core._judge import Judge
 from langchain_loop_guard._integrations._handler import LoopGuardCallbackHandler
 from langchain_loop_guard._integrations._middleware import LoopGuardMiddleware
 from langchain_loop_guard._integrations._stop import LoopDetected
@@ -205,7 +206,7 @@ def test_concurrent_runs_under_asyncio_gather_get_the_verdicts_they_get_alone(
 # --- failing open -----------------------------------------------------------------------------
 
 
-def _broken(self: LoopDetector, *args: Any, **kwargs: Any) -> Any:
+def _broken(self: object, *args: Any, **kwargs: Any) -> Any:
     msg = "injected detector failure"
     raise RuntimeError(msg)
 
@@ -217,11 +218,10 @@ def warnings_logged(caplog: pytest.LogCaptureFixture) -> pytest.LogCaptureFixtur
     return caplog
 
 
-# The detector's decisions, digests in: the handler digests outside its lock and feeds
-# ``replay``, the graph guards call the public methods; both end up here.
-@pytest.mark.parametrize(
-    "method", ["_tool_call", "_tool_result", "_turn_start", "_assistant_message"]
-)
+# The detector's decisions, digests in (its ``Judge``): the handler digests outside its lock
+# and feeds ``digested_call``, ``digested_result`` and ``replay``, the graph guards call the
+# public methods; all end up here.
+@pytest.mark.parametrize("method", ["tool_call", "tool_result", "turn_start", "assistant_message"])
 @pytest.mark.parametrize("integration", INTEGRATIONS)
 @pytest.mark.parametrize("how", ["invoke", "ainvoke"])
 def test_guard_failure_lets_the_run_complete_with_one_warning(
@@ -232,7 +232,7 @@ def test_guard_failure_lets_the_run_complete_with_one_warning(
     warnings_logged: pytest.LogCaptureFixture,
 ) -> None:
     """A detector that raises on every event never breaks the run; one warning says so."""
-    monkeypatch.setattr(LoopDetector, method, _broken)
+    monkeypatch.setattr(Judge, method, _broken)
     agent = fleet(integration)
     if how == "invoke":
         outcome = agent.run("productive", 1)
@@ -268,7 +268,7 @@ def test_only_a_deliberate_stop_raises_while_the_guard_is_failing(
     warnings_logged: pytest.LogCaptureFixture,
 ) -> None:
     """With results failing to register, repeated calls are still stopped, and only so."""
-    monkeypatch.setattr(LoopDetector, "_tool_result", _broken)
+    monkeypatch.setattr(Judge, "tool_result", _broken)
     agent = fleet(integration)
     assert agent.run("repeat", 1) == SPEC_OUTCOMES["repeat"]
     assert agent.run("productive", 2) == SPEC_OUTCOMES["productive"]

@@ -33,20 +33,9 @@ from langchain_loop_guard._core._detector_state import (
     DetectorSnapshot,
     readable_state,
 )
+from langchain_loop_guard._core._judge import Judge
 from langchain_loop_guard._core._reporting import Clock, RunRecord
-from langchain_loop_guard._core._rules import (
-    ANSWER_CHECKS,
-    CALL_CHECKS,
-    CHANGED,
-    FAILED,
-    FAILING,
-    NEW_CALL_CHECKS,
-    QUIET,
-    REPLY,
-    RESULT_CHECKS,
-    TURN_CHECKS,
-    Signal,
-)
+from langchain_loop_guard._core._rules import Signal
 from langchain_loop_guard._core._signature import (
     arg_tokens,
     assistant_key,
@@ -55,8 +44,6 @@ from langchain_loop_guard._core._signature import (
 )
 from langchain_loop_guard._core._verdict import ALLOW, Action, Verdict, reason
 from langchain_loop_guard._core._view import (
-    Call,
-    Key,
     OutcomeKind,
     RunView,
     StateError,
@@ -101,7 +88,7 @@ class LoopDetector:
             listener, nothing is digested that the signals do not need.
     """
 
-    __slots__ = ("_aware", "_config", "_events", "_ignore", "_limits", "_off", "_record", "_view")
+    __slots__ = ("_config", "_events", "_judge", "_limits", "_off", "_record", "_view")
 
     def __init__(
         self,
@@ -115,6 +102,7 @@ class LoopDetector:
         self._record = RunRecord(clock if clock is not None else time.monotonic, config, self._view)
         # the listener's owner; none without a listener, so the hot path tests one attribute
         self._events = Emitter(listener, self._record) if listener is not None else None
+        self._judge = Judge(self._view, self._record)
         self._apply(config)
         self._view.clear()
 
@@ -144,8 +132,9 @@ class LoopDetector:
         self._view.resize(self._limits)
         self._record.configure(config)
         # what every event reads of the configuration, read once
-        self._off, self._aware = config.mode == "off", config.progress_aware
-        self._ignore = frozenset(config.ignore_tools)
+        self._off = config.mode == "off"
+        self._judge.aware = config.progress_aware
+        self._judge.ignore = frozenset(config.ignore_tools)
 
     def repeat_threshold(self, tool: str) -> int:
         """The repeat threshold of ``tool`` (its override, or ``repeat_tool_threshold``)."""
@@ -209,7 +198,7 @@ class LoopDetector:
 
     def turn_start(self) -> Verdict:
         """A model call begins. A tripped run is aborted before the call is paid for."""
-        return ALLOW if self._off else self._decided("turn_start", self._turn_start())
+        return ALLOW if self._off else self._decided("turn_start", self._judge.turn_start())
 
     def tool_call(self, name: str, args: object = None, call_id: str | None = None) -> Verdict:
         """A tool call is about to run; ``"block"`` means it must not."""
@@ -217,14 +206,26 @@ class LoopDetector:
             return ALLOW
         events = self._events
         # an ignored call is not kept: its signature is only needed for a listener
-        if events is None and name in self._ignore:
-            return self._tool_call(name, "", call_id)
+        if events is None and name in self._judge.ignore:
+            return self._judge.tool_call(name, "", call_id)
         sig = call_signature(name, args)
         # a blocked call gets no result: the words of its arguments are not needed
         tokens = arg_tokens(args, name) if self._record.tripped is None else None
-        verdict = self._tool_call(name, int(sig, 16), call_id, tokens)
+        verdict = self._judge.tool_call(name, int(sig, 16), call_id, tokens)
         if events is not None:
             events.emit("tool_call", verdict, tool=name, digest=sig, call_id=call_id)
+        return verdict
+
+    def digested_call(self, name: str, signature: str, call_id: str | None = None) -> Verdict:
+        """:meth:`tool_call` of a call digested beforehand: its ``signature``, as a listener's
+        event carries it. For an integration that digests outside its lock: the verdict, and
+        the event a listener receives, are those of :meth:`tool_call` (and of :meth:`replay`
+        of that event)."""
+        if self._off:
+            return ALLOW
+        verdict = self._judge.tool_call(name, key_of(signature), call_id)
+        if self._events is not None:
+            self._events.emit("tool_call", verdict, tool=name, digest=signature, call_id=call_id)
         return verdict
 
     def tool_result(
@@ -239,16 +240,44 @@ class LoopDetector:
         if self._off:
             return ALLOW
         events = self._events
-        if events is None and name in self._ignore:
+        if events is None and name in self._judge.ignore:
             return self._record.soft()
         call = self._view.find(name, call_id)
         volatile, tokens = self._limits.volatile_of(name), None if call is None else call.tokens
         key, near, info, shaped = result_digests(output, error, name, tokens, volatile)
         failed = shaped or error is not None
-        verdict = self._tool_result(call, name, int(key, 16), failed, call_id, near=near, info=info)
+        verdict = self._judge.tool_result(
+            call, name, int(key, 16), failed, call_id, near=near, info=info
+        )
         if events is not None:
             fields = {"digest": key, "call_id": call_id, "error": failed, "near": near}
             events.emit("tool_result", verdict, tool=name, info=info, **fields)
+        return verdict
+
+    def digested_result(
+        self,
+        name: str,
+        key: str,
+        call_id: str | None = None,
+        *,
+        failed: bool = False,
+        near: str | None = None,
+        info: str | None = None,
+    ) -> Verdict:
+        """:meth:`tool_result` of a result digested beforehand: its outcome digest or error
+        ``key``, whether it ``failed``, its line sketch (``near``) and its information digest
+        (``info``), as a listener's event carries them. For an integration that digests
+        outside its lock: the verdict, and the event a listener receives, are those of
+        :meth:`tool_result` (and of :meth:`replay` of that event)."""
+        if self._off:
+            return ALLOW
+        call = self._view.find(name, call_id)
+        verdict = self._judge.tool_result(
+            call, name, key_of(key), failed, call_id, near=near, info=info
+        )
+        if self._events is not None:
+            fields = {"digest": key, "call_id": call_id, "error": failed, "near": near}
+            self._events.emit("tool_result", verdict, tool=name, info=info, **fields)
         return verdict
 
     def assistant_message(
@@ -270,15 +299,15 @@ class LoopDetector:
         events = self._events
         if events is None:
             # a message that calls tools is left to the tool-call signals: no key needed
-            if self._aware and count:
-                return self._assistant_message(None, None, count, in_context)
+            if self._judge.aware and count:
+                return self._judge.assistant_message(None, None, count, in_context)
             key = assistant_key(text)
             sketched = key is not None and self._limits.sketches_replies
             sketch = reply_sketch(text) if sketched else None
-            return self._assistant_message(key, sketch, count, in_context)
+            return self._judge.assistant_message(key, sketch, count, in_context)
         key = assistant_key(text)
         sketch = reply_sketch(text) if key is not None else None
-        verdict = self._assistant_message(key, sketch, count, in_context)
+        verdict = self._judge.assistant_message(key, sketch, count, in_context)
         fields = {"digest": key, "near": sketch, "calls": count, "in_context": in_context}
         events.emit("assistant_message", verdict, **fields)
         return verdict
@@ -324,15 +353,18 @@ class LoopDetector:
             msg = f"a {kind} event needs its tool and digest"
             raise ValueError(msg)
         if kind == "turn_start":
-            verdict = self._turn_start()
+            verdict = self._judge.turn_start()
         elif kind == "tool_call":
-            verdict = self._tool_call(tool, key_of(value or ""), call_id)
+            verdict = self._judge.tool_call(tool, key_of(value or ""), call_id)
         elif kind == "tool_result":
             call, key = self._view.find(tool, call_id), key_of(value or "")
             near, info = event.near, event.info
-            verdict = self._tool_result(call, tool, key, event.error, call_id, near=near, info=info)
+            verdict = self._judge.tool_result(
+                call, tool, key, event.error, call_id, near=near, info=info
+            )
         elif kind == "assistant_message":
-            verdict = self._assistant_message(value, event.near, event.calls, event.in_context)
+            near, calls, in_context = event.near, event.calls, event.in_context
+            verdict = self._judge.assistant_message(value, near, calls, in_context)
         else:
             verdict = self._record.soft()
         if self._events is not None:
@@ -343,93 +375,6 @@ class LoopDetector:
         if self._events is not None:
             self._events.emit(kind, verdict)
         return verdict
-
-    # --- event decisions (digests in) -------------------------------------------------------
-
-    def _turn_start(self) -> Verdict:
-        record = self._record
-        if record.tripped is not None:
-            return record.still_tripped("abort")
-        view = self._view
-        view.start_turn()
-        facts = (QUIET if view.quiet_grew else 0) | (FAILING if view.failing_grew else 0)
-        for check in TURN_CHECKS[facts]:
-            found = check(view)
-            if found is not None:
-                return record.report(found, "abort")
-        return record.soft()
-
-    def _tool_call(
-        self, name: str, sig: Key, call_id: str | None, tokens: frozenset[int] | None = None
-    ) -> Verdict:
-        ignored = name in self._ignore
-        view, record = self._view, self._record
-        if record.tripped is not None:
-            if not ignored:
-                call = Call(name, sig, call_id)
-                call.kind = "blocked"
-                view.add_call(call)
-            return record.still_tripped("block", tool=name)
-        if ignored:
-            return record.soft()
-        call = Call(name, sig, call_id, tokens)
-        checks = CALL_CHECKS if view.add_call(call) else NEW_CALL_CHECKS
-        seq, sigs = view.calls, view.sigs  # read, never changed, by the rules
-        for check in checks:
-            found = check(view, seq, sigs)
-            if found is not None:
-                call.changed = False  # decided on the call: its result is not judged again
-                verdict = record.report(found, "block")
-                if verdict.action == "block":
-                    call.kind = "blocked"
-                    call.tokens = None
-                return verdict
-        return record.soft()
-
-    def _tool_result(
-        self,
-        call: Call | None,
-        name: str,
-        outcome: Key,
-        failed: bool,
-        call_id: str | None,
-        *,
-        near: str | None,
-        info: str | None,
-    ) -> Verdict:
-        """A result of ``name``; ``call`` is the call it belongs to (:meth:`RunView.find`)."""
-        record = self._record
-        if name in self._ignore:
-            return record.soft()
-        if call is not None and call.kind != "pending":
-            return record.soft()  # a second result, or the result of a blocked call
-        view = self._view
-        call = view.add_result(call, name, outcome, failed, call_id=call_id, near=near, info=info)
-        if record.tripped is None:
-            facts = (FAILED if failed else 0) | (CHANGED if call and call.changed else 0)
-            facts |= (QUIET if view.quiet_grew else 0) | (FAILING if view.failing_grew else 0)
-            for check in RESULT_CHECKS[facts]:
-                found = check(view, call, name)
-                if found is not None:
-                    return record.report(found, "abort")
-        return record.soft()
-
-    def _assistant_message(
-        self, key: str | None, sketch: str | None, calls: int, in_context: bool
-    ) -> Verdict:
-        view, record = self._view, self._record
-        view.add_answer(calls=calls, in_context=in_context)
-        reply = key is not None and not (self._aware and calls)
-        if reply:
-            view.add_reply(key or "", sketch, in_context=in_context)
-        if record.tripped is None:
-            facts = (REPLY if reply else 0) | (FAILING if view.failing_grew else 0)
-            # a streak of replies is reported on the reply that makes it (REPLY)
-            for check in ANSWER_CHECKS[facts | (QUIET if view.quiet_grew else 0)]:
-                found = check(view)
-                if found is not None:
-                    return record.report(found, "abort")
-        return record.soft()
 
 
 def _count(items: Iterable[object]) -> int:
