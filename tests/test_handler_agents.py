@@ -551,8 +551,10 @@ def test_detector_failure_fails_open_with_one_warning(
         msg = "detector bug"
         raise RuntimeError(msg)
 
-    # the handler feeds events digested outside its lock, through ``replay``
-    monkeypatch.setattr(LoopDetector, "replay", broken)
+    # the handler feeds events digested outside its lock: calls and results through
+    # ``digested_call`` and ``digested_result``, model answers through ``replay``
+    for method in ("replay", "digested_call", "digested_result"):
+        monkeypatch.setattr(LoopDetector, method, broken)
     read_file = scripted_tool("read_file", "contents")
     with caplog.at_level(logging.WARNING, logger="langchain_loop_guard"):
         messages, _ = run_agent(

@@ -61,12 +61,13 @@ class CallbackRun(Run):
 
     def result(self, name: str, call_id: str | None, result: Outcome, *, failed: bool) -> Verdict:
         """Feed a tool's result, digested beforehand."""
-        return self.decide("replay", DetectorEvent(**result.event(name, call_id, failed=failed)))
+        key, near, info, shaped = result
+        fields = {"failed": failed or shaped, "near": near, "info": info}
+        return self.decide("digested_result", name, key, call_id, **fields)
 
     def call(self, name: str, signature: str, call_id: str | None) -> Verdict:
         """Feed a tool call, digested beforehand."""
-        event = DetectorEvent(kind="tool_call", tool=name, digest=signature, call_id=call_id)
-        return self.decide("replay", event)
+        return self.decide("digested_call", name, signature, call_id)
 
     def answer(
         self,
@@ -102,10 +103,8 @@ class CallbackRun(Run):
         probe = self.guard.new_detector(config=self.detector.config)
         if not probe.restore_state(self.detector.export_state()):
             return False
-        calls = (
-            DetectorEvent(kind="tool_call", tool=n, digest=s, call_id=i) for n, s, i, _ in named
-        )
-        return any(self.guard.decide(probe, "replay", call).stops for call in calls)
+        decide = self.guard.decide
+        return any(decide(probe, "digested_call", n, s, i).stops for n, s, i, _ in named)
 
     def restart(self) -> None:
         """Start afresh (``reset``), the calls awaited forgotten too."""

@@ -67,6 +67,8 @@ DetectorCall = Literal[
     "turn_start",
     "tool_call",
     "tool_result",
+    "digested_call",
+    "digested_result",
     "assistant_message",
     "user_message",
     "tick",
