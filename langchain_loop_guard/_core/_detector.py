@@ -219,8 +219,8 @@ class LoopDetector:
     def digested_call(self, name: str, signature: str, call_id: str | None = None) -> Verdict:
         """:meth:`tool_call` of a call digested beforehand: its ``signature``, as a listener's
         event carries it. For an integration that digests outside its lock: the verdict, and
-        the event a listener receives, are those of :meth:`tool_call` (and of :meth:`replay`
-        of that event)."""
+        the event a listener receives, are those of :meth:`replay` of that event, and of
+        :meth:`tool_call` of the arguments the signature was made of."""
         if self._off:
             return ALLOW
         verdict = self._judge.tool_call(name, key_of(signature), call_id)
@@ -268,7 +268,9 @@ class LoopDetector:
         ``key``, whether it ``failed``, its line sketch (``near``) and its information digest
         (``info``), as a listener's event carries them. For an integration that digests
         outside its lock: the verdict, and the event a listener receives, are those of
-        :meth:`tool_result` (and of :meth:`replay` of that event)."""
+        :meth:`replay` of that event, and of :meth:`tool_result` of the output the digests
+        were made of with the words of the call's arguments (as the detector keeps them: none
+        for a call of a tripped run, a blocked call or an ignored tool's)."""
         if self._off:
             return ALLOW
         call = self._view.find(name, call_id)
