@@ -44,6 +44,7 @@ from langchain_loop_guard._core._signature import (
 )
 from langchain_loop_guard._core._verdict import ALLOW, Action, Verdict, reason
 from langchain_loop_guard._core._view import (
+    Call,
     OutcomeKind,
     RunView,
     StateError,
@@ -211,10 +212,7 @@ class LoopDetector:
         sig = call_signature(name, args)
         # a blocked call gets no result: the words of its arguments are not needed
         tokens = arg_tokens(args, name) if self._record.tripped is None else None
-        verdict = self._judge.tool_call(name, int(sig, 16), call_id, tokens)
-        if events is not None:
-            events.emit("tool_call", verdict, tool=name, digest=sig, call_id=call_id)
-        return verdict
+        return self._call(name, sig, call_id, tokens)
 
     def digested_call(self, name: str, signature: str, call_id: str | None = None) -> Verdict:
         """:meth:`tool_call` of a call digested beforehand: its ``signature``, as a listener's
@@ -223,10 +221,7 @@ class LoopDetector:
         :meth:`tool_call` of the arguments the signature was made of."""
         if self._off:
             return ALLOW
-        verdict = self._judge.tool_call(name, key_of(signature), call_id)
-        if self._events is not None:
-            self._events.emit("tool_call", verdict, tool=name, digest=signature, call_id=call_id)
-        return verdict
+        return self._call(name, signature, call_id)
 
     def tool_result(
         self, name: str, output: object = None, *, error: object = None, call_id: str | None = None
@@ -246,13 +241,7 @@ class LoopDetector:
         volatile, tokens = self._limits.volatile_of(name), None if call is None else call.tokens
         key, near, info, shaped = result_digests(output, error, name, tokens, volatile)
         failed = shaped or error is not None
-        verdict = self._judge.tool_result(
-            call, name, int(key, 16), failed, call_id, near=near, info=info
-        )
-        if events is not None:
-            fields = {"digest": key, "call_id": call_id, "error": failed, "near": near}
-            events.emit("tool_result", verdict, tool=name, info=info, **fields)
-        return verdict
+        return self._result(call, name, key, call_id, failed=failed, near=near, info=info)
 
     def digested_result(
         self,
@@ -274,11 +263,35 @@ class LoopDetector:
         if self._off:
             return ALLOW
         call = self._view.find(name, call_id)
-        verdict = self._judge.tool_result(
-            call, name, key_of(key), failed, call_id, near=near, info=info
-        )
+        return self._result(call, name, key, call_id, failed=failed, near=near, info=info)
+
+    def _call(
+        self, name: str, sig: str, call_id: str | None, tokens: frozenset[int] | None = None
+    ) -> Verdict:
+        """Judge a call by its signature ``sig`` (and the words of its arguments, for its
+        result), and tell the listener."""
+        verdict = self._judge.tool_call(name, key_of(sig), call_id, tokens)
         if self._events is not None:
-            fields = {"digest": key, "call_id": call_id, "error": failed, "near": near}
+            self._events.emit("tool_call", verdict, tool=name, digest=sig, call_id=call_id)
+        return verdict
+
+    def _result(
+        self,
+        call: Call | None,
+        name: str,
+        digest: str,
+        call_id: str | None,
+        *,
+        failed: bool,
+        near: str | None,
+        info: str | None,
+    ) -> Verdict:
+        """Judge a result of ``call`` by its ``digest``, line sketch and information digest,
+        and tell the listener."""
+        key = key_of(digest)
+        verdict = self._judge.tool_result(call, name, key, failed, call_id, near=near, info=info)
+        if self._events is not None:
+            fields = {"digest": digest, "call_id": call_id, "error": failed, "near": near}
             self._events.emit("tool_result", verdict, tool=name, info=info, **fields)
         return verdict
 
