@@ -134,8 +134,7 @@ class LoopDetector:
         self._record.configure(config)
         # what every event reads of the configuration, read once
         self._off = config.mode == "off"
-        self._judge.aware = config.progress_aware
-        self._judge.ignore = frozenset(config.ignore_tools)
+        self._judge.configure(config)
 
     def repeat_threshold(self, tool: str) -> int:
         """The repeat threshold of ``tool`` (its override, or ``repeat_tool_threshold``)."""

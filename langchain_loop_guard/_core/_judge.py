@@ -5,6 +5,8 @@ Nothing here imports LangChain, LangGraph or pydantic.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from langchain_loop_guard._core._reporting import RunRecord
 from langchain_loop_guard._core._rules import (
     ANSWER_CHECKS,
@@ -21,6 +23,9 @@ from langchain_loop_guard._core._rules import (
 from langchain_loop_guard._core._verdict import Verdict
 from langchain_loop_guard._core._view import Call, Key, RunView
 
+if TYPE_CHECKING:
+    from langchain_loop_guard._core._config import LoopGuardConfig
+
 __all__ = ["Judge"]
 
 
@@ -30,17 +35,24 @@ class Judge:
     detection goes to the run's :class:`RunRecord`, which makes it a verdict in the mode.
 
     A :class:`~._detector.LoopDetector` owns one: it digests what it is given (or takes the
-    digests an integration made, or a trace recorded) and keeps :attr:`ignore` (the tools
-    never counted) and :attr:`aware` (progress awareness) in step with its configuration.
+    digests an integration made, or a trace recorded), and gives the judge its configuration
+    (:meth:`configure`) before the first event and whenever it changes.
     """
 
     __slots__ = ("aware", "ignore", "record", "view")
 
+    ignore: frozenset[str]
+    aware: bool
+
     def __init__(self, view: RunView, record: RunRecord) -> None:
         self.view = view
         self.record = record
-        self.ignore: frozenset[str] = frozenset()
-        self.aware = True
+
+    def configure(self, config: LoopGuardConfig) -> None:
+        """Read what every event needs of ``config``, once: the tools never counted
+        (:attr:`ignore`) and progress awareness (:attr:`aware`)."""
+        self.ignore = frozenset(config.ignore_tools)
+        self.aware = config.progress_aware
 
     def turn_start(self) -> Verdict:
         """A model call begins; a tripped run is aborted."""
