@@ -23,18 +23,23 @@ import importlib.util
 import json
 import subprocess
 import sys
+import threading
 import time
 import types
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from _harness import Row, compare, ratio_row, timed
 from bench_detector import typical_args, typical_output, typical_text
 
 import langchain_loop_guard._core._detector as shipped
+from langchain_loop_guard._core._canonical import call_signature
+from langchain_loop_guard._core._signature import arg_tokens, outcome
+from langchain_loop_guard._core._view import limits_of
 
 V01 = "3f9ea05"
 ALIAS = "_loop_guard_v01"
@@ -284,6 +289,49 @@ def _detector_batch() -> Callable[[int], float]:
     return batch
 
 
+class _BareHandler:
+    """The detector's work in a handler's tool callbacks, and nothing else: the digests and
+    decisions :class:`LoopGuardCallbackHandler` makes in ``on_tool_start`` and ``on_tool_end``
+    (the same calls, the result digested between two lock sections), without the run tree, the
+    registry, bounds, held stops or failing open. No handler of this detector can cost less;
+    it stops nothing and guards one run."""
+
+    def __init__(self, config: Any) -> None:
+        self._detector = shipped.LoopDetector(config)
+        self._lock = threading.RLock()
+        self._tools: dict[uuid.UUID, tuple[str, str | None, frozenset[int]]] = {}
+
+    def on_chain_start(self, *args: Any, **kwargs: Any) -> None:
+        """Not timed by the batch: nothing."""
+
+    def on_chain_end(self, *args: Any, **kwargs: Any) -> None:
+        """Not timed by the batch: nothing."""
+
+    def on_tool_start(
+        self,
+        serialized: dict[str, Any],
+        input_str: str,
+        *,
+        run_id: uuid.UUID,
+        inputs: Any = None,
+        tool_call_id: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        name, arguments = serialized["name"], inputs if inputs is not None else input_str
+        signature, tokens = call_signature(name, arguments), arg_tokens(arguments, name)
+        with self._lock:
+            self._detector.digested_call(name, signature, tool_call_id)
+            self._tools[run_id] = (name, tool_call_id, tokens)
+
+    def on_tool_end(self, output: Any, *, run_id: uuid.UUID, **kwargs: Any) -> None:
+        with self._lock:
+            name, call_id, tokens = self._tools.pop(run_id)
+        volatile = limits_of(self._detector.config).volatile_of(name)
+        key, near, info, failed = outcome(output, tool=name, tokens=tokens, volatile=volatile)
+        with self._lock:
+            self._detector.digested_result(name, key, call_id, failed=failed, near=near, info=info)
+
+
 def handler_against_v01(rounds: int = 15) -> list[Row]:
     """The shipped callback handler against v0.1's, per tool call and its result."""
     name = "handler, per tool call and result: this handler vs v0.1's"
@@ -301,6 +349,18 @@ def handler_against_v01(rounds: int = 15) -> list[Row]:
     # what the detector alone (SPEC §13's reading of each call and result) leaves of the
     # handler's budget: at 1.5x or more of v0.1's whole handler, no plumbing meets the target
     alone = compare(_handler_batch(v01, load_v01("_config")), _detector_batch(), rounds=rounds)
+    bare_module = types.SimpleNamespace(LoopGuardCallbackHandler=_BareHandler)
+    bare = compare(
+        _handler_batch(v01, load_v01("_config")), _handler_batch(bare_module, config), rounds=rounds
+    )
+    # the bookkeeping alone: both handlers' detectors answering "allow" to calls and results
+    # digested as nothing (each handler's digests of them made free)
+    with _without_detectors(v01, handler):
+        plumbing = compare(
+            _handler_batch(v01, load_v01("_config")),
+            _handler_batch(handler, config),
+            rounds=rounds,
+        )
     return [
         ratio_row(name, comparison, 1.5, note=note),
         ratio_row(
@@ -309,7 +369,45 @@ def handler_against_v01(rounds: int = 15) -> list[Row]:
             None,
             note="the same calls and results; the handler's digests and detector, no plumbing",
         ),
+        ratio_row(
+            "  the same work in the two tool callbacks, no bookkeeping, vs v0.1's whole handler",
+            bare,
+            None,
+            note="the least a handler of this detector costs (no run tree, bounds, fail-open)",
+        ),
+        ratio_row(
+            "  this handler's bookkeeping vs v0.1's (detectors and digests made free)",
+            plumbing,
+            None,
+            note="both detectors answering allow; this handler's digests answering constants",
+        ),
     ]
+
+
+@contextmanager
+def _without_detectors(v01: Any, handler: Any) -> Iterator[None]:
+    """Both handlers' detectors answering "allow" at once, and this handler's digests of a call
+    and a result answering constants (v0.1's detector digested inside its own methods)."""
+    v01_module = cast(types.ModuleType, load_v01("_detector"))  # loaded with v0.1's handler
+    v01_detector, v01_allow, allow = v01_module.LoopDetector, v01_module.ALLOW, shipped.ALLOW
+    nothing = outcome("")
+    patches = [
+        (v01_detector, "tool_call", lambda self, *args, **kwargs: v01_allow),
+        (v01_detector, "tool_result", lambda self, *args, **kwargs: v01_allow),
+        (shipped.LoopDetector, "digested_call", lambda self, *args, **kwargs: allow),
+        (shipped.LoopDetector, "digested_result", lambda self, *args, **kwargs: allow),
+        (handler, "call_signature", lambda name, arguments: "0" * 16),
+        (handler, "arg_tokens", lambda arguments, name: frozenset()),
+        (handler, "outcome", lambda *args, **kwargs: nothing),
+    ]
+    saved = [(owner, name, getattr(owner, name)) for owner, name, _ in patches]
+    try:
+        for owner, name, replacement in patches:
+            setattr(owner, name, replacement)
+        yield
+    finally:
+        for owner, name, original in saved:
+            setattr(owner, name, original)
 
 
 def main() -> None:
