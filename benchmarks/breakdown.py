@@ -16,6 +16,10 @@ so it runs alone, in its own process:
 4. The tool-result row of ``bench_detector.py`` taken apart the same way: the row as it is,
    the row with the result digests served from a cache (what the rest of the event costs),
    and, against the same floor, the whitespace collapse alone and the whole masking alone.
+5. The callback handler in the nine apps of ``bench_apps.py`` (sync): the wall time of each
+   of its callbacks per model call, and of the digests and detector decisions made inside
+   them. What the callbacks spend beyond those is the handler's bookkeeping (its run tree,
+   registry, bounds, locks and failing open).
 """
 
 from __future__ import annotations
@@ -31,13 +35,16 @@ from contextlib import ExitStack, contextmanager
 from typing import Any
 
 import bench_agent
+import bench_apps
 import bench_detector
 from _harness import compare, compare_pairs, format_table, ratio_row, timed
 from langchain.agents.middleware import ToolCallLimitMiddleware
 from langchain_core.messages import HumanMessage
+from langgraph.checkpoint.memory import InMemorySaver
 
 from langchain_loop_guard._core import _detector, _masks, _view
-from langchain_loop_guard._integrations import _graph_guard, _middleware
+from langchain_loop_guard._integrations import _graph_guard, _handler, _middleware
+from langchain_loop_guard._integrations._handler import LoopGuardCallbackHandler
 from langchain_loop_guard._integrations._middleware import LoopGuardMiddleware
 
 
@@ -200,6 +207,75 @@ def result_row(rounds: int) -> list[Any]:
     return rows
 
 
+HANDLER_CALLBACKS = tuple(name for name in vars(LoopGuardCallbackHandler) if name.startswith("on_"))
+HANDLER_WORK = (
+    (_handler, "call_signature", "a call's signature (model answer, tool start)"),
+    (_handler, "arg_tokens", "a call's argument words (model answer, tool start)"),
+    (_handler, "outcome", "a result's digests"),
+    (_handler, "assistant_key", "an answer's key"),
+    (_handler, "reply_sketch", "a reply's word sketch"),
+    (_detector.LoopDetector, "digested_call", "the detector: a call"),
+    (_detector.LoopDetector, "digested_result", "the detector: a result"),
+    (_detector.LoopDetector, "replay", "the detector: an answer"),
+    (_detector.LoopDetector, "turn_start", "the detector: a turn"),
+    (_detector.LoopDetector, "user_message", "the detector: a human message"),
+)
+
+
+def handler_parts(runs: int) -> tuple[list[tuple[str, float, float]], list[tuple[str, float]]]:
+    """Per model call of the nine apps (sync), microseconds: each handler callback (with its
+    calls per model call), and each piece of :data:`HANDLER_WORK` made inside them."""
+    side = bench_apps.make_sides()["handler"]
+    apps = {**bench_apps.AGENT_APPS, **bench_apps.GRAPH_APPS}
+
+    def all_apps() -> int:
+        calls = 0
+        for build in apps.values():
+            run = build(side, InMemorySaver())
+            gc.collect()
+            gc.disable()
+            try:
+                for _ in run.steps(side):
+                    pass
+            finally:
+                gc.enable()
+            calls += run.model_calls
+            run.finish(side)
+        return calls
+
+    all_apps()  # warm
+    totals: dict[str, int] = {}
+    counts: dict[str, int] = {}
+    with ExitStack() as stack:
+        for name in HANDLER_CALLBACKS:
+            stack.enter_context(counted_calls(LoopGuardCallbackHandler, name, totals, counts))
+        for owner, name, _ in HANDLER_WORK:
+            stack.enter_context(timed_calls(owner, name, totals))
+        calls = sum(all_apps() for _ in range(runs))
+    callbacks = sorted(
+        ((name, counts[name] / calls, totals[name] / calls / 1e3) for name in counts),
+        key=lambda row: -row[2],
+    )
+    work = [(label, totals.get(name, 0) / calls / 1e3) for _, name, label in HANDLER_WORK]
+    return callbacks, work
+
+
+def counted_calls(owner: Any, name: str, totals: dict[str, int], counts: dict[str, int]) -> Any:
+    """:func:`timed_calls`, counting the calls in ``counts`` too."""
+    original = getattr(owner, name)
+
+    @functools.wraps(original)
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        start = time.perf_counter_ns()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            totals[name] = totals.get(name, 0) + time.perf_counter_ns() - start
+            counts[name] = counts.get(name, 0) + 1
+
+    return patched(owner, name, counted)
+
+
 def _labelled(row: Any, label: str) -> Any:
     return dataclasses.replace(row, name=f"{row.name}, {label}", target=None)
 
@@ -224,6 +300,19 @@ def main() -> None:
         f"\nA result's digests inside the agent: {first:.1f} µs the first time, "
         f"{second:.1f} µs the second, {third:.1f} µs the third (median of "
         f"{3 * bench_agent.STEPS} results)."
+    )
+    callbacks, work = handler_parts(runs=3)
+    print("\n| callback handler, 9 apps (sync) | calls per model call | µs per model call |")
+    print("|---|---|---|")
+    for name, per_call, spent in callbacks:
+        print(f"| {name} | {per_call:.2f} | {spent:,.1f} |")
+    print("\n| made inside the callbacks | µs per model call |\n|---|---|")
+    for label, spent in work:
+        print(f"| {label} | {spent:,.1f} |")
+    whole, inside = sum(row[2] for row in callbacks), sum(spent for _, spent in work)
+    print(
+        f"\nThe callbacks: {whole:,.1f} µs per model call; the digests and decisions in them "
+        f"{inside:,.1f} µs; the handler's bookkeeping the other {whole - inside:,.1f} µs."
     )
 
 
