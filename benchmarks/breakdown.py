@@ -5,9 +5,10 @@ so it runs alone, in its own process:
     python benchmarks/breakdown.py
 
 1. The sync middleware row as ``bench_agent.py`` measures it, then twice more with a part of
-   the guard taken out: the pass after each model answer (``after_model``: the guard then
-   only adds its prompt hint), and the digests of the results (served from a cache, as if a
-   result's text cost nothing to read).
+   the guard taken out: its passes before and after each model call (the guard then only
+   adds its prompt hint; without the pass after the model alone, the pass before the next
+   call would read the answer it missed, SPEC §13 C3, and do the same work), and the digests
+   of the results (served from a cache, as if a result's text cost nothing to read).
 2. The wall time, per agent step, of the parts of that pass (each timed where it is called).
 3. One result's digests inside the running agent, computed three times in a row: the first
    time pays for whatever the agent's own code pushed out of the processor's caches since
@@ -101,14 +102,24 @@ def cached_digests() -> Any:
     return patched(_detector, "result_digests", served)
 
 
-def skipped_after_model() -> Any:
-    """The middleware's ``after_model`` doing nothing, with the same hook configuration."""
+@contextmanager
+def skipped_passes() -> Iterator[None]:
+    """The middleware's passes doing nothing: ``after_model`` (with the same hook
+    configuration) and the pass ``wrap_model_call`` makes before calling the model."""
 
     @functools.wraps(_middleware.LoopGuardMiddleware.after_model)
     def after_model(*_: Any, **__: Any) -> None:
         return None
 
-    return after_model
+    def pass_before_model(*_: Any, **__: Any) -> None:
+        return None
+
+    guard = _middleware.LoopGuardMiddleware
+    with (
+        patched(guard, "after_model", after_model),
+        patched(guard, "_pass_before_model", pass_before_model),
+    ):
+        yield
 
 
 def agent_run() -> None:
@@ -285,8 +296,8 @@ def main() -> None:
     logging.getLogger("langchain_loop_guard").propagate = False
     rounds = 7
     rows = [middleware_row("as shipped", rounds)]
-    with patched(_middleware.LoopGuardMiddleware, "after_model", skipped_after_model()):
-        rows.append(middleware_row("without the pass after a model answer", rounds))
+    with skipped_passes():
+        rows.append(middleware_row("without its passes (the prompt hint alone)", rounds))
     with cached_digests():
         rows.append(middleware_row("with the result digests cached", rounds))
     print(format_table(rows), flush=True)
