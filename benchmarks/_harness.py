@@ -16,8 +16,10 @@ from __future__ import annotations
 import gc
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 Batch = Callable[[int], float]
 """Runs the batch of round ``n`` and returns the nanoseconds per operation it measured (setup
@@ -35,6 +37,17 @@ class Comparison:
     spread: float
     """Interquartile range of the per-round ratios: how far to trust ``ratio``."""
     rounds: int
+
+
+@contextmanager
+def patched(owner: Any, name: str, replacement: Any) -> Iterator[None]:
+    """``owner.name`` replaced while the block runs (for diagnosis rows that take a part out)."""
+    original = getattr(owner, name)
+    setattr(owner, name, replacement)
+    try:
+        yield
+    finally:
+        setattr(owner, name, original)
 
 
 def timed(operation: Callable[[], object], repeat: int = 1) -> float:

@@ -28,12 +28,12 @@ import time
 import types
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from functools import partial
 from pathlib import Path
 from typing import Any, cast
 
-from _harness import Row, compare, ratio_row, timed
+from _harness import Row, compare, patched, ratio_row, timed
 from bench_detector import typical_args, typical_output, typical_text
 
 import langchain_loop_guard._core._detector as shipped
@@ -342,25 +342,19 @@ def handler_against_v01(rounds: int = 15) -> list[Row]:
     import langchain_loop_guard._core._config as config
     import langchain_loop_guard._integrations._handler as handler
 
-    comparison = compare(
-        _handler_batch(v01, load_v01("_config")), _handler_batch(handler, config), rounds=rounds
-    )
+    v01_batch = _handler_batch(v01, load_v01("_config"))
+    this_batch = _handler_batch(handler, config)
+    comparison = compare(v01_batch, this_batch, rounds=rounds)
     note = f"{HANDLER_STEPS} distinct calls of one run per round; observe mode, {V01} as v0.1"
     # what the detector alone (SPEC §13's reading of each call and result) leaves of the
     # handler's budget: at 1.5x or more of v0.1's whole handler, no plumbing meets the target
-    alone = compare(_handler_batch(v01, load_v01("_config")), _detector_batch(), rounds=rounds)
+    alone = compare(v01_batch, _detector_batch(), rounds=rounds)
     bare_module = types.SimpleNamespace(LoopGuardCallbackHandler=_BareHandler)
-    bare = compare(
-        _handler_batch(v01, load_v01("_config")), _handler_batch(bare_module, config), rounds=rounds
-    )
+    bare = compare(v01_batch, _handler_batch(bare_module, config), rounds=rounds)
     # the bookkeeping alone: both handlers' detectors answering "allow" to calls and results
     # digested as nothing (each handler's digests of them made free)
-    with _without_detectors(v01, handler):
-        plumbing = compare(
-            _handler_batch(v01, load_v01("_config")),
-            _handler_batch(handler, config),
-            rounds=rounds,
-        )
+    with _without_detectors(handler):
+        plumbing = compare(v01_batch, this_batch, rounds=rounds)
     return [
         ratio_row(name, comparison, 1.5, note=note),
         ratio_row(
@@ -385,29 +379,24 @@ def handler_against_v01(rounds: int = 15) -> list[Row]:
 
 
 @contextmanager
-def _without_detectors(v01: Any, handler: Any) -> Iterator[None]:
+def _without_detectors(handler: Any) -> Iterator[None]:
     """Both handlers' detectors answering "allow" at once, and this handler's digests of a call
     and a result answering constants (v0.1's detector digested inside its own methods)."""
     v01_module = cast(types.ModuleType, load_v01("_detector"))  # loaded with v0.1's handler
     v01_detector, v01_allow, allow = v01_module.LoopDetector, v01_module.ALLOW, shipped.ALLOW
     nothing = outcome("")
-    patches = [
-        (v01_detector, "tool_call", lambda self, *args, **kwargs: v01_allow),
-        (v01_detector, "tool_result", lambda self, *args, **kwargs: v01_allow),
-        (shipped.LoopDetector, "digested_call", lambda self, *args, **kwargs: allow),
-        (shipped.LoopDetector, "digested_result", lambda self, *args, **kwargs: allow),
-        (handler, "call_signature", lambda name, arguments: "0" * 16),
-        (handler, "arg_tokens", lambda arguments, name: frozenset()),
-        (handler, "outcome", lambda *args, **kwargs: nothing),
-    ]
-    saved = [(owner, name, getattr(owner, name)) for owner, name, _ in patches]
-    try:
-        for owner, name, replacement in patches:
-            setattr(owner, name, replacement)
+    with ExitStack() as stack:
+        for owner, name, replacement in (
+            (v01_detector, "tool_call", lambda self, *args, **kwargs: v01_allow),
+            (v01_detector, "tool_result", lambda self, *args, **kwargs: v01_allow),
+            (shipped.LoopDetector, "digested_call", lambda self, *args, **kwargs: allow),
+            (shipped.LoopDetector, "digested_result", lambda self, *args, **kwargs: allow),
+            (handler, "call_signature", lambda name, arguments: "0" * 16),
+            (handler, "arg_tokens", lambda arguments, name: frozenset()),
+            (handler, "outcome", lambda *args, **kwargs: nothing),
+        ):
+            stack.enter_context(patched(owner, name, replacement))
         yield
-    finally:
-        for owner, name, original in saved:
-            setattr(owner, name, original)
 
 
 def main() -> None:

@@ -38,7 +38,7 @@ from typing import Any
 import bench_agent
 import bench_apps
 import bench_detector
-from _harness import compare, compare_pairs, format_table, ratio_row, timed
+from _harness import compare, compare_pairs, format_table, patched, ratio_row, timed
 from langchain.agents.middleware import ToolCallLimitMiddleware
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
@@ -49,19 +49,11 @@ from langchain_loop_guard._integrations._handler import LoopGuardCallbackHandler
 from langchain_loop_guard._integrations._middleware import LoopGuardMiddleware
 
 
-@contextmanager
-def patched(owner: Any, name: str, replacement: Any) -> Iterator[None]:
-    """``owner.name`` replaced while the block runs."""
-    original = getattr(owner, name)
-    setattr(owner, name, replacement)
-    try:
-        yield
-    finally:
-        setattr(owner, name, original)
-
-
-def timed_calls(owner: Any, name: str, totals: dict[str, int]) -> Any:
-    """``owner.name`` wrapped to add its wall time to ``totals[name]``."""
+def timed_calls(
+    owner: Any, name: str, totals: dict[str, int], counts: dict[str, int] | None = None
+) -> Any:
+    """``owner.name`` wrapped to add its wall time to ``totals[name]`` (and, with ``counts``,
+    one to ``counts[name]`` per call)."""
     original = getattr(owner, name)
 
     @functools.wraps(original)  # the same signature: LangGraph reads a hook's
@@ -71,6 +63,8 @@ def timed_calls(owner: Any, name: str, totals: dict[str, int]) -> Any:
             return original(*args, **kwargs)
         finally:
             totals[name] = totals.get(name, 0) + time.perf_counter_ns() - start
+            if counts is not None:
+                counts[name] = counts.get(name, 0) + 1
 
     return patched(owner, name, timed)
 
@@ -259,7 +253,7 @@ def handler_parts(runs: int) -> tuple[list[tuple[str, float, float]], list[tuple
     counts: dict[str, int] = {}
     with ExitStack() as stack:
         for name in HANDLER_CALLBACKS:
-            stack.enter_context(counted_calls(LoopGuardCallbackHandler, name, totals, counts))
+            stack.enter_context(timed_calls(LoopGuardCallbackHandler, name, totals, counts))
         for owner, name, _ in HANDLER_WORK:
             stack.enter_context(timed_calls(owner, name, totals))
         calls = sum(all_apps() for _ in range(runs))
@@ -269,22 +263,6 @@ def handler_parts(runs: int) -> tuple[list[tuple[str, float, float]], list[tuple
     )
     work = [(label, totals.get(name, 0) / calls / 1e3) for _, name, label in HANDLER_WORK]
     return callbacks, work
-
-
-def counted_calls(owner: Any, name: str, totals: dict[str, int], counts: dict[str, int]) -> Any:
-    """:func:`timed_calls`, counting the calls in ``counts`` too."""
-    original = getattr(owner, name)
-
-    @functools.wraps(original)
-    def counted(*args: Any, **kwargs: Any) -> Any:
-        start = time.perf_counter_ns()
-        try:
-            return original(*args, **kwargs)
-        finally:
-            totals[name] = totals.get(name, 0) + time.perf_counter_ns() - start
-            counts[name] = counts.get(name, 0) + 1
-
-    return patched(owner, name, counted)
 
 
 def _labelled(row: Any, label: str) -> Any:
