@@ -16,6 +16,7 @@ if TYPE_CHECKING:
         unload_ipython_extension as unload_ipython_extension,
     )
     from langchain_loop_guard._core._config import LoopGuardConfig as LoopGuardConfig
+    from langchain_loop_guard._core._cost import LoopCost as LoopCost
     from langchain_loop_guard._core._detector import LoopDetector as LoopDetector
     from langchain_loop_guard._core._detector import Signal as Signal
     from langchain_loop_guard._core._detector import Verdict as Verdict
@@ -48,6 +49,7 @@ __version__ = "0.1.0"
 _EXPORTS: dict[str, str] = {
     "Calibration": "langchain_loop_guard._replay._calibrate",
     "CallbackStopFilter": "langchain_loop_guard._integrations._publish",
+    "LoopCost": "langchain_loop_guard._core._cost",
     "LoopDetected": "langchain_loop_guard._integrations._stop",
     "LoopDetector": "langchain_loop_guard._core._detector",
     "LoopGuardCallbackHandler": "langchain_loop_guard._integrations._handler",

@@ -23,7 +23,14 @@ from typing import Any, Literal
 
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
-from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, ToolCall, ToolMessage
+from langchain_core.messages import (
+    AIMessage,
+    AIMessageChunk,
+    BaseMessage,
+    ToolCall,
+    ToolMessage,
+    UsageMetadata,
+)
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool, StructuredTool
@@ -98,6 +105,11 @@ class ScriptedChatModel(BaseChatModel):
         then: what happens when the script runs out: ``"error"`` raises
             :class:`ScriptExhaustedError`, ``"repeat"`` repeats the last step forever (a model
             stuck in a loop), ``"cycle"`` starts the script over.
+        usage: the token usage every answer reports as its ``usage_metadata``
+            (``{"input_tokens": 1200, "output_tokens": 40, "total_tokens": 1240}``), unless the
+            step's message carries its own; ``None`` (the default): answers report none, as a
+            model without usage reporting does. A function of the 1-based call number gives
+            each call its own.
 
     Tool calls without an ``id`` get a unique one (``call_1``, ``call_2``, …); ``bind_tools``
     returns the model itself. See :attr:`seen` and :attr:`bound_tools` to assert on prompts.
@@ -107,6 +119,7 @@ class ScriptedChatModel(BaseChatModel):
 
     script: list[Any] = Field(default_factory=list)
     then: Literal["error", "repeat", "cycle"] = "error"
+    usage: UsageMetadata | Callable[[int], UsageMetadata | None] | None = None
 
     _position: int = PrivateAttr(default=0)
     _ids: Iterator[int] = PrivateAttr(default_factory=lambda: itertools.count(1))
@@ -156,13 +169,21 @@ class ScriptedChatModel(BaseChatModel):
             else:
                 index = self._position
             self._position += 1
+            number = self._position
             step = self.script[index]
         answer = step(messages) if callable(step) else step
         if isinstance(answer, str):
-            return self._with_call_ids(AIMessage(content=answer))
+            return self._with_usage(self._with_call_ids(AIMessage(content=answer)), number)
         # A copy: LangChain sets the id of the message it is given, and a step that is used
         # again (then="repeat", or the same message listed twice) must not share that id.
-        return self._with_call_ids(answer.model_copy(deep=True))
+        return self._with_usage(self._with_call_ids(answer.model_copy(deep=True)), number)
+
+    def _with_usage(self, message: AIMessage, number: int) -> AIMessage:
+        usage = self.usage
+        if message.usage_metadata is None and usage is not None:
+            reported = usage(number) if callable(usage) else usage
+            message.usage_metadata = None if reported is None else UsageMetadata(**reported)
+        return message
 
     def _with_call_ids(self, message: AIMessage) -> AIMessage:
         if not message.tool_calls:
@@ -199,6 +220,7 @@ class ScriptedChatModel(BaseChatModel):
         chunk = AIMessageChunk(
             content=message.content,
             id=message.id,
+            usage_metadata=message.usage_metadata,
             chunk_position="last",
             tool_call_chunks=[
                 {

@@ -697,7 +697,8 @@ def test_each_loop_interrupts_for_a_human(loop: Loop) -> None:
     assert pending.value["signal"] == loop.signal.value
     assert pending.value["tool"] == loop.tool
     assert set(pending.value) == {
-        "type", "signal", "tool", "tools", "count", "threshold", "message", "remedy", "resume",
+        "type", "signal", "tool", "tools", "count", "threshold", "message", "remedy", "cost",
+        "resume",
     }  # fmt: skip
     assert pending.value["remedy"]  # what would have let it go on (SPEC §13 C4)
     result = agent.invoke(Command(resume="end"))

@@ -349,6 +349,8 @@ def test_an_ended_run_shows_its_stop_under_loop_guard_stop(integration: Integrat
         "threshold": 3,
         "message": result["messages"][-1].text,
         "remedy": ["tool_threshold_overrides"],  # what would have let it go on (SPEC §13 C4)
+        # the three reads' model calls; the scripted model reports no token usage
+        "cost": {"calls": 3, "tokens": 0, "input_tokens": 0, "output_tokens": 0, "unmetered": 3},
     }
     assert json.loads(json.dumps(stop)) == stop
     assert agent.state()["loop_guard_stop"] == stop  # checkpointed

@@ -11,6 +11,7 @@ import langchain_loop_guard
 EXPECTED = [
     "Calibration",
     "CallbackStopFilter",
+    "LoopCost",
     "LoopDetected",
     "LoopDetector",
     "LoopGuardCallbackHandler",

@@ -18,7 +18,7 @@ from uuid import UUID
 from langchain.agents import create_agent
 from langchain.agents.middleware import AgentMiddleware, AgentState, hook_config
 from langchain_core.callbacks import BaseCallbackHandler
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage, UsageMetadata
 from langchain_core.outputs import LLMResult
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, MessagesState, StateGraph
@@ -325,7 +325,7 @@ class _DemoRun:
         self.config = config
         self.record_to = record_to
         self.timeline = _Timeline()
-        self.model = ScriptedChatModel(script=list(scenario.script))
+        self.model = ScriptedChatModel(script=list(scenario.script), usage=_demo_usage)
         self.recorder = _Recorder(self.timeline, frozenset(t.name for t in scenario.tools))
         self._unsubscribe: list[Callable[[], None]] = []
         self._guards: list[GuardRuntime] = []
@@ -545,3 +545,10 @@ def render(result: DemoResult) -> list[str]:
         )
     )
     return lines
+
+
+def _demo_usage(call: int) -> UsageMetadata:
+    """The token usage the demo's model reports for its ``call``-th answer, as a provider
+    would: the prompt grows with the conversation (the numbers are made up, and fixed)."""
+    prompt = 1_800 + 450 * call
+    return UsageMetadata(input_tokens=prompt, output_tokens=60, total_tokens=prompt + 60)

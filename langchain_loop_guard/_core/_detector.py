@@ -295,7 +295,12 @@ class LoopDetector:
         return verdict
 
     def assistant_message(
-        self, text: str, tool_calls: Iterable[tuple[str, object]] = (), *, in_context: bool = True
+        self,
+        text: str,
+        tool_calls: Iterable[tuple[str, object]] = (),
+        *,
+        in_context: bool = True,
+        tokens: int | None = None,
     ) -> Verdict:
         """The model answered with ``text`` (and asked for ``tool_calls``).
 
@@ -306,6 +311,9 @@ class LoopDetector:
         agent reading its own history). A helper model (a grader, a router) that answers the
         same to new inputs passes ``False``: its answer starts a new streak instead of
         repeating the last one (SPEC §11 N2).
+
+        ``tokens`` (the tokens the model call reported) changes no verdict: it is passed on to
+        the listener, so that a recorded trace keeps what the run spent.
         """
         if self._off:
             return ALLOW
@@ -323,7 +331,7 @@ class LoopDetector:
         sketch = reply_sketch(text) if key is not None else None
         verdict = self._judge.assistant_message(key, sketch, count, in_context)
         fields = {"digest": key, "near": sketch, "calls": count, "in_context": in_context}
-        events.emit("assistant_message", verdict, **fields)
+        events.emit("assistant_message", verdict, tokens=tokens, **fields)
         return verdict
 
     def user_message(self) -> Verdict:

@@ -42,6 +42,8 @@ class DetectorEvent:
         near: a long result's near sketch (its lines with the numbers left out, hashed), or
             an assistant reply's (its words, hashed).
         info: a result's information digest (its text without the call's argument values).
+        tokens: the tokens the model call of an assistant message reported (``None``: not
+            reported), a plain number the integrations read; the detector only passes it on.
         elapsed: the run's elapsed time when the event was decided, in seconds (the clock
             reading the decision used, so a replay driven by it decides the same).
         verdict: what the detector decided.
@@ -56,6 +58,7 @@ class DetectorEvent:
     in_context: bool = True
     near: str | None = None
     info: str | None = None
+    tokens: int | None = None
     elapsed: float = 0.0
     verdict: Verdict = ALLOW
 
@@ -91,5 +94,5 @@ class Emitter:
         self._listener(DetectorEvent(kind="reset", elapsed=0.0))
 
 
-_CARRIED = ("tool", "digest", "call_id", "error", "calls", "in_context", "near", "info")
+_CARRIED = ("tool", "digest", "call_id", "error", "calls", "in_context", "near", "info", "tokens")
 """The fields a replayed event passes on to the listener as they are."""

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from langchain_loop_guard._core._config import Mode
+from langchain_loop_guard._core._cost import LoopCost, cost_cell
 from langchain_loop_guard._core._detector import CallInfo, Signal
 from langchain_loop_guard._core._messages import translator
 from langchain_loop_guard._core._scope import ScopeChoice
@@ -29,6 +30,8 @@ class StopRecord:
     count: int
     threshold: int
     at: float
+    cost: LoopCost | None = None
+    """What the loop cost, when the integration counted it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,17 +147,23 @@ class GuardStatus:
             ),
         ]
         if self.recent:
-            header = (
+            header: tuple[str, ...] = (
                 tr.gettext("run"),
                 tr.gettext("action"),
                 tr.gettext("signal"),
                 tr.gettext("tool"),
                 tr.gettext("count"),
             )
-            rows = tuple(
+            rows: tuple[tuple[str, ...], ...] = tuple(
                 (r.run_id, r.action, r.signal.value, r.tool or "-", f"{r.count}/{r.threshold}")
                 for r in self.recent
             )
+            if any(r.cost is not None for r in self.recent):
+                header = (*header, tr.gettext("loop cost"))
+                rows = tuple(
+                    (*row, cost_cell(r.cost, self.locale))
+                    for row, r in zip(rows, self.recent, strict=True)
+                )
             sections.append(_Section(tr.gettext("recent loops"), header, rows))
         return sections
 
@@ -180,6 +189,10 @@ class RunInspection:
     locale: str = "en"
     scope: ScopeChoice | None = None
     """The scope the run is guarded in, and why (``None``: not known here)."""
+    spent: LoopCost | None = None
+    """The model calls and tokens the run spent, as far as the guard counted them."""
+    loop_cost: LoopCost | None = None
+    """What the loop that stopped the run cost (since the looping pattern began)."""
 
     def _sections(self) -> list[_Section]:
         tr = translator(self.locale)
@@ -195,6 +208,7 @@ class RunInspection:
                     (tr.gettext("elapsed"), f"{self.elapsed_s:.1f} s"),
                     (tr.gettext("stopped by"), self.tripped.value if self.tripped else "-"),
                     (tr.gettext("warnings"), ", ".join(s.value for s in self.warned) or "-"),
+                    *self._costs(tr.gettext("model usage"), tr.gettext("loop cost")),
                 ),
             )
         ]
@@ -206,6 +220,15 @@ class RunInspection:
             )
             sections.append(_Section(tr.gettext("recent tool calls"), header, rows))
         return sections
+
+    def _costs(self, spent: str, loop: str) -> tuple[tuple[str, str], ...]:
+        """The rows of what the run spent and its loop cost, when they were counted."""
+        rows: tuple[tuple[str, str], ...] = ()
+        if self.spent is not None:
+            rows += ((spent, cost_cell(self.spent, self.locale)),)
+        if self.loop_cost is not None:
+            rows += ((loop, cost_cell(self.loop_cost, self.locale)),)
+        return rows
 
     # as for GuardStatus
     __str__ = _as_text

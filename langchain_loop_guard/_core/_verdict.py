@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from langchain_loop_guard._core._cost import LoopCost
 from langchain_loop_guard._core._messages import translator
 from langchain_loop_guard._core._rules import Detection, Signal
 
@@ -31,6 +32,8 @@ class Verdict:
         threshold: the limit it reached.
         key: a digest identifying this loop (the same loop has the same key).
         tripped: ``True`` when the run was already stopped by an earlier verdict.
+        cost: what the loop cost (model calls and tokens since it began), when an
+            integration or a replay counted it; the detector itself never does.
     """
 
     action: Action = "allow"
@@ -42,6 +45,7 @@ class Verdict:
     threshold: int = 0
     key: str | None = None
     tripped: bool = False
+    cost: LoopCost | None = None
 
     @property
     def stops(self) -> bool:

@@ -76,6 +76,8 @@ class CallbackRun(Run):
         answer_id: str | None,
         named: Sequence[_Named],
         model_run: UUID,
+        *,
+        tokens: int | None = None,
     ) -> Verdict:
         """Feed a model's answer: it repeats the previous one only if the model's input held that
         one (SPEC §11 N2). An answer with several calls, one of which would stop the run, is
@@ -87,6 +89,7 @@ class CallbackRun(Run):
             near=sketch,
             calls=len(named),
             in_context=self.in_context.pop(model_run, True),
+            tokens=tokens,
         )
         verdict = self.decide("replay", event)
         self.said = (answer_id, "" if answer_id else key or "")  # the key: only without an id
@@ -467,12 +470,13 @@ class RunTree:
             thread_id = key
         shown = str(root.id) if root is not None else base.run_id or key
         site = Site(base.integration, where, shown, thread_id)
+        if run is not None:  # a stop as the user reads it: its remedy and what it cost
+            reported = [run.stop_of(v) if v.stops else v for v in reported]
         for verdict in reported:
             guard.report(key, verdict, site=site)
         for verdict in reported if stop else ():
             if verdict.stops:
-                told = run.stop_of(verdict) if run is not None else verdict
-                raise LoopDetected.from_verdict(told, run_id=key)
+                raise LoopDetected.from_verdict(verdict, run_id=key)
 
     def forget(self, run: CallbackRun) -> None:
         """The registry forgot ``run``: forget its invocations, their ids kept in :attr:`shed`."""

@@ -34,11 +34,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from langchain_loop_guard._core._cost import CostLedger
 from langchain_loop_guard._core._detector import Verdict
 from langchain_loop_guard._core._messages import stopped_after_nudge
 from langchain_loop_guard._core._public import safe_tool_name
 from langchain_loop_guard._core._remedy import with_remedy
 from langchain_loop_guard._core._scope import ScopeChoice, choose_scope
+from langchain_loop_guard._core._stop_cost import with_cost
 from langchain_loop_guard._integrations._runtime import logger
 
 if TYPE_CHECKING:
@@ -99,6 +101,9 @@ class Run:
     nudged: int = 0
     last_nudge: object = None
     """``[key, count]`` of the verdict the last nudge answered (as stored: checked when read)."""
+    ledger: CostLedger = field(default_factory=CostLedger)
+    """The run's model answers and their token usage, for what a loop cost (the handler
+    keeps it as answers come; a graph pass reads it from the thread's messages)."""
 
     @property
     def per_thread(self) -> bool:
@@ -115,6 +120,7 @@ class Run:
         self.held = None
         self.nudged = 0
         self.last_nudge = None
+        self.ledger.clear()
 
     def human_message(self, latest: object) -> Verdict | None:
         """A model was called with ``latest`` as its last human message: a new one releases a
@@ -168,8 +174,10 @@ class Run:
 
     def stop_of(self, verdict: Verdict) -> Verdict:
         """A stopping ``verdict`` as the user reads it, in every integration alike: its message
-        names the configuration keys that would have let the run go on (SPEC §13 C4)."""
-        return with_remedy(verdict, self.detector.config.locale)
+        names the configuration keys that would have let the run go on (SPEC §13 C4), and
+        says what the loop cost when the model reported its usage."""
+        locale = self.detector.config.locale
+        return with_cost(with_remedy(verdict, locale), self.ledger, locale)
 
     def hold(self, verdict: Verdict, at: object) -> None:
         """Hold a stop decided now, to be raised by the later steps ``at`` names."""
@@ -275,7 +283,7 @@ class RunEngine(Generic[R]):
         bounded_put(
             self.finished,
             run.key,
-            self.guard.inspection(run.key, run.detector, run.scope),
+            self.guard.inspection(run.key, run.detector, run.scope, run.ledger),
             _MAX_FINISHED,
         )
         if run.detector.tripped is not None:
@@ -303,7 +311,7 @@ class RunEngine(Generic[R]):
             return None
         run = self.runs.get(key)
         if run is not None:
-            return self.guard.inspection(key, run.detector, run.scope)
+            return self.guard.inspection(key, run.detector, run.scope, run.ledger)
         return self.finished.get(key)
 
     def discard(self, run: R) -> None:

@@ -16,6 +16,7 @@ from langchain_loop_guard._core._messages import not_executed, nudge
 from langchain_loop_guard._core._public import safe_tool_name
 from langchain_loop_guard._core._signature import error_shaped
 from langchain_loop_guard._core._view import limits_of, successes_cannot_stop
+from langchain_loop_guard._integrations._cost import ledger_of, message_usage
 from langchain_loop_guard._integrations._graph_state import GuardData, fresh_state, new_run_id
 from langchain_loop_guard._integrations._guard_messages import (
     MESSAGE_NAME,
@@ -70,6 +71,7 @@ class GraphPass:
         "config",
         "data",
         "ending",
+        "history",
         "host",
         "jump",
         "messages",
@@ -107,6 +109,8 @@ class GraphPass:
         """The messages that end the run, if the guard ends it: open calls' answers, the stop."""
         self.site: Site | None = None
         self.clear_stop = False
+        self.history: Sequence[AnyMessage] = ()
+        """The thread's messages the pass read (what a loop cost is counted from)."""
 
     @property
     def run_id(self) -> str:
@@ -115,6 +119,7 @@ class GraphPass:
     def read(self, messages: Sequence[AnyMessage], position: Position) -> bool:
         """Feed what is new since the last pass, and decide; ``False`` if nothing is new."""
         self.position = position
+        self.history = messages
         self.data.pop("halt", None)  # raised already, or left behind by a newer step
         target: AIMessage | None = None
         end = len(messages)
@@ -229,7 +234,11 @@ class GraphPass:
         self.data["turn"] = False
         tool_calls = [(name, args) for _, name, args, _ in calls]
         in_context = self.host.in_context(messages, index, self.data.get("ai"))
-        verdict = self._feed("assistant_message", answer.text, tool_calls, in_context=in_context)
+        usage = message_usage(answer)
+        tokens = None if usage is None else usage.total
+        verdict = self._feed(
+            "assistant_message", answer.text, tool_calls, in_context=in_context, tokens=tokens
+        )
         hard = hard or (verdict if verdict.stops else None)
         self.data["ai"] = answer.id
         if hard is None:
@@ -270,6 +279,8 @@ class GraphPass:
     def _settle(self, verdict: Verdict, calls: list[_CallInfo], answered: set[str]) -> bool:
         """Nudge on a stopping ``verdict`` (``True``: the caller writes the nudge), or make it
         the pass's stop, with the messages that end the run."""
+        ignored = self.config.ignore_tools
+        self.run.ledger = ledger_of(self.history, ignored, per_thread=self.run.per_thread)
         stop = self.run.settle(verdict, self.nudges)
         if stop is None:
             self.data["nudged"] = self.run.nudged

@@ -20,6 +20,7 @@ from langchain_loop_guard._core._public import safe_tool_name
 from langchain_loop_guard._core._signature import arg_tokens, assistant_key, outcome, reply_sketch
 from langchain_loop_guard._core._view import limits_of
 from langchain_loop_guard._integrations._callback_runs import CallbackRun, RunTree
+from langchain_loop_guard._integrations._cost import answer_usage
 from langchain_loop_guard._integrations._engine import RunEngine
 from langchain_loop_guard._integrations._outcomes import Outcome, tool_outcome
 from langchain_loop_guard._integrations._publish import TRACE_EVENT, install_callback_stop_filter
@@ -265,6 +266,7 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
             tracked, thread = found is not None, found is not None and found.per_thread
         if tracked:  # digested outside the lock: other runs' callbacks need not wait
             text, tool_calls, answer_id = _answer(response)
+            usage = answer_usage(response)
             key = assistant_key(text)
             # a reply's word sketch: only for a reply the reply rules compare (SPEC §12 R9,
             # §13 R14)
@@ -280,7 +282,11 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
             verdict = ALLOW
             held = False
             if run is not None and tracked:
-                verdict = run.answer(key, sketch, answer_id, named, run_id)
+                ignored = run.detector.config.ignore_tools
+                tools = [name for name, *_ in named if name not in ignored]
+                run.ledger.answer(usage, tools, reply=key is not None and not named)
+                tokens = None if usage is None else usage.total
+                verdict = run.answer(key, sketch, answer_id, named, run_id, tokens=tokens)
                 if verdict.stops:  # its calls are refused, never counted as unexecuted ones
                     held = self._tree.hold(run, run_id, parent_run_id, verdict)
                 else:

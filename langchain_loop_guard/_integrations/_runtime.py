@@ -30,6 +30,7 @@ from langchain_loop_guard._integrations._publish import (
 )
 
 if TYPE_CHECKING:
+    from langchain_loop_guard._core._cost import CostLedger
     from langchain_loop_guard._core._detector import EventListener
     from langchain_loop_guard._replay._replay import ReplayReport
     from langchain_loop_guard._replay._trace import TraceRecorder
@@ -255,11 +256,22 @@ class GuardRuntime:
         self._last_scope = choice
 
     def inspection(
-        self, run_id: str, detector: LoopDetector, scope: ScopeChoice | None = None
+        self,
+        run_id: str,
+        detector: LoopDetector,
+        scope: ScopeChoice | None = None,
+        ledger: CostLedger | None = None,
     ) -> RunInspection:
         """The ``inspect`` view of ``detector``'s run, its digests keyed with this process's
-        secret (``_public``): equal calls show equal digests, which no guess can be tested on."""
+        secret (``_public``): equal calls show equal digests, which no guess can be tested on.
+        With the run's ``ledger``, what the run spent and what its loop cost."""
         snap = detector.snapshot()
+        spent = loop_cost = None
+        if ledger is not None:
+            spent = ledger.total()
+            stop = detector.tripped
+            if stop is not None:
+                loop_cost = ledger.cost_of(stop.signal, stop.tool, stop.tools, stop.count)
         return RunInspection(
             run_id=run_id,
             turns=snap.turns,
@@ -273,6 +285,8 @@ class GuardRuntime:
             ),
             locale=self._config.locale,
             scope=scope,
+            spent=spent,
+            loop_cost=loop_cost,
         )
 
     def feed(
@@ -358,6 +372,7 @@ class GuardRuntime:
                         count=verdict.count,
                         threshold=verdict.threshold,
                         at=time.time(),
+                        cost=verdict.cost,
                     )
                 )
         if site is None:

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from typing import Annotated, Any, Literal, cast, get_args
+from typing import Annotated, Any, Literal, NotRequired, cast, get_args
 
 from langchain_core.messages import AIMessage
 from langgraph.errors import GraphBubbleUp
 from pydantic import BeforeValidator
 from typing_extensions import TypedDict
 
+from langchain_loop_guard._core._cost import LoopCost
 from langchain_loop_guard._core._detector import Signal, Verdict
 from langchain_loop_guard._core._errors import LoopGuardError
 from langchain_loop_guard._core._public import public_digest
@@ -56,6 +57,9 @@ class LoopDetected(LoopGuardError, GraphBubbleUp):
         remedy: the configuration keys that would have let this run go on, the likeliest
             first (``("ignore_tools", "repeat_frequency_threshold")`` for a poller's wait
             stopped by ``tool_frequency``); the message names them too.
+        cost: what the loop cost (:class:`LoopCost`: the model calls and tokens spent since
+            the looping pattern began, as the model reported its ``usage_metadata``), or
+            ``None`` when no model answer was counted.
     """
 
     def __init__(
@@ -70,6 +74,7 @@ class LoopDetected(LoopGuardError, GraphBubbleUp):
         run_id: str | None = None,
         verdict: Verdict | None = None,
         remedy: tuple[str, ...] | None = None,
+        cost: LoopCost | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
@@ -81,6 +86,7 @@ class LoopDetected(LoopGuardError, GraphBubbleUp):
         self.run_id = run_id
         self.verdict = verdict
         self.remedy = remedy_keys(signal) if remedy is None else tuple(remedy)
+        self.cost = cost
 
     @classmethod
     def from_verdict(cls, verdict: Verdict, *, run_id: str | None = None) -> LoopDetected:
@@ -100,6 +106,7 @@ class LoopDetected(LoopGuardError, GraphBubbleUp):
             threshold=verdict.threshold,
             run_id=run_id,
             verdict=shown,
+            cost=verdict.cost,
         )
 
     def repair(self, graph: Any, config: Any, **options: Any) -> int:
@@ -130,7 +137,17 @@ class LoopDetected(LoopGuardError, GraphBubbleUp):
         )
 
 
-_ATTRIBUTES = ("signal", "tool", "tools", "count", "threshold", "run_id", "verdict", "remedy")
+_ATTRIBUTES = (
+    "signal",
+    "tool",
+    "tools",
+    "count",
+    "threshold",
+    "run_id",
+    "verdict",
+    "remedy",
+    "cost",
+)
 """The keyword arguments of :class:`LoopDetected`, which a pickled one is rebuilt from."""
 
 
@@ -213,6 +230,9 @@ class LoopGuardStop(TypedDict):
     """The stop's explanation for the user, in the configured locale."""
     remedy: list[str]
     """The configuration keys that would have let the run go on (the message names them)."""
+    cost: NotRequired[dict[str, int] | None]
+    """What the loop cost (:meth:`LoopCost.to_json`: ``calls``, ``tokens``, ``input_tokens``,
+    ``output_tokens``, ``unmetered``), ``None`` when no model answer was counted."""
 
 
 def _described(stop: Verdict | LoopDetected) -> dict[str, Any]:
@@ -224,6 +244,7 @@ def _described(stop: Verdict | LoopDetected) -> dict[str, Any]:
         "threshold": stop.threshold,
         "message": stop.message,
         "remedy": list(remedy_keys(stop.signal)),
+        "cost": None if stop.cost is None else stop.cost.to_json(),
     }
 
 
@@ -267,6 +288,7 @@ def from_marker(marker: Mapping[str, Any], run_id: str | None) -> LoopDetected:
             count=int(marker.get("count") or 0),
             threshold=int(marker.get("threshold") or 0),
             run_id=run_id,
+            cost=LoopCost.from_json(marker.get("cost")),
         )
     except (TypeError, ValueError):  # a marker written by hand: the stop still happens
         return LoopDetected("loop detected", signal=Signal.REPEATED_TOOL_CALL)

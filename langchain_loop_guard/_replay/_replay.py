@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any, Final, Literal
 
 from langchain_loop_guard._core._config import LoopGuardConfig
-from langchain_loop_guard._core._detector import LoopDetector, Signal, Verdict
+from langchain_loop_guard._core._cost import CostLedger, LoopCost, Usage
+from langchain_loop_guard._core._detector import DetectorEvent, LoopDetector, Signal, Verdict
 from langchain_loop_guard._core._messages import translator
 from langchain_loop_guard._core._public import json_text, terminal_safe
 from langchain_loop_guard._core._verdict import reason_of
@@ -39,6 +40,7 @@ from langchain_loop_guard._replay._langsmith import (
 from langchain_loop_guard._replay._replay_results import ReplayVerdict, RunReplay, Timeline
 from langchain_loop_guard._replay._report import report_html
 from langchain_loop_guard._replay._report_text import (
+    cost_line,
     describe_run,
     label_text,
     run_line,
@@ -116,6 +118,18 @@ class ReplayReport:
         return sum(1 for run in self.runs if run.stop is not None)
 
     @property
+    def loop_cost(self) -> LoopCost | None:
+        """What the loops cost up to their stops, over all runs: model calls and the tokens
+        the trace recorded for them (``None`` when no run would stop)."""
+        return _sum(run.stop.cost for run in self.runs if run.stop is not None)
+
+    @property
+    def spared(self) -> LoopCost | None:
+        """The model calls (and their tokens) after the stops, over all runs: what the stops
+        would have spared runs recorded in observe mode (``None`` when no run would stop)."""
+        return _sum(run.spared for run in self.runs)
+
+    @property
     def by_signal(self) -> dict[str, int]:
         """Runs it would stop, by the signal that stops them (in the signals' order)."""
         counts = Counter(run.stop.signal for run in self.runs if run.stop is not None)
@@ -145,6 +159,8 @@ class ReplayReport:
             "events": self.events,
             "would_stop": self.would_stop,
             "by_signal": self.by_signal,
+            "loop_cost": _json_of(self.loop_cost),
+            "spared": _json_of(self.spared),
         }
         found = self.score
         if found is not None:
@@ -164,6 +180,8 @@ class ReplayReport:
             for depth, line in describe_run(tr, run):
                 yield "  " * depth + line
         signals = ", ".join(f"{name} {count}" for name, count in self.by_signal.items())
+        if self.would_stop:
+            yield cost_line(tr, self.loop_cost, self.spared)
         yield tr.gettext("summary: {runs}, {stopped} would stop").format(
             runs=runs_text(tr, len(self.runs)), stopped=f"{self.would_stop:,}"
         ) + (f" ({signals})" if signals else "")
@@ -187,6 +205,18 @@ class ReplayReport:
         printer.text(str(self))  # IPython's text form: the text report, not the dataclass
 
 
+def _sum(costs: Iterable[LoopCost | None]) -> LoopCost | None:
+    total: LoopCost | None = None
+    for cost in costs:
+        if cost is not None:
+            total = cost if total is None else total + cost
+    return total
+
+
+def _json_of(cost: LoopCost | None) -> dict[str, int] | None:
+    return None if cost is None else cost.to_json()
+
+
 class _Clock:
     """The replay's clock: the elapsed time of the event being replayed."""
 
@@ -207,9 +237,11 @@ class _Run:
         "clock",
         "detector",
         "events",
+        "ledger",
         "live",
         "recorded",
         "slot",
+        "spared",
         "stop",
         "timeline",
         "warnings",
@@ -232,6 +264,8 @@ class _Run:
         self.warnings: list[ReplayVerdict] = []
         self.recorded = False
         self.timeline: Timeline | None = None
+        self.ledger = CostLedger()
+        self.spared: LoopCost | None = None
 
     def retire(self, pool: list[_Run]) -> None:
         """Reset the detector (a reset run is a new run) and keep it for the next run."""
@@ -248,17 +282,37 @@ class _Run:
         self.clock.now = event.elapsed
         if self.timeline is not None:
             self.timeline.add(event, self.events)
+        self._count(event)
         verdict = self.detector.replay(event)
         if verdict.signal is not None and not verdict.tripped:
             if verdict.action == "warn":
                 self.warnings.append(self._at(item, verdict, locale, window))
             elif verdict.stops and self.stop is None:
                 self.stop = self._at(item, verdict, locale, window)
+                self.spared = LoopCost(0)
         if item.recorded:
             self.recorded = True
             live = event.verdict
             if self.live is None and live.action in _HARD and not live.tripped:
                 self.live = self._at(item, live, None, window)
+
+    def _count(self, event: DetectorEvent) -> None:
+        """Keep the model answers' tokens and calls (what a loop cost), and after the stop
+        what it spares."""
+        kind = event.kind
+        if kind == "assistant_message":
+            tokens = event.tokens
+            if self.spared is not None:  # a model call after the stop: spared by it
+                unmetered = tokens is None
+                self.spared += LoopCost(1, tokens or 0, unmetered=unmetered)
+                return
+            usage = None if tokens is None else Usage(0, 0, tokens)
+            self.ledger.answer(usage, reply=event.calls == 0 and event.digest is not None)
+        elif kind == "tool_call" and self.spared is None:
+            if event.tool not in self.detector.config.ignore_tools:
+                self.ledger.call(event.tool or "")
+        elif kind == "reset":
+            self.ledger.clear()
 
     def _at(
         self, item: TraceItem, verdict: Verdict, locale: str | None, window: int
@@ -275,6 +329,7 @@ class _Run:
             count=verdict.count,
             threshold=verdict.threshold,
             reason=text,
+            cost=self.ledger.cost_of(verdict.signal, verdict.tool, verdict.tools, verdict.count),
         )
 
 
@@ -347,6 +402,7 @@ def _close(
             live=run.live,
             recorded=run.recorded,
             timeline=timeline,
+            spared=run.spared,
         )
         run.retire(pool)
 

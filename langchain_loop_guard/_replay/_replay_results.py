@@ -10,6 +10,7 @@ from array import array
 from dataclasses import dataclass, field, fields
 from typing import Any, Final
 
+from langchain_loop_guard._core._cost import LoopCost
 from langchain_loop_guard._core._detector import DetectorEvent, Signal
 
 __all__ = ["MAX_MARKS", "ReplayVerdict", "RunReplay", "Timeline"]
@@ -70,6 +71,8 @@ class ReplayVerdict:
             them (``action`` ``"observe"`` for a live run in observe mode).
         reason: the localized reason (tool names and counts, never content); empty for a live
             verdict read from a trace.
+        cost: what the loop cost up to this stop (model calls, and the tokens the trace
+            recorded for them), or ``None``.
     """
 
     event: int
@@ -81,11 +84,13 @@ class ReplayVerdict:
     count: int
     threshold: int
     reason: str = ""
+    cost: LoopCost | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The verdict as JSON data."""
         data = {f.name: getattr(self, f.name) for f in fields(self)}
         data["signal"] = self.signal.value
+        data["cost"] = None if self.cost is None else self.cost.to_json()
         return data
 
 
@@ -101,6 +106,8 @@ class RunReplay:
         live: the live run's first stop (or observed loop), when the trace records one.
         recorded: whether the trace holds the live verdicts (a loop-guard trace does).
         timeline: the marks the HTML report draws, kept for the runs it draws.
+        spared: the model calls (and their recorded tokens) after :attr:`stop`: what the stop
+            would have spared a run recorded in observe mode; ``None`` without a stop.
     """
 
     run: str
@@ -111,6 +118,7 @@ class RunReplay:
     live: ReplayVerdict | None = None
     recorded: bool = False
     timeline: Timeline | None = field(default=None, repr=False, compare=False)
+    spared: LoopCost | None = None
 
     @property
     def same_as_live(self) -> bool | None:
@@ -133,4 +141,5 @@ class RunReplay:
             "warnings": [w.to_json() for w in self.warnings],
             "live": self.live.to_json() if self.live else None,
             "same_as_live": self.same_as_live,
+            "spared": None if self.spared is None else self.spared.to_json(),
         }

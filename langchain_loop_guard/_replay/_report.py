@@ -31,10 +31,12 @@ from langchain_loop_guard._replay._report_text import (
     size_text,
     stop_place,
     stop_text,
+    tokens_over_calls,
 )
 
 if TYPE_CHECKING:
     from langchain_loop_guard._core._config import LoopGuardConfig
+    from langchain_loop_guard._core._cost import LoopCost
     from langchain_loop_guard._replay._labels import Label, LabelScore
     from langchain_loop_guard._replay._replay_results import ReplayVerdict, RunReplay
 
@@ -108,6 +110,10 @@ class Drawn(Protocol):
     def by_signal(self) -> dict[str, int]: ...
     @property
     def score(self) -> LabelScore | None: ...
+    @property
+    def loop_cost(self) -> LoopCost | None: ...
+    @property
+    def spared(self) -> LoopCost | None: ...
     def label(self, run: RunReplay) -> Label | None: ...
 
 
@@ -217,6 +223,7 @@ class _Page:
             yield f"<br>{_e(settings)}"
         yield "</p>"
         yield from self._overview()
+        yield from self._costs()
         if self.report.labels is not None:
             yield from _verdicts(self)
         if self.sweep is not None:
@@ -258,6 +265,20 @@ class _Page:
         yield from self._bars(tr.gettext("stops by tool"), tools)
         yield from self._bars(tr.gettext("warnings by signal"), self._signals(warned))
         yield "</div>"
+
+    def _costs(self) -> Iterator[str]:
+        """What the loops cost, over all runs that would stop: the tokens and model calls
+        inside the loops, and those after the stops (what a run recorded in observe mode
+        would have been spared)."""
+        report, tr = self.report, self.tr
+        if not report.would_stop:
+            return
+        cards = (
+            (tokens_over_calls(tr, report.loop_cost), tr.gettext("spent inside loops")),
+            (tokens_over_calls(tr, report.spared), tr.gettext("spared after the stops")),
+        )
+        cells = (f'<div class="card"><b>{_e(value)}</b>{_e(label)}</div>' for value, label in cards)
+        yield f'<div class="cards cost">{"".join(cells)}</div>'
 
     def _signals(self, counts: Counter[Signal]) -> list[tuple[str, int, str]]:
         return [(s.value, counts[s], self.signal_colors[s]) for s in Signal]

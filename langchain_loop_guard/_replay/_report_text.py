@@ -8,12 +8,14 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
+    from langchain_loop_guard._core._cost import LoopCost
     from langchain_loop_guard._replay._labels import Label, LabelScore
     from langchain_loop_guard._replay._replay_results import ReplayVerdict, RunReplay
 
 __all__ = [
     "NO_THREAD",
     "changes_text",
+    "cost_line",
     "describe_run",
     "label_text",
     "run_line",
@@ -24,6 +26,7 @@ __all__ = [
     "size_text",
     "stop_place",
     "stop_text",
+    "tokens_over_calls",
     "trace_line",
 ]
 
@@ -41,6 +44,33 @@ def size_text(tr: Any, events: int, calls: int) -> str:
     shown = tr.ngettext("{count} event", "{count} events", events).format(count=f"{events:,}")
     made = tr.ngettext("{count} tool call", "{count} tool calls", calls).format(count=f"{calls:,}")
     return f"{shown}, {made}"
+
+
+def cost_line(tr: Any, loops: LoopCost | None, spared: LoopCost | None) -> str:
+    """``cost: 18,400 tokens inside loops (7 model calls); 12 model calls after the stops
+    (9,000 tokens) spared``: the report's totals of what loops cost, in the locale of ``tr``."""
+    inside = tokens_over_calls(tr, loops)
+    after = tokens_over_calls(tr, spared)
+    return str(
+        tr.gettext("cost: {inside} inside loops; {after} after the stops spared").format(
+            inside=inside, after=after
+        )
+    )
+
+
+def tokens_over_calls(tr: Any, cost: LoopCost | None) -> str:
+    calls = 0 if cost is None else cost.calls
+    shown = tr.ngettext("{count} model call", "{count} model calls", calls).format(
+        count=f"{calls:,}"
+    )
+    if cost is None or not cost.metered:
+        return str(tr.gettext("{calls} (no token usage recorded)").format(calls=shown))
+    tokens = f"{cost.tokens:,}"
+    if cost.unmetered:
+        return str(
+            tr.gettext("at least {tokens} tokens ({calls})").format(tokens=tokens, calls=shown)
+        )
+    return str(tr.gettext("{tokens} tokens ({calls})").format(tokens=tokens, calls=shown))
 
 
 def run_name(tr: Any, run: str) -> str:
@@ -121,6 +151,10 @@ def describe_run(tr: Any, run: RunReplay, *, stops: bool = True) -> Iterator[tup
         text = tr.gettext("would stop at event {event} (tool call {call}, line {line}): {signal}")
         yield 1, text.format(event=stop.event, call=stop.call, line=stop.line, signal=stop.signal)
         yield 2, stop.reason
+        if stop.cost is not None:
+            text = tr.gettext("the loop had cost {cost}; {spared} came after the stop")
+            spent = tokens_over_calls(tr, stop.cost)
+            yield 2, text.format(cost=spent, spared=tokens_over_calls(tr, run.spared))
     if run.same_as_live:
         yield 1, tr.gettext("live run: the same")
     elif run.same_as_live is False and live is None:

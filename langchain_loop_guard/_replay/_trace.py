@@ -69,7 +69,7 @@ _FIELDS: Final[Mapping[str, frozenset[str]]] = {
     **{kind: frozenset() for kind in _BARE},
     "tool_call": frozenset({"tool", "d", "id"}),
     "tool_result": frozenset({"tool", "d", "id", "outcome", "n", "i"}),
-    "assistant_message": frozenset({"d", "calls", "ctx", "n"}),
+    "assistant_message": frozenset({"d", "calls", "ctx", "n", "u"}),
 }
 _REQUIRED: Final[Mapping[str, frozenset[str]]] = {
     **{kind: frozenset() for kind in _BARE},
@@ -150,6 +150,8 @@ def encode_event(run: str, event: DetectorEvent, *, secret: bytes | None = None)
             line["ctx"] = False
         if event.near is not None:
             line["n"] = _public_sketch(event.near, secret)
+        if event.tokens is not None:
+            line["u"] = event.tokens  # the tokens the model call reported: a count, no content
     verdict = event.verdict
     if verdict.signal is not None:
         encoded: dict[str, Any] = {
@@ -378,6 +380,9 @@ def decode_event(path: str | os.PathLike[str], number: int, line: Mapping[str, A
     in_context = line.get("ctx", True)
     if type(in_context) is not bool:
         raise fail(f'"ctx" must be true or false, not {quoted(in_context)}')
+    tokens = line.get("u")
+    if tokens is not None and (type(tokens) is not int or tokens < 0):
+        raise fail(f'"u" must be a whole number of tokens (at least 0), not {quoted(tokens)}')
     outcome = line.get("outcome")
     if kind == "tool_result" and outcome not in _OUTCOMES:
         raise fail(f'"outcome" must be "ok" or "error", not {quoted(outcome)}')
@@ -391,6 +396,7 @@ def decode_event(path: str | os.PathLike[str], number: int, line: Mapping[str, A
         in_context=in_context,
         near=near,
         info=info,
+        tokens=tokens,
         elapsed=float(elapsed),
         verdict=_decode_verdict(line.get("verdict"), fail),
     )
