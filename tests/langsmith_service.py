@@ -2,7 +2,10 @@
 
 An ``http.server`` thread on 127.0.0.1 answers ``/info`` and records every run the ``langsmith``
 SDK creates (``POST``) or updates (``PATCH``), batched or not; the environment points the SDK
-at it for the duration. Nothing leaves the machine::
+at it for the duration. Nothing leaves the machine. It also answers what ``langsmith.evaluate``
+and reading runs back need: experiments (``/sessions``: created, read by name, ended), a
+dataset read by id, feedback (``POST /feedback``, kept: :meth:`LangSmithService.feedback`),
+and the recorded runs queried (``/runs/query`` by trace, root or project) or read by id::
 
     service = LangSmithService(monkeypatch)
     try:
@@ -16,14 +19,16 @@ from __future__ import annotations
 
 import json
 import threading
+import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import parse_qs
 
 import pytest
 from langsmith import run_trees
 from langsmith import utils as ls_utils
 
-__all__ = ["LangSmithService", "forget_environment"]
+__all__ = ["DEFAULT_PROJECT", "LangSmithService", "forget_environment", "project_id"]
 
 _INFO = {
     "version": "0.10.0",
@@ -53,8 +58,27 @@ class _Service(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
+    feedback: list[dict[str, Any]]
+    sessions: dict[str, dict[str, Any]]
+
+    def _json(self, value: object) -> None:
+        self._reply(json.dumps(value).encode())
+
     def do_GET(self) -> None:
-        self._reply(json.dumps(_INFO if self.path.startswith("/info") else {}).encode())
+        path, _, query = self.path.partition("?")
+        if path.startswith("/info"):
+            self._json(_INFO)
+        elif path == "/sessions":  # read_project(project_name=...)
+            name = parse_qs(query).get("name", [DEFAULT_PROJECT])[0]
+            self._json([self._session(name)])
+        elif path.startswith("/sessions/"):
+            self._json(self._session(DEFAULT_PROJECT))
+        elif path.startswith("/datasets/"):
+            self._json({"id": path.split("/")[2], "name": "dataset", **_CREATED})
+        elif path.startswith("/runs/"):
+            self._json(_stored(self.received).get(path.split("/")[2], {}))
+        else:
+            self._json({})
 
     def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
@@ -64,12 +88,69 @@ class _Service(BaseHTTPRequestHandler):
                 self.received.extend((op, run) for run in batch.get(op) or [])
         elif self.path.endswith("/runs"):
             self.received.append(("post", json.loads(body)))
+        elif self.path.endswith("/runs/query"):
+            self._json({"runs": self._query(json.loads(body)), "cursors": {}})
+            return
+        elif self.path.endswith("/sessions"):  # an experiment
+            created = json.loads(body)
+            self.sessions[created.get("name") or str(uuid.uuid4())] = created
+            self._json({**_CREATED, "reference_dataset_id": None, **created})
+            return
+        elif self.path.endswith("/feedback"):
+            self.feedback.append(json.loads(body))
         self._reply(b"{}")
+
+    def _session(self, name: str) -> dict[str, Any]:
+        known = self.sessions.get(name) or {"id": project_id(name), "name": name}
+        return {**_CREATED, "reference_dataset_id": None, **known}
+
+    def _query(self, query: dict[str, Any]) -> list[dict[str, Any]]:
+        """The recorded runs a ``list_runs`` query asks for: by trace, root, project, id."""
+        runs = list(_stored(self.received).values())
+        traces, ids = query.get("trace"), query.get("id")
+        if traces is not None:
+            wanted = {str(t) for t in (traces if isinstance(traces, list) else [traces])}
+            runs = [run for run in runs if str(run.get("trace_id")) in wanted]
+        if ids is not None:
+            runs = [run for run in runs if run["id"] in {str(i) for i in ids}]
+        if query.get("is_root"):
+            runs = [run for run in runs if not run.get("parent_run_id")]
+        if query.get("session"):
+            wanted = {str(s) for s in query["session"]}
+            runs = [run for run in runs if run["session_id"] in wanted]
+        return sorted(runs, key=lambda run: str(run.get("start_time")))
 
     def do_PATCH(self) -> None:
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        if self.path.startswith("/sessions/"):  # an experiment ends
+            self._json(self._session(DEFAULT_PROJECT))
+            return
         self.received.append(("patch", {**json.loads(body), "id": self.path.rsplit("/", 1)[-1]}))
         self._reply(b"{}")
+
+
+DEFAULT_PROJECT = "loop-guard-tests"
+_CREATED = {
+    "tenant_id": str(uuid.UUID(int=1)),
+    "start_time": "2026-01-01T00:00:00+00:00",
+    "created_at": "2026-01-01T00:00:00+00:00",
+}
+
+
+def project_id(name: str) -> str:
+    """The id the stand-in gives the project ``name`` (the same every time)."""
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"project:{name}"))
+
+
+def _stored(received: list[tuple[str, dict[str, Any]]]) -> dict[str, dict[str, Any]]:
+    """Every run received, by id, its post and patches merged, as the API returns runs."""
+    runs: dict[str, dict[str, Any]] = {}
+    for _, run in list(received):
+        runs.setdefault(str(run["id"]), {}).update({k: v for k, v in run.items() if v is not None})
+    for run in runs.values():
+        run.setdefault("trace_id", run["id"])
+        run["session_id"] = project_id(run.get("session_name") or DEFAULT_PROJECT)
+    return runs
 
 
 class LangSmithService:
@@ -78,13 +159,16 @@ class LangSmithService:
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.received: list[tuple[str, dict[str, Any]]] = []
         """``("post" | "patch", run)`` in the order the SDK sent them."""
-        handler_class = type("Service", (_Service,), {"received": self.received})
+        self.feedback: list[dict[str, Any]] = []
+        """Every feedback entry the SDK created, in order."""
+        shared = {"received": self.received, "feedback": self.feedback, "sessions": {}}
+        handler_class = type("Service", (_Service,), shared)
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler_class)
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
         monkeypatch.setenv("LANGSMITH_TRACING", "true")
         monkeypatch.setenv("LANGSMITH_ENDPOINT", f"http://127.0.0.1:{self._server.server_port}")
         monkeypatch.setenv("LANGSMITH_API_KEY", "lsv2-dummy-key-for-a-loopback-service")
-        monkeypatch.setenv("LANGSMITH_PROJECT", "loop-guard-tests")
+        monkeypatch.setenv("LANGSMITH_PROJECT", DEFAULT_PROJECT)
         monkeypatch.delenv("LANGCHAIN_TRACING_V2", raising=False)
         monkeypatch.setattr(run_trees, "_CLIENT", None)
         ls_utils.get_env_var.cache_clear()

@@ -36,6 +36,7 @@ from langchain_loop_guard._core._signature import (
 )
 from langchain_loop_guard._replay._langsmith_messages import (
     model_answer,
+    model_tokens,
     tool_answers,
     tool_call_id,
     tool_outcome,
@@ -145,6 +146,7 @@ class _Run:
     calls: tuple[tuple[str, str, str], ...] = ()  # a model run's calls: (id, name, signature)
     answers: Mapping[str, tuple[bool, Outcome]] | None = None  # tool messages in its input
     feedback: tuple[float, float] | None = None  # (average, count) of the key asked for
+    tokens: int | None = None  # a model run: the tokens it reported
 
     @property
     def complete(self) -> int:
@@ -258,6 +260,7 @@ def _run(path: str, line: int, obj: Mapping[str, Any], order: int) -> _Run:
         run.key = assistant_key(text) if answered and not failed else None
         run.sketch = reply_sketch(text) if run.key is not None and not calls else None
         run.answers = tool_answers(inputs or {}) or None
+        run.tokens = model_tokens(obj, outputs or {})
     elif kind == "tool":
         _digest_tool(run, obj, inputs, outputs, error)
     return run
@@ -442,6 +445,7 @@ def _events(key: str, runs: list[_Run]) -> Iterator[TraceItem]:
                 digest=run.key,
                 near=run.sketch,
                 calls=len(run.calls),
+                tokens=run.tokens,
             )
         elif phase == "start":
             call_id = _claim(run, named)

@@ -10,10 +10,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from langchain_loop_guard._core._canonical import call_signature
+from langchain_loop_guard._core._cost import usage_of
 from langchain_loop_guard._core._signature import Outcome, arg_tokens, outcome
 from langchain_loop_guard._replay._trace import cut_tool_name
 
-__all__ = ["model_answer", "tool_answers", "tool_call_id", "tool_outcome"]
+__all__ = ["model_answer", "model_tokens", "tool_answers", "tool_call_id", "tool_outcome"]
 
 
 def tool_call_id(obj: Mapping[str, Any], outputs: Mapping[str, Any]) -> str | None:
@@ -89,6 +90,27 @@ def model_answer(outputs: Mapping[str, Any]) -> tuple[str, list[tuple[str, str, 
         name = _tool_name(call.get("name"))
         calls.append((call_id, name, call_signature(name, call.get("args"))))
     return _text(message.get("content")), calls
+
+
+def model_tokens(run: Mapping[str, Any], outputs: Mapping[str, Any]) -> int | None:
+    """The tokens a model run reported: its answer's ``usage_metadata``, else the result's
+    ``llm_output`` token usage, else the run's own ``total_tokens`` (LangSmith's count)."""
+    generations = outputs.get("generations")
+    if isinstance(generations, list) and generations:
+        first = generations[0]
+        if isinstance(first, list):
+            first = first[0] if first else {}
+        message = _message(first.get("message")) if isinstance(first, Mapping) else None
+        usage = usage_of(message.get("usage_metadata")) if message is not None else None
+        if usage is not None:
+            return usage.total
+    llm_output = outputs.get("llm_output")
+    if isinstance(llm_output, Mapping):
+        usage = usage_of(llm_output.get("token_usage")) or usage_of(llm_output.get("usage"))
+        if usage is not None:
+            return usage.total
+    usage = usage_of(run)
+    return None if usage is None else usage.total
 
 
 def _tool_name(name: object) -> str:

@@ -62,6 +62,7 @@ __all__ = [
     "TraceFormat",
     "json_text",
     "replay",
+    "replay_items",
     "replay_many",
     "terminal_safe",
 ]
@@ -453,6 +454,14 @@ def replay(
     return replay_many(
         path, [config], format=format, progress=progress, labels=labels, feedback=feedback
     )[0]
+
+
+def replay_items(
+    items: Iterable[TraceItem], config: LoopGuardConfig, *, path: str, format: TraceFormat
+) -> ReplayReport:
+    """Replay events already read (a LangSmith run tree's, say) under ``config``, taken in
+    mode ``"on"``; no run at all gives a report without runs."""
+    return _replay_all(items, [config], path=path, format=format)[0]
 
 
 def replay_many(
