@@ -24,6 +24,7 @@ from langchain_loop_guard._integrations._outcomes import previous_answer, tool_o
 from langchain_loop_guard._integrations._publish import Site
 from langchain_loop_guard._integrations._runtime import logger
 from langchain_loop_guard._integrations._stop import LoopDetected
+from langchain_loop_guard._integrations._thread_store import ThreadStore
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -234,6 +235,8 @@ class RunTree:
         self.shed: dict[UUID, None] = {}
         """Ids of runs not tracked (shed, or forgotten): their events are ignored."""
         self._warned_attached_below = False
+        self.threads = ThreadStore(None)
+        """Where threads' state lives between invocations (the handler's ``store``)."""
 
     def refuse(self, run: CallbackRun, run_id: UUID) -> None:
         """Raise the stop held for the invocation the step ``run_id`` is part of, if any."""
@@ -313,6 +316,8 @@ class RunTree:
         root = Root(root_id, run.key, thread=str(thread_id) if pending else None)
         self.roots[root_id] = root
         run.invocations[root_id] = None
+        if run.per_thread:
+            self.threads.joined(run)
         if len(run.invocations) > _MAX_ROOTS:
             # a thread whose invocations never report their end: the oldest stops being a
             # root of its own (its nested runs still count toward the thread)
@@ -341,6 +346,7 @@ class RunTree:
             self.engine.discard(run)
         root.key = target.key
         target.invocations[root.id] = None
+        self.threads.joined(target)
         return target
 
     def _warn_attached_below(self, event: str) -> None:
@@ -405,6 +411,8 @@ class RunTree:
         run = self.engine.runs.get(top.key)
         if run is not None:
             self.engine.end(run, top.id)
+            if run.per_thread:
+                self.threads.left(run)
         return top
 
     def end_invocation(self, run_id: UUID) -> None:
@@ -439,6 +447,8 @@ class RunTree:
             run = self.start(run_id, parent_run_id, metadata, "model")
             if run is None:
                 return
+            if sent is not None and run.per_thread:
+                self.threads.model_called(run, sent)
             verdicts = (
                 [run.decide("turn_start")] if sent is None else run.model_called(run_id, sent)
             )

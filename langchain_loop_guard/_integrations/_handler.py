@@ -25,9 +25,11 @@ from langchain_loop_guard._integrations._engine import RunEngine
 from langchain_loop_guard._integrations._outcomes import Outcome, tool_outcome
 from langchain_loop_guard._integrations._publish import TRACE_EVENT, install_callback_stop_filter
 from langchain_loop_guard._integrations._runtime import ConfigInput, GuardRuntime, bad_argument
+from langchain_loop_guard._integrations._thread_store import ThreadStore
 
 if TYPE_CHECKING:
     from langchain_core.outputs import LLMResult
+    from langgraph.store.base import BaseStore
 
     from langchain_loop_guard._core._config import LoopGuardConfig
     from langchain_loop_guard._core._status import RunInspection
@@ -99,6 +101,12 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
             run (no event for 5 minutes) or a thread between invocations is forgotten to make
             room, never a run in flight: the registry grows up to four times ``max_runs``, and
             beyond that a new run goes unguarded (a WARNING, ``status().shed_runs``).
+        store: a LangGraph ``BaseStore`` with synchronous methods (``PostgresStore``,
+            ``InMemoryStore``…) that keeps each thread's state (``scope="thread"``, or
+            ``"auto"`` with a checkpointer) between invocations: read when an invocation
+            joins the thread, written when it ends, digests and counters only. For a thread
+            whose turns several processes serve (a deployment's workers). Without one, the
+            handler guards its own process's share of such a thread, and says so once.
 
     Attributes:
         max_open_runs: nested runs in flight tracked at once, over all top-level runs.
@@ -117,6 +125,7 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
         clock: Callable[[], float] | None = None,
         record_to: str | os.PathLike[str] | None = None,
         max_runs: int = _DEFAULT_MAX_RUNS,
+        store: BaseStore | None = None,
     ) -> None:
         if type(max_runs) is not int or max_runs < 1:
             raise bad_argument("max_runs", max_runs, "a whole number of at least 1", "int >= 1")
@@ -134,6 +143,7 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
         self._tree = RunTree(
             self._engine, lambda: self.max_open_runs, lock=self._lock, site=self._site
         )
+        self._tree.threads = ThreadStore(store)
 
     @property
     def ignore_custom_event(self) -> bool:
