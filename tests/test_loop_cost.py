@@ -307,3 +307,16 @@ def test_only_a_stop_not_yet_costed_gets_a_cost() -> None:
     assert with_cost(costed, ledger) is costed
     unseen = Verdict(action="block", signal=Signal.REPEATED_TOOL_CALL, tool="a", count=3)
     assert with_cost(unseen, CostLedger()) is unseen
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_graph_guards_inspect_of_a_state_shows_the_cost(kind: Kind) -> None:
+    """``inspect(graph state)``: what the thread's model answers spent, and its loop's cost."""
+    tools = [scripted_tool("read_file", "the notes"), scripted_tool("search", "no hits")]
+    model = ScriptedChatModel(script=[*_WARMUP, *_LOOP, "done"], usage=usage_of_call)
+    agent = harness(kind, model, tools, on_stop="end")
+    agent.invoke()
+    inspection = agent.guard.inspect(agent.state())
+    assert inspection is not None
+    assert inspection.spent == LoopCost(5, _spent(range(1, 6)), 15000, 35)
+    assert inspection.loop_cost == LoopCost(3, _spent(range(3, 6)), 12000, 21)
