@@ -4,8 +4,8 @@ the cost on a stop: :func:`~._core._stop_cost.with_cost`)."""
 
 from __future__ import annotations
 
-from collections.abc import Container, Sequence
-from typing import Any
+from collections.abc import Container, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import LLMResult
@@ -14,7 +14,11 @@ from langchain_loop_guard._core._cost import CostLedger, Usage, usage_of
 from langchain_loop_guard._core._public import safe_tool_name
 from langchain_loop_guard._integrations._guard_messages import MESSAGE_NAME, is_human_input
 
-__all__ = ["answer_usage", "ledger_of", "message_usage"]
+if TYPE_CHECKING:
+    from langchain_loop_guard._core._config import LoopGuardConfig
+    from langchain_loop_guard._core._scope import ScopeChoice
+
+__all__ = ["answer_usage", "ledger_of", "message_usage", "state_ledger"]
 
 
 def message_usage(message: BaseMessage | None) -> Usage | None:
@@ -64,3 +68,15 @@ def ledger_of(
         reply = not names and bool(message.text.strip())
         ledger.answer(message_usage(message), tools, reply=reply)
     return ledger
+
+
+def state_ledger(
+    state: object, config: LoopGuardConfig, scope: ScopeChoice | None
+) -> CostLedger | None:
+    """The ledger of a graph state's ``messages`` (``None`` for anything else: a thread id
+    names no messages)."""
+    messages = state.get("messages") if isinstance(state, Mapping) else None
+    if not isinstance(messages, list):
+        return None
+    per_thread = scope is not None and scope.per_thread
+    return ledger_of(messages, config.ignore_tools, per_thread=per_thread)

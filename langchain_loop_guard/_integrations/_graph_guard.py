@@ -14,7 +14,7 @@ from langgraph.config import get_config
 from langgraph.types import interrupt
 
 from langchain_loop_guard._core._scope import ScopeChoice, choose_scope, has_checkpointer
-from langchain_loop_guard._integrations._cost import ledger_of
+from langchain_loop_guard._integrations._cost import state_ledger
 from langchain_loop_guard._integrations._engine import Run, bounded_put
 from langchain_loop_guard._integrations._graph_pass import (
     GraphPass,
@@ -143,16 +143,7 @@ class GraphGuard(GuardRuntime):
         if not detector.restore_state(data.get("detector") or {}):
             return None
         scope = ScopeChoice.stored(data.get("scope"))
-        ledger = None
-        messages = (
-            target.get(getattr(self, "_messages_key", "messages"))
-            if isinstance(target, Mapping)
-            else None
-        )
-        if isinstance(messages, list):  # a graph state: what its model answers spent
-            per_thread = scope is not None and scope.per_thread
-            ledger = ledger_of(messages, self.config.ignore_tools, per_thread=per_thread)
-        return self.inspection(name, detector, scope, ledger)
+        return self.inspection(name, detector, scope, state_ledger(target, self.config, scope))
 
     def reset(self, thread_id: str | None = None) -> bool:
         """Clear a thread's counters, history and tripped flag when it next passes through the guard
