@@ -63,7 +63,9 @@ def tokens_over_calls(tr: Any, cost: LoopCost | None) -> str:
     shown = tr.ngettext("{count} model call", "{count} model calls", calls).format(
         count=f"{calls:,}"
     )
-    if cost is None or not cost.metered:
+    if cost is None or not cost.calls:
+        return str(shown)
+    if not cost.metered:
         return str(tr.gettext("{calls} (no token usage recorded)").format(calls=shown))
     tokens = f"{cost.tokens:,}"
     if cost.unmetered:
