@@ -447,12 +447,12 @@ class RunTree:
             run = self.start(run_id, parent_run_id, metadata, "model")
             if run is None:
                 return
-            if sent is not None and run.per_thread:
-                self.threads.model_called(run, sent)
             verdicts = (
                 [run.decide("turn_start")] if sent is None else run.model_called(run_id, sent)
             )
         where = "on_llm_start" if sent is None else "on_chat_model_start"
+        if sent is not None and run.per_thread and run.said is None:
+            self.threads.model_called(run, sent)  # a thread's answers this process never saw
         self.act(run.key, verdicts, where, run_id, parent_run_id)
 
     def act(
