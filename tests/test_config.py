@@ -40,6 +40,8 @@ SPEC_DEFAULTS: dict[str, object] = {
     "repeat_frequency_threshold": 4,
     "frequency_window_size": 10,
     "ignore_tools": frozenset(),
+    "acting_tools": frozenset(),
+    "read_only_tools": frozenset(),
     "tool_threshold_overrides": {},
     "progress_aware": True,
     "no_progress_calls": 8,
@@ -495,7 +497,7 @@ def test_unknown_key_is_an_error_with_a_suggestion() -> None:
     error = config_error(repeatToolThresold=4)
     assert "code: unknown key 'repeatToolThresold' = 4" in str(error)
     assert "(did you mean 'repeatToolThreshold'?)" in str(error)
-    assert "allowed: one of cycle_repeats, enabled," in str(error)
+    assert "allowed: one of acting_tools, cycle_repeats, enabled," in str(error)
     assert (error.key, error.value) == ("repeatToolThresold", 4)
 
 
@@ -967,7 +969,7 @@ BAD_FILES = [
     pytest.param(
         '{"maxTurn": 5}',
         "unknown key 'maxTurn' = 5 (did you mean 'maxTurns'?)",
-        "one of cycle_repeats, enabled,",
+        "one of acting_tools, cycle_repeats, enabled,",
         id="unknown-key",
     ),
     pytest.param(
@@ -1364,7 +1366,7 @@ def test_unknown_loop_guard_variable_is_an_error_with_a_suggestion(load: Loader)
     assert str(error).startswith(
         "invalid loop-guard configuration: environment: unknown variable "
         "LOOP_GUARD_REPEAT_TOOLS='4' (did you mean 'LOOP_GUARD_REPEAT_TOOL'?); allowed: one of "
-        "LOOP_GUARD_CONFIG, "
+        "LOOP_GUARD_ACTING_TOOLS, LOOP_GUARD_CONFIG, "
     )
     assert str(error).endswith(
         "or a name starting with LOOP_GUARD_TEST_ (reserved for test suites)"

@@ -212,6 +212,13 @@ class LoopGuardConfig(BaseModel):
     """The last calls looked at for frequency and progress; at least the threshold above."""
     ignore_tools: frozenset[StrictStr] = Field(frozenset(), alias="ignoreTools")
     """Tools invisible to every signal (a poller's sleep or wait tool)."""
+    acting_tools: frozenset[StrictStr] = Field(frozenset(), alias="actingTools")
+    """Tools that act (create, change, send, delete, run): a new call of one that succeeds is
+    progress, whatever it answers (SPEC §14). The user's word wins over a tool's annotations
+    and over what the detector guesses from a call's name and arguments."""
+    read_only_tools: frozenset[StrictStr] = Field(frozenset(), alias="readOnlyTools")
+    """Tools that only read: their answers are judged by what they bring, never as effects,
+    whatever their names or arguments say (SPEC §14). A tool in both lists is an error."""
     tool_threshold_overrides: Annotated[
         Mapping[StrictStr, _Threshold], AfterValidator(_FrozenMapping)
     ] = Field(default_factory=_FrozenMapping, alias="toolThresholdOverrides")
@@ -349,7 +356,7 @@ class LoopGuardConfig(BaseModel):
         }
         return config
 
-    @field_serializer("ignore_tools")
+    @field_serializer("ignore_tools", "acting_tools", "read_only_tools")
     def _dump_ignore_tools(self, value: frozenset[str]) -> list[str]:
         return sorted(value)
 
@@ -487,9 +494,38 @@ def _resolve(layers: Iterable[Layer]) -> tuple[dict[str, Any], dict[str, Entry]]
         problem = _window_problem(values, chosen, rank)
         if problem is not None:
             problems.append(problem)
+    if invalid.isdisjoint({_ACTING, _READ_ONLY}):
+        problem = _tool_kinds_problem(values, chosen, rank)
+        if problem is not None:
+            problems.append(problem)
     if problems:
         raise LoopGuardConfigError.from_problems(problems)
     return values, chosen
+
+
+_ACTING: Final = "acting_tools"
+_READ_ONLY: Final = "read_only_tools"
+
+
+def _tool_kinds_problem(
+    values: Mapping[str, Any], chosen: Mapping[str, Entry], rank: Mapping[str, int]
+) -> ConfigProblem | None:
+    """A tool cannot both act and only read: the problem is on whichever list came from the
+    higher source (``read_only_tools`` on a tie), naming where the other came from."""
+    both = sorted(
+        frozenset(values.get(_ACTING, ())) & frozenset(values.get(_READ_ONLY, ()))
+    )
+    if not both:
+        return None
+    acting, read_only = chosen[_ACTING], chosen[_READ_ONLY]
+    entry, other = (
+        (acting, read_only) if rank[_ACTING] > rank[_READ_ONLY] else (read_only, acting)
+    )
+    return entry.problem(
+        f"got {show(entry.shown)}, naming {show(both[0])} that {other.field} ({other.where})"
+        " names too",
+        allowed="a tool in one of acting_tools and read_only_tools, not both",
+    )
 
 
 _WINDOW: Final = "frequency_window_size"

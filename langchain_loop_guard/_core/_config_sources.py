@@ -72,6 +72,8 @@ ALLOWED: Final[Mapping[str, str]] = MappingProxyType(
             f"an integer from 2 to {MAX_COUNT}, at least repeat_frequency_threshold"
         ),
         "ignore_tools": "a list of tool names (strings)",
+        "acting_tools": "a list of tool names (strings), none of them in read_only_tools",
+        "read_only_tools": "a list of tool names (strings), none of them in acting_tools",
         "tool_threshold_overrides": (
             f"an object mapping tool names to integers from 2 to {MAX_COUNT}"
         ),
@@ -366,6 +368,8 @@ _ENV: Final[Mapping[str, tuple[str, Callable[[str], object]]]] = MappingProxyTyp
         "LOOP_GUARD_REPEAT_FREQUENCY": ("repeat_frequency_threshold", _env_integer),
         "LOOP_GUARD_FREQUENCY_WINDOW": ("frequency_window_size", _env_integer),
         "LOOP_GUARD_IGNORE_TOOLS": ("ignore_tools", _env_names),
+        "LOOP_GUARD_ACTING_TOOLS": ("acting_tools", _env_names),
+        "LOOP_GUARD_READ_ONLY_TOOLS": ("read_only_tools", _env_names),
         "LOOP_GUARD_TOOL_OVERRIDES": ("tool_threshold_overrides", _env_overrides),
         "LOOP_GUARD_PROGRESS_AWARE": ("progress_aware", _env_boolean),
         "LOOP_GUARD_NO_PROGRESS_CALLS": ("no_progress_calls", _env_integer),
@@ -382,6 +386,8 @@ _ENV: Final[Mapping[str, tuple[str, Callable[[str], object]]]] = MappingProxyTyp
 _ENV_ALLOWED: Final[Mapping[str, str]] = MappingProxyType(
     {
         "ignore_tools": "comma-separated tool names, e.g. sleep,wait",
+        "acting_tools": "comma-separated tool names, e.g. run_sql,update_block",
+        "read_only_tools": "comma-separated tool names, e.g. search,get_page",
         "tool_threshold_overrides": (
             f"comma-separated name=integer pairs, integers from 2 to {MAX_COUNT}, "
             "e.g. bash=2,read=5"

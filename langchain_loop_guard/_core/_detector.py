@@ -200,8 +200,20 @@ class LoopDetector:
         """A model call begins. A tripped run is aborted before the call is paid for."""
         return ALLOW if self._off else self._decided("turn_start", self._judge.turn_start())
 
-    def tool_call(self, name: str, args: object = None, call_id: str | None = None) -> Verdict:
-        """A tool call is about to run; ``"block"`` means it must not."""
+    def tool_call(
+        self,
+        name: str,
+        args: object = None,
+        call_id: str | None = None,
+        *,
+        acts: bool | None = None,
+    ) -> Verdict:
+        """A tool call is about to run; ``"block"`` means it must not.
+
+        ``acts`` says whether the tool acts (creates, changes, sends, deletes: ``True``) or
+        only reads (``False``), as its host knows it (MCP tool annotations); ``None`` when
+        unknown, and the call's name and arguments decide. ``acting_tools`` and
+        ``read_only_tools`` win over it (SPEC §14)."""
         if self._off:
             return ALLOW
         events = self._events
@@ -210,7 +222,10 @@ class LoopDetector:
             return self._judge.tool_call(name, "", call_id)
         sig = call_signature(name, args)
         # a blocked call gets no result: the words of its arguments are not needed
-        tokens = arg_tokens(args, name) if self._record.tripped is None else None
+        if self._record.tripped is None:
+            tokens = arg_tokens(args, name, self._limits.acts(name, acts))
+        else:
+            tokens = None
         return self._call(name, sig, call_id, tokens)
 
     def digested_call(self, name: str, signature: str, call_id: str | None = None) -> Verdict:

@@ -195,10 +195,12 @@ EFFECT = 1 << 32
 """The mark among a call's argument hashes (no CRC has it) of a call that changes something."""
 
 
-def arg_tokens(args: object, name: str = "") -> frozenset[int]:
+def arg_tokens(args: object, name: str = "", acts: bool | None = None) -> frozenset[int]:
     """CRC-32s of the words in a call's argument values (the same in every process: they are
     exported state), to find them in its result, and :data:`EFFECT` for a call that changes
-    something. At most :data:`_MAX_WORDS` words, from string values of a few KB each."""
+    something: ``acts`` when known (the user's word or the tool's annotations: ``True`` acts,
+    ``False`` only reads), else as :func:`changes_something` reads the call. At most
+    :data:`_MAX_WORDS` words, from string values of a few KB each."""
     strings: list[str] = []
     # a hostile mapping (values() raising) ends the walk: what was collected is enough (a
     # try statement: contextlib.suppress costs as much as the walk of a typical call)
@@ -207,7 +209,7 @@ def arg_tokens(args: object, name: str = "") -> frozenset[int]:
     except Exception:  # noqa: BLE001, S110
         pass
     tokens = map(zlib.crc32, _words(" ".join(strings))[:_MAX_WORDS]) if strings else ()
-    if changes_something(name, args):
+    if acts if acts is not None else changes_something(name, args):
         return frozenset((*tokens, EFFECT))
     return frozenset(tokens)
 

@@ -271,8 +271,9 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
             compared = thread or limits_of(self.config).sketches_replies
             sketched = key is not None and not tool_calls and compared
             sketch = reply_sketch(text) if sketched else None
+            acts = limits_of(self.config).acts
             named = [
-                (name, call_signature(name, args), call_id, arg_tokens(args, name))
+                (name, call_signature(name, args), call_id, arg_tokens(args, name, acts(name)))
                 for name, args, call_id in tool_calls
             ]
         with self._lock:
@@ -323,7 +324,7 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
         # digested before the lock is taken: other runs' callbacks need not wait for it
         arguments = inputs if inputs is not None else input_str
         signature = call_signature(name, arguments)
-        tokens = arg_tokens(arguments, name)
+        tokens = arg_tokens(arguments, name, limits_of(self.config).acts(name))
         with self._lock:
             run = self._tree.place(run_id, parent_run_id, metadata, "tool")
             if run is None:
