@@ -238,3 +238,90 @@ def same_insert_resent(times: int = 4) -> Scenario:
         call("run_sql", query=base.rstrip(";") + (";" if n % 2 else "\n")) for n in range(times)
     ]
     return Scenario("same-insert-resent", script, {"run_sql": run_sql})
+
+
+def _hits() -> list[dict[str, str]]:
+    return [
+        {"title": f"Pizza place {name}", "url": f"https://maps.example.com/{name.lower()}"}
+        for name in ("Joe's", "Prince Street", "Lucali", "Di Fara", "L'Industrie")
+    ]
+
+
+_PIZZA_QUERIES = [
+    "best pizza in nyc",
+    "top pizza places in new york",
+    "famous pizza spots manhattan brooklyn",
+    "where to eat great pizza nyc",
+    "highly rated pizza new york city",
+    "classic new york pizza slices",
+    "pizza recommendations for nyc visitors",
+    "iconic pizza restaurants new york",
+    "must try pizza in new york",
+    "legendary nyc pizza joints",
+]
+
+
+def echoing_search(*, pretty: bool = False) -> Scenario:
+    """R16: a search tool that echoes its query around the same five hits and a latency,
+    reworded ten times."""
+
+    def web_search(query: str) -> str:
+        answer = {"query": query, "results": _hits(), "response_time": 1.2}
+        return json.dumps(answer, indent=2 if pretty else None)
+
+    script = [call("web_search", query=q) for q in _PIZZA_QUERIES]
+    return Scenario("echoing-search", script, {"web_search": web_search})
+
+
+_FILES = [f"src/pkg/module_{n:03d}/handler_{n % 7}.py" for n in range(400)]
+
+
+def listing_then_filtered() -> Scenario:
+    """R18: a ``find`` listing 400 files, then filtered ``find``s printing parts of it that
+    the run has seen."""
+
+    def bash(command: str) -> str:
+        if "-name" not in command:
+            return "\n".join(_FILES)
+        digit = command.rsplit("_", 1)[-1].split(".", 1)[0]
+        return "\n".join(f for f in _FILES if f.endswith(f"handler_{digit}.py"))
+
+    script = [call("bash", command="find src -type f")]
+    script += [call("bash", command=f"find src -name 'handler_{d}.py'") for d in range(7)]
+    return Scenario("listing-then-filtered", script, {"bash": bash})
+
+
+def price_pages(pages: int = 40) -> Scenario:
+    """N20: forty pages of a price table, each new rows of numbers in the same layout."""
+
+    def read_prices(page: int) -> str:
+        rows = ["date       | open   | close  | volume"]
+        for day in range(25):
+            n = page * 25 + day
+            rows.append(
+                f"2024-{1 + n // 28 % 12:02d}-{1 + n % 28:02d} | {100 + n * 0.37:.2f} | "
+                f"{99 + n * 0.41:.2f} | {12_000 + n * 37:,}"
+            )
+        return "\n".join(rows)
+
+    script = [call("read_prices", page=page) for page in range(pages)]
+    return Scenario("price-pages", script, {"read_prices": read_prices})
+
+
+def reread_between_work(reads: int = 6) -> Scenario:
+    """R19: the same read returning the same content again and again while other calls do
+    different work that brings news (reading one file after another)."""
+
+    def get_config() -> str:
+        return json.dumps({"region": "eu-west-1", "replicas": 3, "image": "api:1.4.2"})
+
+    def read_file(path: str) -> str:
+        return f"# {path}\n" + "\n".join(f"line {n} of {path}" for n in range(5))
+
+    script: list[Any] = []
+    for n in range(reads):
+        script.append(call("get_config"))
+        script.append(call("read_file", path=f"docs/chapter_{n}.md"))
+    return Scenario(
+        "reread-between-work", script, {"get_config": get_config, "read_file": read_file}
+    )

@@ -11,11 +11,15 @@ from acting_agents import (
     block_updates,
     calendar_events,
     deliberate_failures,
+    echoing_search,
     failing_batch,
     files_written,
     grades,
     insert_batches,
     inventory_sync,
+    listing_then_filtered,
+    price_pages,
+    reread_between_work,
     same_block_update,
     same_insert_resent,
 )
@@ -150,3 +154,40 @@ def test_acting_tools_keep_a_read_only_named_tool_from_no_new_info() -> None:
     scenario = Scenario("sync", script, {"sync": lambda target: answer})
     assert drive(scenario).stop is not None  # unknown: an "ok" to new arguments, again and again
     assert drive(scenario, acting_tools=["sync"]).stop is None
+
+
+@pytest.mark.parametrize("pretty", [False, True], ids=["compact", "pretty-printed"])
+def test_r16_a_search_echoing_its_query_is_stopped_by_the_5th_answer(pretty: bool) -> None:
+    """R16: reworded queries, each echoed around the same hits: what a result repeats of its
+    own call is no information, so the 2nd to 6th answers bring only what the run has seen."""
+    seen = drive(echoing_search(pretty=pretty))
+    assert seen.stop is not None
+    assert seen.stop.signal is Signal.NO_NEW_INFO
+    assert seen.calls == 6
+
+
+def test_r18_a_filtered_part_of_a_listing_seen_brings_nothing_new() -> None:
+    """R18: after a 400-line listing, ``find``s printing parts of it are re-reads: the run
+    is stopped as by answers that bring back only what it has seen."""
+    seen = drive(listing_then_filtered())
+    assert seen.stop is not None
+    assert seen.stop.signal is Signal.NO_NEW_INFO
+    assert seen.calls == 6  # the listing, then five re-reads
+
+
+def test_n20_pages_of_numbers_are_information() -> None:
+    """N20: forty pages of new rows of numbers in one layout are forty pages of news."""
+    scenario = price_pages(40)
+    seen = drive(scenario)
+    assert seen.stop is None, seen.stop
+    assert seen.calls == 40
+
+
+def test_r19_the_same_read_between_other_work_is_the_seeds_window_one_call_later() -> None:
+    """R19: the same read with the same content, between reads that bring news, is stopped
+    by the window rule: at its 5th time in the window (one more than the seed's 4, as a
+    browse between new reads is given; a wait between polls is still pacing, §13 N10)."""
+    seen = drive(reread_between_work(6))
+    assert seen.stop is not None
+    assert seen.stop.signal is Signal.TOOL_FREQUENCY
+    assert seen.executed.count("get_config") == 4
