@@ -98,6 +98,9 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
             run (no event for 5 minutes) or a thread between invocations is forgotten to make
             room, never a run in flight: the registry grows up to four times ``max_runs``, and
             beyond that a new run goes unguarded (a WARNING, ``status().shed_runs``).
+        **settings: any :class:`~langchain_loop_guard.LoopGuardConfig` key, snake_case
+            (``mode="observe"``, ``tool_threshold_overrides={"search": 5}``): values passed in
+            code, over ``config`` and over files and environment, validated at once like them.
 
     Attributes:
         max_open_runs: nested runs in flight tracked at once, over all top-level runs.
@@ -116,10 +119,11 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
         clock: Callable[[], float] | None = None,
         record_to: str | os.PathLike[str] | None = None,
         max_runs: int = _DEFAULT_MAX_RUNS,
+        **settings: Any,
     ) -> None:
         if type(max_runs) is not int or max_runs < 1:
             raise bad_argument("max_runs", max_runs, "a whole number of at least 1", "int >= 1")
-        super().__init__(config, clock=clock, record_to=record_to)
+        super().__init__(config, clock=clock, record_to=record_to, settings=settings)
         install_callback_stop_filter(type(self).__name__)  # the guard logs its stops itself
         self.max_runs = max_runs
         """Runs (or threads) tracked at once; see the ``max_runs`` argument."""

@@ -98,8 +98,21 @@ def bad_argument(
     )
 
 
-def resolve_config(config: ConfigInput) -> LoopGuardConfig:
-    """A config from what a guard constructor received (:data:`ConfigInput`)."""
+def resolve_config(
+    config: ConfigInput, settings: Mapping[str, Any] | None = None
+) -> LoopGuardConfig:
+    """A config from what a guard constructor received (:data:`ConfigInput`), with its
+    keyword settings (``mode="observe"``, ``cycle_repeats=4``) over it: values passed in code,
+    validated by the configuration's own reader, so a field added to :class:`LoopGuardConfig`
+    is a keyword of every guard at once."""
+    if not settings:
+        return _resolve_config_input(config)
+    if config is None:  # files and environment, then the keywords: one reading, one error
+        return LoopGuardConfig._load(settings)
+    return _resolve_config_input(config).merged(source="code", **settings)
+
+
+def _resolve_config_input(config: ConfigInput) -> LoopGuardConfig:
     if config is None:
         return LoopGuardConfig.load()
     if isinstance(config, LoopGuardConfig):
@@ -131,8 +144,9 @@ class GuardRuntime:
         *,
         clock: Callable[[], float] | None = None,
         record_to: str | os.PathLike[str] | None = None,
+        settings: Mapping[str, Any] | None = None,
     ):
-        self._config = resolve_config(config)
+        self._config = resolve_config(config, settings)
         self._clock = clock
         self._recorder: TraceRecorder | None = None
         if record_to is not None:
