@@ -5,16 +5,23 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from types import MappingProxyType
+from typing import Any, Final
 
-from langchain_loop_guard._core._config import LoopGuardConfig
+from langchain_loop_guard._core._config import _FIELD_FOR_KEY, LoopGuardConfig
 from langchain_loop_guard._core._errors import LoopGuardConfigError
 from langchain_loop_guard._core._messages import translator
 from langchain_loop_guard._core._public import terminal_safe
 from langchain_loop_guard._replay._labels import Feedback, LabelsInput
-from langchain_loop_guard._replay._replay import Progress, ReplayReport, TraceFormat, replay_many
+from langchain_loop_guard._replay._replay import (
+    Progress,
+    ReplayReport,
+    TraceFormat,
+    detect_format,
+    replay_many,
+)
 from langchain_loop_guard._replay._replay_results import ReplayVerdict
 from langchain_loop_guard._replay._report import report_html
 from langchain_loop_guard._replay._report_text import (
@@ -28,7 +35,7 @@ from langchain_loop_guard._replay._report_text import (
 )
 from langchain_loop_guard._replay._streamed import Streamed, json_chunks, json_data
 
-__all__ = ["Calibration", "calibrate"]
+__all__ = ["Calibration", "calibrate", "sweepable", "unanswerable"]
 
 _NAMED = 10  # good runs a text line names per value
 
@@ -191,6 +198,7 @@ def calibrate(
     progress: Progress | None = None,
     labels: LabelsInput | None = None,
     feedback: str | Feedback | None = None,
+    source: str = "calibrate",
 ) -> Calibration:
     """Replay the trace at ``path`` under each of ``values`` of the setting ``key``, in one pass.
 
@@ -204,17 +212,35 @@ def calibrate(
         labels, feedback: your verdicts on the runs, as :func:`replay` takes them: each value
             then says how many loops it stops, how many it misses, and which good runs it
             would stop.
+        source: how errors name where the key and values came from (``"--sweep"`` for the
+            command).
 
     Raises:
-        LoopGuardConfigError: ``key`` is not a setting, or a value is invalid.
+        LoopGuardConfigError: before anything is replayed: ``key`` is not a setting, or one a
+            trace cannot answer (``mode``, ``locale``, ``prompt_hint``, ``nudges``, the
+            warnings' ``max_turns`` and ``turn_timeout_ms``; ``volatile_fields`` for a
+            loop-guard trace, which holds no results), saying why; or a value is invalid.
         TraceFormatError: as for :func:`replay`.
         OSError: the file cannot be opened.
     """
     base = config if config is not None else LoopGuardConfig.load()
-    if key.startswith("_") or not values:
-        problem = f"{key}: not a setting" if values else f"{key}: no values to try"
-        raise LoopGuardConfigError(problem, key=key)
-    configs = [base.merged(source="calibrate", **{key: value}) for value in values]
+    if not values:
+        raise LoopGuardConfigError(f"{source}: {key}: no values to try", key=key)
+    field = _FIELD_FOR_KEY.get(key) if isinstance(key, str) else None
+    why = unanswerable(field) if field is not None else None
+    if field is not None and why is None and field in _CONTENT_KEYS:
+        trace_format = format or detect_format(path)
+        if trace_format == "loop-guard":
+            why = _CONTENT_KEYS[field]
+    if why is not None:
+        raise LoopGuardConfigError(
+            f"{source}: {key} cannot be swept: {why}",
+            source=source,
+            key=key,
+            value=list(values),
+            allowed=", ".join(sweepable()),
+        )
+    configs = [base.merged(source=source, **{key: value}) for value in values]
     return Calibration(
         key=key,
         values=tuple(values),
@@ -226,6 +252,45 @@ def calibrate(
     )
 
 
+_UNANSWERABLE: Final[Mapping[str, str]] = MappingProxyType(
+    {
+        "mode": "a replay evaluates mode 'on' whatever the setting (where each run would stop);"
+        " the mode only decides what a live guard does about it",
+        "locale": "it changes the language of the report, not where runs stop (use --set)",
+        "prompt_hint": "the hint changes what the model answers, which a recorded trace cannot"
+        " tell",
+        "nudges": "a nudge changes what the model does next, which a recorded trace cannot tell",
+        "max_turns": "it only warns, never stops a run (use --set and read the warnings)",
+        "turn_timeout_ms": "it only warns, never stops a run (use --set and read the warnings)",
+    }
+)
+"""The settings a trace cannot answer, and why."""
+
+_CONTENT_KEYS: Final[Mapping[str, str]] = MappingProxyType(
+    {
+        "volatile_fields": "a loop-guard trace holds digests of results made when they were"
+        " recorded, not the results: record with the fields set, or replay a LangSmith export"
+        " or trajectories, which hold the results",
+    }
+)
+"""The settings only a trace with the results' content can answer, and why."""
+
+
+def unanswerable(key: str) -> str | None:
+    """Why a sweep over the setting ``key`` (a field name) means nothing, or ``None``."""
+    return _UNANSWERABLE.get(key)
+
+
+def sweepable() -> list[str]:
+    """The settings a sweep answers (those over content only for traces that hold it)."""
+    return [name for name in LoopGuardConfig.model_fields if name not in _UNANSWERABLE]
+
+
+def _reading(config: LoopGuardConfig) -> tuple[object, ...]:
+    """What decides how a trace is read under ``config``."""
+    return (config.scope, config.volatile_fields)
+
+
 def _replay_scopes(
     path: str | os.PathLike[str],
     configs: Sequence[LoopGuardConfig],
@@ -235,11 +300,12 @@ def _replay_scopes(
     labels: LabelsInput | None,
     feedback: str | Feedback | None,
 ) -> list[ReplayReport]:
-    """:func:`replay_many` with one pass per ``scope`` among ``configs`` (the scope decides
-    how a trace is read into runs), the reports in the order of ``configs``."""
+    """:func:`replay_many` with one pass per ``scope`` and ``volatile_fields`` among
+    ``configs`` (they decide how a trace is read: into runs, and its results into digests),
+    the reports in the order of ``configs``."""
     reports: dict[int, ReplayReport] = {}
-    for scope in dict.fromkeys(config.scope for config in configs):
-        indexes = [i for i, config in enumerate(configs) if config.scope == scope]
+    for reading in dict.fromkeys(_reading(config) for config in configs):
+        indexes = [i for i, config in enumerate(configs) if _reading(config) == reading]
         found = replay_many(
             path,
             [configs[i] for i in indexes],

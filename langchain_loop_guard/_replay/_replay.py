@@ -19,6 +19,7 @@ from typing import Any, Final, Literal
 
 from langchain_loop_guard._core._config import LoopGuardConfig
 from langchain_loop_guard._core._detector import LoopDetector, Signal, Verdict
+from langchain_loop_guard._core._limits import limits_of
 from langchain_loop_guard._core._messages import translator
 from langchain_loop_guard._core._public import json_text, terminal_safe
 from langchain_loop_guard._core._verdict import reason_of
@@ -58,6 +59,7 @@ __all__ = [
     "ReplayVerdict",
     "RunReplay",
     "TraceFormat",
+    "detect_format",
     "json_text",
     "replay",
     "replay_many",
@@ -408,9 +410,10 @@ def replay_many(
     labels: LabelsInput | None = None,
     feedback: str | Feedback | None = None,
 ) -> list[ReplayReport]:
-    """Replay ``path`` under each of ``configs`` (which share one ``scope``) in one pass
-    (two for a loop-guard trace); the reports in the order of ``configs``, scored against
-    ``labels`` or ``feedback`` (as :func:`replay` takes them)."""
+    """Replay ``path`` under each of ``configs`` (which share one ``scope`` and one
+    ``volatile_fields``: both decide how the trace is read) in one pass (two for a loop-guard
+    trace); the reports in the order of ``configs``, scored against ``labels`` or ``feedback``
+    (as :func:`replay` takes them)."""
     name = os.fspath(path)
     given = resolve_labels(labels)
     wanted = Feedback.parse(feedback) if isinstance(feedback, str) else feedback
@@ -424,6 +427,7 @@ def replay_many(
     detected = format or _detect(*first)
     # a trace does not tell whether its app had a checkpointer: "auto" reads it run by run
     scope = "thread" if configs[0].scope == "thread" else "run"
+    volatile = limits_of(configs[0]).volatile_of  # results with content are digested here
     items: Iterable[TraceItem]
     ends = None
     if detected == "loop-guard":  # runs interleave: a first pass finds where each one ends
@@ -433,9 +437,11 @@ def replay_many(
         stream = itertools.islice(_values(files, total, _half(progress, 1)), len(ends))
         items = (_loop_guard_item(*value) for value in stream)
     elif detected == "langsmith":
-        items = read_langsmith(itertools.chain([first], values), scope=scope, feedback=scores)
+        items = read_langsmith(
+            itertools.chain([first], values), scope=scope, feedback=scores, volatile=volatile
+        )
     else:
-        items = read_trajectories(itertools.chain([first], values), scope=scope)
+        items = read_trajectories(itertools.chain([first], values), scope=scope, volatile=volatile)
     if scores is not None and detected != "langsmith":
         msg = "feedback scores come only with LangSmith exports (feedback_stats): use labels"
         raise TraceFormatError(name, 0, msg)
@@ -447,6 +453,23 @@ def replay_many(
     if given is not None:
         reports = [dataclasses.replace(report, labels=given) for report in reports]
     return reports
+
+
+def detect_format(path: str | os.PathLike[str]) -> TraceFormat:
+    """The format of the trace at ``path``, from its first JSON value (nothing else is read).
+
+    Raises:
+        TraceFormatError: the trace is empty, or its first value is of no known format.
+        OSError: a file cannot be opened.
+    """
+    values = _values(trace_files(path), 0, None)
+    try:
+        first = next(values, None)
+    finally:
+        values.close()
+    if first is None:
+        raise TraceFormatError(os.fspath(path), 0, "the trace is empty")
+    return _detect(*first)
 
 
 def _feedback_labels(name: str, wanted: Feedback, scores: FeedbackScores) -> dict[str, Label]:
