@@ -29,6 +29,7 @@ from langchain_loop_guard._replay._report_text import (
     run_name,
     score_lines,
     score_text,
+    skipped_lines,
     stop_place,
     stop_text,
     trace_line,
@@ -74,13 +75,15 @@ class Calibration:
 
     def _json(self) -> Streamed:
         first = self.reports[0]
-        head = {
+        head: dict[str, Any] = {
             "trace": first.path,
             "format": first.format,
             "key": self.key,
             "runs": len(first.runs),
             "events": first.events,
         }
+        if first.skipped:
+            head["skipped"] = [{"file": file, "problem": why} for file, why in first.skipped]
         settings = Streamed(
             Streamed(
                 [
@@ -136,6 +139,7 @@ class Calibration:
         first = self.reports[0]
         tr = translator(first.locale)
         yield trace_line(tr, first.path, first.format, len(first.runs), first.events)
+        yield from skipped_lines(tr, first.skipped)
         for index, report in enumerate(self.reports):
             signals = ", ".join(f"{name} {count}" for name, count in report.by_signal.items())
             runs = len(report.runs)

@@ -11,6 +11,7 @@ import dataclasses
 import hashlib
 import itertools
 import os
+import zlib
 from collections import Counter
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -45,6 +46,7 @@ from langchain_loop_guard._replay._report_text import (
     run_line,
     runs_text,
     score_lines,
+    skipped_lines,
     trace_line,
 )
 from langchain_loop_guard._replay._sources import json_type, json_values, trace_files
@@ -96,6 +98,8 @@ class ReplayReport:
     locale: str = "en"
     config: LoopGuardConfig = field(default_factory=LoopGuardConfig)
     labels: Mapping[str, Label] | None = field(default=None, repr=False)
+    skipped: tuple[tuple[str, str], ...] = ()
+    """The files of a trace directory left out, each with why: ``(file, problem)``."""
 
     @property
     def score(self) -> LabelScore | None:
@@ -138,6 +142,8 @@ class ReplayReport:
     def _json(self) -> Iterator[tuple[str, Any]]:
         yield "trace", self.path
         yield "format", self.format
+        if self.skipped:
+            yield "skipped", [{"file": file, "problem": problem} for file, problem in self.skipped]
         if self.labels is None:
             yield "runs", Streamed(run.to_json() for run in self.runs)
         else:
@@ -160,6 +166,7 @@ class ReplayReport:
     def _lines(self) -> Iterator[str]:
         tr = translator(self.locale)
         yield trace_line(tr, self.path, self.format, len(self.runs), self.events)
+        yield from skipped_lines(tr, self.skipped)
         for run in self.runs:
             label = self.label(run)
             yield run_line(tr, run) + (f" ({label_text(tr, label)})" if label else "")
@@ -418,7 +425,7 @@ def replay_many(
     given = resolve_labels(labels)
     wanted = Feedback.parse(feedback) if isinstance(feedback, str) else feedback
     scores = None if wanted is None else FeedbackScores(wanted.key)
-    files = trace_files(path)
+    files, skipped = _screened(path, format)
     total = sum(file.stat().st_size for file in files)
     values = _values(files, total, progress)
     first = next(values, None)
@@ -452,7 +459,55 @@ def replay_many(
         given = {**_feedback_labels(name, wanted, scores), **(given or {})}
     if given is not None:
         reports = [dataclasses.replace(report, labels=given) for report in reports]
+    if skipped:
+        reports = [dataclasses.replace(report, skipped=skipped) for report in reports]
     return reports
+
+
+def _screened(
+    path: str | os.PathLike[str], format: TraceFormat | None
+) -> tuple[list[Path], tuple[tuple[str, str], ...]]:
+    """The files of the trace at ``path`` to replay, and those of a directory left out with
+    why: a file whose first value is no JSON or of no trace format (a ``notes.txt``), or of
+    another format than the directory's first trace file (the reports name them); a
+    directory with no file left raises the first file's problem."""
+    files = trace_files(path)
+    if not Path(path).is_dir():
+        return files, ()
+    kept: list[Path] = []
+    skipped: list[tuple[str, str]] = []
+    first_problem: TraceFormatError | None = None
+    chosen = format
+    for file in files:
+        try:
+            found = _first_value(file)
+            kind = None if found is None else (format or _detect(str(file), *found))
+        except TraceFormatError as exc:
+            first_problem = first_problem or exc
+            skipped.append((str(file), exc.problem))
+            continue
+        except (OSError, UnicodeDecodeError, EOFError, zlib.error) as exc:
+            skipped.append((str(file), f"unreadable ({exc})"))
+            continue
+        if kind is not None and chosen is not None and kind != chosen:
+            skipped.append((str(file), f"a {kind} trace among {chosen} traces"))
+            continue
+        chosen = chosen or kind
+        kept.append(file)
+    if not kept:
+        raise first_problem or TraceFormatError(path, 0, "the directory holds no trace files")
+    return kept, tuple(skipped)
+
+
+def _first_value(file: Path) -> tuple[int, Any] | None:
+    """The first ``(line, value)`` of ``file``, or ``None`` when it holds none."""
+    values = json_values(file)
+    try:
+        return next(values, None)
+    finally:
+        close = getattr(values, "close", None)  # a generator: its file is closed now
+        if close is not None:
+            close()
 
 
 def detect_format(path: str | os.PathLike[str]) -> TraceFormat:
@@ -462,7 +517,7 @@ def detect_format(path: str | os.PathLike[str]) -> TraceFormat:
         TraceFormatError: the trace is empty, or its first value is of no known format.
         OSError: a file cannot be opened.
     """
-    values = _values(trace_files(path), 0, None)
+    values = _values(_screened(path, None)[0], 0, None)
     try:
         first = next(values, None)
     finally:

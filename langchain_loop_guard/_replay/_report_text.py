@@ -22,6 +22,7 @@ __all__ = [
     "score_lines",
     "score_text",
     "size_text",
+    "skipped_lines",
     "stop_place",
     "stop_text",
     "trace_line",
@@ -41,6 +42,12 @@ def size_text(tr: Any, events: int, calls: int) -> str:
     shown = tr.ngettext("{count} event", "{count} events", events).format(count=f"{events:,}")
     made = tr.ngettext("{count} tool call", "{count} tool calls", calls).format(count=f"{calls:,}")
     return f"{shown}, {made}"
+
+
+def skipped_lines(tr: Any, skipped: tuple[tuple[str, str], ...]) -> Iterator[str]:
+    """A line per file of a trace directory the replay left out, with why."""
+    for file, problem in skipped:
+        yield str(tr.gettext("skipped {file}: {problem}").format(file=file, problem=problem))
 
 
 def run_name(tr: Any, run: str) -> str:

@@ -153,3 +153,40 @@ def test_errors_name_the_flag_that_gave_the_value(
     assert "calibrate" not in err
     assert "code, key" not in err
     assert "code:" not in err
+
+
+# --- a trace directory with stray files ---------------------------------------------------------
+
+
+def test_stray_files_in_a_trace_directory_are_skipped_and_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ``notes.txt`` and a file of another format among the traces: the traces replay, and
+    the text and JSON reports name each file left out and why."""
+    monkeypatch.chdir(tmp_path)
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    _search_run(folder / "a-runs.jsonl")
+    (folder / "notes.txt").write_text("what I tried on Monday\n", "utf-8")
+    _recorded(folder / "z-trace.jsonl")  # a loop-guard trace among trajectories
+    config = DEFAULTS.merged(volatile_fields=["score", "rank"])
+    report = replay(folder, config)
+    assert report.would_stop == 1
+    assert [Path(file).name for file, _ in report.skipped] == ["notes.txt", "z-trace.jsonl"]
+    assert "a loop-guard trace among trajectories traces" in report.skipped[1][1]
+    text = str(report)
+    assert f"skipped {folder / 'notes.txt'}: " in text
+    assert main(["replay", str(folder), "--json", "--set", 'volatile_fields=["score"]']) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [Path(s["file"]).name for s in data["skipped"]] == ["notes.txt", "z-trace.jsonl"]
+    assert main(["replay", str(folder), "--sweep", "cycle_repeats=2,3"]) == EXIT_OK
+    assert "skipped " in capsys.readouterr().out
+
+
+def test_a_directory_of_stray_files_only_is_still_an_error(tmp_path: Path) -> None:
+    """Nothing to replay: the first file's problem, naming it."""
+    from langchain_loop_guard._replay._trace import TraceFormatError
+
+    (tmp_path / "notes.txt").write_text("hello\n", "utf-8")
+    with pytest.raises(TraceFormatError, match=r"notes\.txt"):
+        replay(tmp_path, DEFAULTS)
