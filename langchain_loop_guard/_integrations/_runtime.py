@@ -40,8 +40,10 @@ __all__ = [
     "GuardRuntime",
     "VerdictListener",
     "bad_argument",
+    "guard_number",
     "live_guards",
     "logger",
+    "numbered_guards",
     "resolve_config",
 ]
 
@@ -82,6 +84,19 @@ def live_guards() -> list[GuardRuntime]:
     """The guard objects that still exist, oldest first (the registry holds them weakly)."""
     with _registry_lock:
         return [guard for _, guard in sorted(_registry.items())]
+
+
+def numbered_guards() -> list[tuple[int, GuardRuntime]]:
+    """The guard objects that still exist with their numbers, oldest first: a guard's number
+    is its place in creation order (from 1), kept for its life, so a guard collected before it
+    never renumbers it."""
+    with _registry_lock:
+        return [(key + 1, guard) for key, guard in sorted(_registry.items())]
+
+
+def guard_number(guard: GuardRuntime) -> int:
+    """``guard``'s number in :func:`numbered_guards` (0 for none)."""
+    return next((number for number, known in numbered_guards() if known is guard), 0)
 
 
 def bad_argument(

@@ -23,6 +23,7 @@ from langchain_loop_guard._core._detector import LoopDetector, Signal, Verdict
 from langchain_loop_guard._core._limits import limits_of
 from langchain_loop_guard._core._messages import translator
 from langchain_loop_guard._core._public import json_text, terminal_safe
+from langchain_loop_guard._core._remedy import remedy_text
 from langchain_loop_guard._core._verdict import reason_of
 from langchain_loop_guard._replay._labels import (
     Feedback,
@@ -274,6 +275,9 @@ class _Run:
     ) -> ReplayVerdict:
         assert verdict.signal is not None  # only verdicts with a signal are kept
         text = "" if locale is None else reason_of(verdict, locale=locale, window=window)
+        remedy = remedy_text(verdict.signal, verdict.tool, locale) if text else ""
+        if remedy:  # what would have let the run go on, as the live stop says it
+            text = f"{text} {remedy}"
         return ReplayVerdict(
             event=self.events,
             call=self.calls,

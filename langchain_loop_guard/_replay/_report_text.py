@@ -63,8 +63,8 @@ def run_line(tr: Any, run: RunReplay) -> str:
 
 
 def label_text(tr: Any, label: Label) -> str:
-    """How a run's label is shown: ``labelled a loop``, ``labelled good``."""
-    return str(tr.gettext("labelled a loop") if label == "loop" else tr.gettext("labelled good"))
+    """How a run's label is shown: ``labelled a loop``, ``labelled fine`` (the user's word)."""
+    return str(tr.gettext("labelled a loop") if label == "loop" else tr.gettext("labelled fine"))
 
 
 def score_text(tr: Any, found: LabelScore) -> str:
