@@ -344,8 +344,8 @@ class GuardRuntime:
         """Without arguments: the guard's ``record_to=`` trace replayed under its configuration
         (mode ``"on"``), a :class:`~langchain_loop_guard.ReplayReport` that Jupyter draws
         (``%loop_guard report``). With a run and a verdict (what adapters call): log the verdict
-        (a stop at ``WARNING``, warnings, observe-mode reports and nudges at ``INFO``, a stopped
-        run's blocks at ``DEBUG``), count it for ``status``, tell the verdict listeners (not of a
+        (stops, warnings, observe-mode reports and nudges at ``INFO``, a stopped run's blocks at
+        ``DEBUG``), count it for ``status``, tell the verdict listeners (not of a
         ``nudge``, which let the run go on) and publish it (:mod:`~._publish`).
 
         Raises:
@@ -398,7 +398,7 @@ class GuardRuntime:
             None if site.run_id is None else safe_tool_name(site.run_id),
             None if site.thread_id is None else safe_tool_name(site.thread_id),
         )
-        _log_verdict(verdict, action, site.run_id or safe_tool_name(run_id), site.thread_id, nudge)
+        _log_verdict(verdict, action, site.run_id or safe_tool_name(run_id), site.thread_id)
         if not nudge:
             for listener in self._listeners:
                 try:
@@ -493,16 +493,12 @@ def _is_graph_control_flow(exc: BaseException) -> bool:
     return isinstance(exc, GraphBubbleUp)
 
 
-def _log_verdict(
-    verdict: Verdict, action: Action, run: str, thread: str | None, nudge: bool
-) -> None:
-    """The verdict's log line: a stop at WARNING, a stopped run's blocks at DEBUG, else INFO."""
-    if verdict.tripped:
-        level = logging.DEBUG
-    elif verdict.stops and not nudge:
-        level = logging.WARNING
-    else:
-        level = logging.INFO
+def _log_verdict(verdict: Verdict, action: Action, run: str, thread: str | None) -> None:
+    """The verdict's log line: a stopped run's blocks at DEBUG, else INFO. A stop is expected
+    behaviour that reaches the app as ``LoopDetected`` (or its ``loop_guard_stop``): silent
+    by default, as Python's ``logging`` shows only WARNING and above without configuration;
+    WARNING is for what needs the user (the guard's own failures, a thread left invalid)."""
+    level = logging.DEBUG if verdict.tripped else logging.INFO
     signal = verdict.signal.value if verdict.signal is not None else None
     logger.log(
         level,
