@@ -25,7 +25,10 @@ from langchain_loop_guard._replay._replay import (
 from langchain_loop_guard._replay._replay_results import ReplayVerdict
 from langchain_loop_guard._replay._report import report_html
 from langchain_loop_guard._replay._report_text import (
+    caveat_text,
     changes_text,
+    cut_runs,
+    recommendation_text,
     run_name,
     score_lines,
     score_text,
@@ -49,6 +52,49 @@ class Calibration:
     key: str
     values: tuple[object, ...]
     reports: tuple[ReplayReport, ...]
+    current: object = None
+    """The setting's value in the configuration as run (files, environment, ``--set``)."""
+    as_run: ReplayReport | None = None
+    """The replay under the configuration as run (one of ``reports`` when its value was
+    swept); ``None`` for the first value's."""
+
+    @property
+    def current_index(self) -> int | None:
+        """The position of the current value among ``values`` (``None``: not swept)."""
+        if self.as_run is None:
+            return None
+        return next((i for i, r in enumerate(self.reports) if r is self.as_run), None)
+
+    @property
+    def headline(self) -> ReplayReport:
+        """The report the headline shows: the configuration as run."""
+        return self.as_run if self.as_run is not None else self.reports[0]
+
+    def current_setting(self) -> str:
+        """``key=value`` of the configuration as run."""
+        return f"{self.key}={_json(self.current)}"
+
+    @property
+    def recommended(self) -> int | None:
+        """The value to choose, by your labels (``None`` without them): the fewest good runs
+        stopped, then the most loops stopped, then the current value, then the first given.
+        A false stop costs a finished task, a late stop a few calls."""
+        scores = [report.score for report in self.reports]
+        if any(found is None for found in scores):
+            return None
+        found = [score for score in scores if score is not None]
+        current = self.current_index
+
+        def rank(index: int) -> tuple[int, int, bool, int]:
+            return (found[index].false_stops, -found[index].caught, index != current, index)
+
+        return min(range(len(found)), key=rank)
+
+    @property
+    def cut_by_live_stops(self) -> int:
+        """Runs whose trace ends where the live guard stopped them (recorded in mode ``on``):
+        a value that would stop later cannot be judged on them."""
+        return cut_runs(self.reports)
 
     def changes(self, index: int) -> list[tuple[str, ReplayVerdict | None, ReplayVerdict | None]]:
         """The runs whose stop differs between value ``index - 1`` and value ``index``:
@@ -79,9 +125,19 @@ class Calibration:
             "trace": first.path,
             "format": first.format,
             "key": self.key,
+            "current": self.current,
             "runs": len(first.runs),
             "events": first.events,
         }
+        recommended = self.recommended
+        if recommended is not None:
+            tr = translator(first.locale)
+            head["recommended"] = {
+                "value": self.values[recommended],
+                "reason": self._recommendation(tr, recommended),
+            }
+        if self.cut_by_live_stops:
+            head["cut_by_live_stops"] = self.cut_by_live_stops
         if first.skipped:
             head["skipped"] = [{"file": file, "problem": why} for file, why in first.skipped]
         settings = Streamed(
@@ -140,6 +196,7 @@ class Calibration:
         tr = translator(first.locale)
         yield trace_line(tr, first.path, first.format, len(first.runs), first.events)
         yield from skipped_lines(tr, first.skipped)
+        current = self.current_index
         for index, report in enumerate(self.reports):
             signals = ", ".join(f"{name} {count}" for name, count in report.by_signal.items())
             runs = len(report.runs)
@@ -150,10 +207,20 @@ class Calibration:
             ).format(
                 setting=self.setting(index), stopped=f"{report.would_stop:,}", runs=f"{runs:,}"
             )
-            yield line + (f" ({signals})" if signals else "")
+            line += f" ({signals})" if signals else ""
+            yield line + (" " + tr.gettext("(current)") if index == current else "")
             yield from self._score_lines(tr, report)
+        if current is None:
+            yield tr.gettext("current: {setting} (not among the values swept)").format(
+                setting=self.current_setting()
+            )
         if self.reports[0].score is not None:  # what the labels could not match, said once
             yield from (line.strip() for line in list(score_lines(tr, self.reports[0].score))[1:])
+        recommended = self.recommended
+        if recommended is not None:
+            yield self._recommendation(tr, recommended)
+        if self.cut_by_live_stops:
+            yield caveat_text(tr, self.cut_by_live_stops)
         for index in range(1, len(self.reports)):
             moved = self.changes(index)
             yield changes_text(tr, self.setting(index - 1), self.setting(index), len(moved))
@@ -172,6 +239,12 @@ class Calibration:
             shown = ", ".join(false[:_NAMED]) + (", …" if len(false) > _NAMED else "")
             yield "    " + tr.gettext("good runs that would stop: {runs}").format(runs=shown)
 
+    def _recommendation(self, tr: Any, index: int) -> str:
+        """The recommendation of value ``index``, with its reason."""
+        found = self.reports[index].score
+        assert found is not None  # only with labels
+        return recommendation_text(tr, self.setting(index), found, index == self.current_index)
+
     def __str__(self) -> str:
         return "\n".join(self.lines())
 
@@ -182,10 +255,10 @@ class Calibration:
         """The calibration as one self-contained HTML page: a chart of the runs each value
         stops, by signal; the runs that change between neighbouring values, linked to their
         timelines; and the report of the first value."""
-        return report_html(self.reports[0], sweep=self, page=True)
+        return report_html(self.headline, sweep=self, page=True)
 
     def _repr_html_(self) -> str:
-        return report_html(self.reports[0], sweep=self, page=False)
+        return report_html(self.headline, sweep=self, page=False)
 
 
 def _json(value: object) -> str:
@@ -245,14 +318,17 @@ def calibrate(
             allowed=", ".join(sweepable()),
         )
     configs = [base.merged(source=source, **{key: value}) for value in values]
+    current = getattr(base, field) if field is not None else None
+    swept = next((i for i, c in enumerate(configs) if getattr(c, field or "") == current), None)
+    if swept is None:  # the configuration as run is replayed too, in the same pass
+        configs.append(base)
+    reports = _replay_scopes(
+        path, configs, format=format, progress=progress, labels=labels, feedback=feedback
+    )
+    as_run = reports.pop() if swept is None else reports[swept]
+    shown = base.model_dump(mode="json")[field] if field is not None else None
     return Calibration(
-        key=key,
-        values=tuple(values),
-        reports=tuple(
-            _replay_scopes(
-                path, configs, format=format, progress=progress, labels=labels, feedback=feedback
-            )
-        ),
+        key=key, values=tuple(values), reports=tuple(reports), current=shown, as_run=as_run
     )
 
 

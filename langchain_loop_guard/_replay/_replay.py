@@ -42,6 +42,8 @@ from langchain_loop_guard._replay._langsmith import (
 from langchain_loop_guard._replay._replay_results import ReplayVerdict, RunReplay, Timeline
 from langchain_loop_guard._replay._report import report_html
 from langchain_loop_guard._replay._report_text import (
+    caveat_text,
+    cut_runs,
     describe_run,
     label_text,
     run_line,
@@ -180,6 +182,9 @@ class ReplayReport:
         found = self.score
         if found is not None:
             yield from score_lines(tr, found)
+        cut = cut_runs((self,))
+        if cut:
+            yield caveat_text(tr, cut)
 
     def __str__(self) -> str:
         return "\n".join(self.lines())
