@@ -214,3 +214,73 @@ def test_no_skip_reason_names_an_absolute_path() -> None:
             if isinstance(value, str | Path) and Path(value).is_absolute():
                 offenders.append(f"{path.name}: {name}")
     assert offenders == []
+
+
+# --- point 11: exporting LangSmith runs with their feedback, as the manual says ------------------
+
+_EXPORT = "## Exporting LangSmith runs with their feedback"
+_PY = re.compile(r"^```py\n(.*?)^```", re.MULTILINE | re.DOTALL)
+_BASH = re.compile(r"^```bash\n(.*?)^```", re.MULTILINE | re.DOTALL)
+
+
+def test_the_manuals_langsmith_export_runs_against_the_sdks_client(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two traced runs (one looping), feedback given through the SDK's client, the manual's
+    export block and its commands run as written: ``--feedback correctness`` takes the
+    looping run as a loop and the other as fine, and the loop is stopped."""
+    from langsmith import Client
+    from langsmith_service import PROJECT_ID, LangSmithService, forget_environment
+
+    manual = (ROOT / "docs" / "manual.md").read_text("utf-8")
+    section = manual[manual.index(_EXPORT) : manual.index("\n## ", manual.index(_EXPORT))]
+    (block,) = _PY.findall(section)
+    commands = [
+        shlex_split(line)[1:]
+        for found in _BASH.findall(section)
+        for line in found.splitlines()
+        if line.strip()
+    ]
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    service = LangSmithService(monkeypatch)
+    try:
+        scripts = {
+            "looping": [call("search", {"q": "weather"})] * 5 + ["done"],
+            "fine": [call("search", {"q": "weather"}), call("search", {"q": "rain"}), "done"],
+        }
+        for name, script in scripts.items():
+            agent = create_agent(ScriptedChatModel(script=script), [scripted_tool("search", "x")])
+            agent.invoke({"messages": [("user", "go")]}, {"run_name": name})
+        service.flush()
+        roots = {
+            run["name"]: run_id
+            for run_id, run in service.runs().items()
+            if not run.get("parent_run_id")
+        }
+        client = Client()
+        for name, score in (("looping", 0), ("fine", 1)):
+            client.create_feedback(
+                roots[name], key="correctness", score=score, session_id=PROJECT_ID
+            )
+        exec(compile(block, "manual.md export", "exec"), {"__name__": "__main__"})
+    finally:
+        service.close()
+        monkeypatch.undo()
+        forget_environment()
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    assert (tmp_path / "langsmith-runs.jsonl").stat().st_size > 1000
+    capsys.readouterr()
+    for command in commands:
+        assert main(command) == EXIT_OK, command
+    out = capsys.readouterr().out
+    assert "loops stopped 1 of 1, loops missed 0, good runs stopped 0 of 1" in out
+    assert (tmp_path / "sweep.html").exists()
+
+
+def shlex_split(line: str) -> list[str]:
+    """A shell line as its words."""
+    import shlex
+
+    return shlex.split(line)
