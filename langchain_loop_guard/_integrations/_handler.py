@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, cast
 from uuid import UUID
 
@@ -20,20 +20,15 @@ from langchain_loop_guard._core._public import safe_tool_name
 from langchain_loop_guard._core._signature import arg_tokens, assistant_key, outcome, reply_sketch
 from langchain_loop_guard._core._view import limits_of
 from langchain_loop_guard._integrations._callback_runs import CallbackRun, RunTree
-from langchain_loop_guard._integrations._engine import RunEngine, bounded_put
+from langchain_loop_guard._integrations._engine import RunEngine
 from langchain_loop_guard._integrations._outcomes import Outcome, tool_outcome
 from langchain_loop_guard._integrations._publish import (
     TRACE_EVENT,
     Site,
     install_callback_stop_filter,
 )
-from langchain_loop_guard._integrations._repair import dangling_calls
-from langchain_loop_guard._integrations._runtime import (
-    ConfigInput,
-    GuardRuntime,
-    bad_argument,
-    logger,
-)
+from langchain_loop_guard._integrations._runtime import ConfigInput, GuardRuntime, bad_argument
+from langchain_loop_guard._integrations._unrepaired import StoppedThreads
 
 if TYPE_CHECKING:
     from langchain_core.outputs import LLMResult
@@ -47,7 +42,6 @@ __all__ = ["TRACE_EVENT", "LoopGuardCallbackHandler"]
 
 _UNKNOWN_TOOL = "unknown_tool"
 _DEFAULT_MAX_RUNS = 1024
-_STOPPED_THREADS = 256  # threads whose last stop may have left calls unanswered, remembered
 
 _Callback = TypeVar("_Callback", bound=Callable[..., None])
 
@@ -149,9 +143,7 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
         self._tree = RunTree(
             self._engine, lambda: self.max_open_runs, lock=self._lock, site=self._site
         )
-        # Threads a stop ended, bounded: their next model input is checked once for the calls
-        # the stop left unanswered (LangGraph does not save a step a callback stops).
-        self._stopped_threads: dict[str, None] = {}
+        self._unrepaired = StoppedThreads()  # checked once at their next model call
 
     @property
     def ignore_custom_event(self) -> bool:
@@ -260,36 +252,8 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
         """A model turn begins; a stopped run is aborted here, before the model is paid for.
         The first model turn on a thread after one of this handler's stops warns (once) when
         the stop left calls unanswered that no repair answered."""
-        if self._stopped_threads:
-            self._check_repaired(metadata, messages[0] if messages else ())
+        self._unrepaired.check(metadata, messages[0] if messages else ())
         self._tree.model_started(run_id, parent_run_id, metadata, messages[0] if messages else ())
-
-    def _check_repaired(
-        self, metadata: dict[str, Any] | None, messages: Sequence[BaseMessage]
-    ) -> None:
-        thread = (metadata or {}).get("thread_id")
-        if thread is None:
-            return
-        with self._lock:
-            if str(thread) not in self._stopped_threads:
-                return
-            del self._stopped_threads[str(thread)]
-        dangling = dangling_calls(messages)
-        if not dangling:
-            return
-        shown = safe_tool_name(str(thread))
-        calls = ", ".join(safe_tool_name(call_id) for _, call_id, _ in dangling[:5])
-        logger.warning(
-            "loop-guard: thread=%s: the model is called with %d tool call(s) that a stop of this"
-            " guard left unanswered (%s); OpenAI, Anthropic and most providers reject such a"
-            " history. Repair the thread once after the stop: stop.repair(agent, config) in the"
-            ' `except LoopDetected as stop` block, or repair_thread(agent, {"configurable":'
-            ' {"thread_id": %r}}) (from langchain_loop_guard)',
-            shown,
-            len(dangling),
-            calls,
-            shown,
-        )
 
     def _report_verdict(
         self, run_id: str, verdict: Verdict, *, site: Site | None = None, nudge: bool = False
@@ -297,8 +261,7 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
         super()._report_verdict(run_id, verdict, site=site, nudge=nudge)
         thread = site.thread_id if site is not None else None
         if verdict.stops and not verdict.tripped and not nudge and thread is not None:
-            with self._lock:
-                bounded_put(self._stopped_threads, thread, None, _STOPPED_THREADS)
+            self._unrepaired.stopped(thread)
 
     @_guarded
     def on_llm_start(

@@ -11,12 +11,11 @@ import dataclasses
 import hashlib
 import itertools
 import os
-import zlib
 from collections import Counter
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Any, Final
 
 from langchain_loop_guard._core._config import LoopGuardConfig
 from langchain_loop_guard._core._detector import LoopDetector, Signal, Verdict
@@ -25,6 +24,13 @@ from langchain_loop_guard._core._messages import translator
 from langchain_loop_guard._core._public import json_text, terminal_safe
 from langchain_loop_guard._core._remedy import remedy_text
 from langchain_loop_guard._core._verdict import reason_of
+from langchain_loop_guard._replay._files import (
+    TRACE_FORMATS,
+    TraceFormat,
+    detect,
+    detect_format,
+    screened,
+)
 from langchain_loop_guard._replay._labels import (
     Feedback,
     Label,
@@ -36,7 +42,6 @@ from langchain_loop_guard._replay._labels import (
 )
 from langchain_loop_guard._replay._langsmith import (
     FeedbackScores,
-    looks_like_langsmith,
     read_langsmith,
 )
 from langchain_loop_guard._replay._replay_results import ReplayVerdict, RunReplay, Timeline
@@ -52,10 +57,10 @@ from langchain_loop_guard._replay._report_text import (
     skipped_lines,
     trace_line,
 )
-from langchain_loop_guard._replay._sources import json_type, json_values, trace_files
+from langchain_loop_guard._replay._sources import json_type, json_values
 from langchain_loop_guard._replay._streamed import Streamed, json_chunks
 from langchain_loop_guard._replay._trace import TraceFormatError, TraceItem, decode_event
-from langchain_loop_guard._replay._trajectories import looks_like_trajectory, read_trajectories
+from langchain_loop_guard._replay._trajectories import read_trajectories
 
 __all__ = [
     "TRACE_FORMATS",
@@ -70,13 +75,6 @@ __all__ = [
     "replay_many",
     "terminal_safe",
 ]
-
-TraceFormat = Literal["loop-guard", "langsmith", "trajectories"]
-"""``"loop-guard"``: the JSON Lines a guard records; ``"langsmith"``: LangSmith runs (any export
-shape); ``"trajectories"``: recorded agent runs as detector events (one run and its
-``events`` per line)."""
-
-TRACE_FORMATS: Final[tuple[TraceFormat, ...]] = ("loop-guard", "langsmith", "trajectories")
 
 Progress = Callable[[int, int], None]
 """Told ``(done, total)`` as a replay goes on: bytes of the trace's files read so far."""
@@ -434,13 +432,13 @@ def replay_many(
     given = resolve_labels(labels)
     wanted = Feedback.parse(feedback) if isinstance(feedback, str) else feedback
     scores = None if wanted is None else FeedbackScores(wanted.key)
-    files, skipped = _screened(path, format)
+    files, skipped = screened(path, format)
     total = sum(file.stat().st_size for file in files)
     values = _values(files, total, progress)
     first = next(values, None)
     if first is None:
         raise TraceFormatError(name, 0, "the trace is empty")
-    detected = format or _detect(*first)
+    detected = format or detect(*first)
     # a trace does not tell whether its app had a checkpointer: "auto" reads it run by run
     scope = "thread" if configs[0].scope == "thread" else "run"
     volatile = limits_of(configs[0]).volatile_of  # results with content are digested here
@@ -471,69 +469,6 @@ def replay_many(
     if skipped:
         reports = [dataclasses.replace(report, skipped=skipped) for report in reports]
     return reports
-
-
-def _screened(
-    path: str | os.PathLike[str], format: TraceFormat | None
-) -> tuple[list[Path], tuple[tuple[str, str], ...]]:
-    """The files of the trace at ``path`` to replay, and those of a directory left out with
-    why: a file whose first value is no JSON or of no trace format (a ``notes.txt``), or of
-    another format than the directory's first trace file (the reports name them); a
-    directory with no file left raises the first file's problem."""
-    files = trace_files(path)
-    if not Path(path).is_dir():
-        return files, ()
-    kept: list[Path] = []
-    skipped: list[tuple[str, str]] = []
-    first_problem: TraceFormatError | None = None
-    chosen = format
-    for file in files:
-        try:
-            found = _first_value(file)
-            kind = None if found is None else (format or _detect(str(file), *found))
-        except TraceFormatError as exc:
-            first_problem = first_problem or exc
-            skipped.append((str(file), exc.problem))
-            continue
-        except (OSError, UnicodeDecodeError, EOFError, zlib.error) as exc:
-            skipped.append((str(file), f"unreadable ({exc})"))
-            continue
-        if kind is not None and chosen is not None and kind != chosen:
-            skipped.append((str(file), f"a {kind} trace among {chosen} traces"))
-            continue
-        chosen = chosen or kind
-        kept.append(file)
-    if not kept:
-        raise first_problem or TraceFormatError(path, 0, "the directory holds no trace files")
-    return kept, tuple(skipped)
-
-
-def _first_value(file: Path) -> tuple[int, Any] | None:
-    """The first ``(line, value)`` of ``file``, or ``None`` when it holds none."""
-    values = json_values(file)
-    try:
-        return next(values, None)
-    finally:
-        close = getattr(values, "close", None)  # a generator: its file is closed now
-        if close is not None:
-            close()
-
-
-def detect_format(path: str | os.PathLike[str]) -> TraceFormat:
-    """The format of the trace at ``path``, from its first JSON value (nothing else is read).
-
-    Raises:
-        TraceFormatError: the trace is empty, or its first value is of no known format.
-        OSError: a file cannot be opened.
-    """
-    values = _values(_screened(path, None)[0], 0, None)
-    try:
-        first = next(values, None)
-    finally:
-        values.close()
-    if first is None:
-        raise TraceFormatError(os.fspath(path), 0, "the trace is empty")
-    return _detect(*first)
 
 
 def _feedback_labels(name: str, wanted: Feedback, scores: FeedbackScores) -> dict[str, Label]:
@@ -585,18 +520,3 @@ def _loop_guard_item(path: str, line: int, value: Any) -> TraceItem:
     if not isinstance(value, dict):
         raise TraceFormatError(path, line, f"expected a JSON object, found {json_type(value)}")
     return decode_event(path, line, value)
-
-
-def _detect(path: str, line: int, value: object) -> TraceFormat:
-    if isinstance(value, dict):
-        if looks_like_langsmith(value):
-            return "langsmith"
-        if looks_like_trajectory(value):
-            return "trajectories"
-        if "e" in value or "v" in value:
-            return "loop-guard"
-    msg = (
-        "neither a loop-guard trace event, LangSmith runs nor a recorded trajectory "
-        "(use --format to say which)"
-    )
-    raise TraceFormatError(path, line, msg)
