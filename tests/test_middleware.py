@@ -509,13 +509,14 @@ def test_constructor_rejects_bad_values_naming_the_parameter(
 
 
 def test_constructor_options_are_keyword_only() -> None:
-    """Only the config may be passed by position."""
+    """Only the config may be passed by position; the settings are keywords too."""
     parameters = inspect.signature(LoopGuardMiddleware).parameters
     assert [p.kind for p in parameters.values()] == [
         inspect.Parameter.POSITIONAL_OR_KEYWORD,
         *[inspect.Parameter.KEYWORD_ONLY] * 4,
+        inspect.Parameter.VAR_KEYWORD,  # **settings: every configuration key
     ]
-    assert list(parameters) == ["config", "nudges", "on_stop", "clock", "record_to"]
+    assert list(parameters) == ["config", "nudges", "on_stop", "clock", "record_to", "settings"]
 
 
 def test_on_stop_is_a_documented_literal() -> None:

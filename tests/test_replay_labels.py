@@ -93,7 +93,7 @@ def test_replay_scores_its_stops_against_the_labels(runs: Path, tmp_path: Path) 
     assert (found.fine, found.false_stops, found.unlabelled, found.unknown) == (1, 0, 0, 0)
     text = str(report)
     assert "run demo-repeat: 31 events, 7 tool calls (labelled a loop)" in text
-    assert "(labelled good)" in text
+    assert "(labelled fine)" in text
     assert text.endswith(
         "your labels: loops stopped 3 of 3, loops missed 0, good runs stopped 0 of 1"
     )
@@ -102,7 +102,7 @@ def test_replay_scores_its_stops_against_the_labels(runs: Path, tmp_path: Path) 
     assert {run["run"]: run["label"] for run in data["runs"]} == LABELS
     korean = str(replay(runs, KO, labels=LABELS))
     assert "중단될 루프 3/3, 놓칠 루프 0, 중단될 정상 실행 0/1" in korean
-    assert "(정상으로 표시됨)" in korean
+    assert "(fine(정상)으로 표시됨)" in korean
     assert str(replay(runs, EN)).count("labelled") == 0  # without labels: as before
 
 
@@ -148,7 +148,7 @@ def test_the_page_charts_caught_against_false_stops_and_lists_the_good_runs_firs
     assert page.index('href="#run-') < page.index("from cycle_repeats=2")
     first_drawn = page.index('<div class="run')
     assert page.index("demo-productive", first_drawn) < page.index("demo-repeat", first_drawn)
-    assert '<span class="tag fine">labelled good</span>' in page
+    assert '<span class="tag fine">labelled fine</span>' in page
     assert sweep._repr_html_() in page
     korean = calibrate(runs, "cycle_repeats", [2, 3], KO, labels=LABELS).to_html()
     assert "내 판정 기준: 중단될 루프와 중단될 정상 실행" in korean

@@ -62,7 +62,7 @@ window.addEventListener("load", () => {
       loads: frame.contentWindow.performance.getEntriesByType("resource").length,
       text: doc.body.innerText,
       font: getComputedStyle(doc.querySelector(".lgr")).fontFamily,
-      bars: [...chart.querySelectorAll("rect")].map((bar) => ({
+      bars: [...chart.querySelectorAll("rect:not(.current)")].map((bar) => ({
         fill: getComputedStyle(bar).fill,
         height: bar.getBoundingClientRect().height,
         width: bar.getBoundingClientRect().width,

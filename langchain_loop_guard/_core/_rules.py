@@ -361,7 +361,10 @@ def _walked_again(view: RunView, seq: Sequence[Call], sigs: list[Key]) -> Detect
             continue  # a result changed: the walk found something
         if len(set(sigs[-length:])) * 2 <= length:
             continue  # mostly one call again: the repeat and cycle rules' business
-        return _sequence(seq, length, laps)
+        found = _sequence(seq, length, laps)
+        # the lap begun again is the path's cycle_repeats-th: counted as such, never "1 times"
+        found.count = found.threshold = limits.cycle_repeats
+        return found
     return None
 
 

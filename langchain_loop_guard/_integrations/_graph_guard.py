@@ -77,9 +77,10 @@ class GraphGuard(GuardRuntime):
         clock: Callable[[], float] | None = None,
         record_to: str | os.PathLike[str] | None = None,
         state_key: str = STATE_KEY,
+        settings: Mapping[str, Any] | None = None,
     ) -> None:
         _check_arguments(nudges, on_stop, clock, state_key)
-        super().__init__(config, clock=clock, record_to=record_to)
+        super().__init__(config, clock=clock, record_to=record_to, settings=settings)
         self._nudges = nudges
         self._on_stop: OnStop = on_stop
         self._state_key = state_key

@@ -22,13 +22,19 @@ from langchain_loop_guard._core._view import limits_of
 from langchain_loop_guard._integrations._callback_runs import CallbackRun, RunTree
 from langchain_loop_guard._integrations._engine import RunEngine
 from langchain_loop_guard._integrations._outcomes import Outcome, tool_outcome
-from langchain_loop_guard._integrations._publish import TRACE_EVENT, install_callback_stop_filter
+from langchain_loop_guard._integrations._publish import (
+    TRACE_EVENT,
+    Site,
+    install_callback_stop_filter,
+)
 from langchain_loop_guard._integrations._runtime import ConfigInput, GuardRuntime, bad_argument
+from langchain_loop_guard._integrations._unrepaired import StoppedThreads
 
 if TYPE_CHECKING:
     from langchain_core.outputs import LLMResult
 
     from langchain_loop_guard._core._config import LoopGuardConfig
+    from langchain_loop_guard._core._detector import Verdict
     from langchain_loop_guard._core._status import RunInspection
 
 __all__ = ["TRACE_EVENT", "LoopGuardCallbackHandler"]
@@ -98,6 +104,9 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
             run (no event for 5 minutes) or a thread between invocations is forgotten to make
             room, never a run in flight: the registry grows up to four times ``max_runs``, and
             beyond that a new run goes unguarded (a WARNING, ``status().shed_runs``).
+        **settings: any :class:`~langchain_loop_guard.LoopGuardConfig` key, snake_case
+            (``mode="observe"``, ``tool_threshold_overrides={"search": 5}``): values passed in
+            code, over ``config`` and over files and environment, validated at once like them.
 
     Attributes:
         max_open_runs: nested runs in flight tracked at once, over all top-level runs.
@@ -116,10 +125,11 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
         clock: Callable[[], float] | None = None,
         record_to: str | os.PathLike[str] | None = None,
         max_runs: int = _DEFAULT_MAX_RUNS,
+        **settings: Any,
     ) -> None:
         if type(max_runs) is not int or max_runs < 1:
             raise bad_argument("max_runs", max_runs, "a whole number of at least 1", "int >= 1")
-        super().__init__(config, clock=clock, record_to=record_to)
+        super().__init__(config, clock=clock, record_to=record_to, settings=settings)
         install_callback_stop_filter(type(self).__name__)  # the guard logs its stops itself
         self.max_runs = max_runs
         """Runs (or threads) tracked at once; see the ``max_runs`` argument."""
@@ -133,6 +143,7 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
         self._tree = RunTree(
             self._engine, lambda: self.max_open_runs, lock=self._lock, site=self._site
         )
+        self._unrepaired = StoppedThreads()  # checked once at their next model call
 
     @property
     def ignore_custom_event(self) -> bool:
@@ -238,8 +249,19 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
         metadata: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
-        """A model turn begins; a stopped run is aborted here, before the model is paid for."""
+        """A model turn begins; a stopped run is aborted here, before the model is paid for.
+        The first model turn on a thread after one of this handler's stops warns (once) when
+        the stop left calls unanswered that no repair answered."""
+        self._unrepaired.check(metadata, messages[0] if messages else ())
         self._tree.model_started(run_id, parent_run_id, metadata, messages[0] if messages else ())
+
+    def _report_verdict(
+        self, run_id: str, verdict: Verdict, *, site: Site | None = None, nudge: bool = False
+    ) -> None:
+        super()._report_verdict(run_id, verdict, site=site, nudge=nudge)
+        thread = site.thread_id if site is not None else None
+        if verdict.stops and not verdict.tripped and not nudge and thread is not None:
+            self._unrepaired.stopped(thread)
 
     @_guarded
     def on_llm_start(

@@ -85,10 +85,13 @@ class LoopGuardMiddleware(GraphGuard, AgentMiddleware[LoopGuardAgentState, Any, 
             detector's :func:`time.monotonic` within one).
         record_to: as for :class:`~langchain_loop_guard.LoopGuardCallbackHandler`; a
             thread's events are recorded under its ``thread_id``.
+        **settings: any :class:`~langchain_loop_guard.LoopGuardConfig` key, as for
+            :class:`~langchain_loop_guard.LoopGuardCallbackHandler`
+            (``LoopGuardMiddleware(on_stop="end", tool_threshold_overrides={"search": 5})``).
 
     Raises:
-        LoopGuardConfigError: a bad ``config``, ``nudges``, ``on_stop`` or ``clock``, naming
-            the parameter.
+        LoopGuardConfigError: a bad ``config``, ``nudges``, ``on_stop``, ``clock`` or
+            setting, naming the parameter or key.
     """
 
     state_schema = LoopGuardAgentState
@@ -102,8 +105,16 @@ class LoopGuardMiddleware(GraphGuard, AgentMiddleware[LoopGuardAgentState, Any, 
         on_stop: OnStop = "raise",
         clock: Callable[[], float] | None = None,
         record_to: str | os.PathLike[str] | None = None,
+        **settings: Any,
     ) -> None:
-        super().__init__(config, nudges=nudges, on_stop=on_stop, clock=clock, record_to=record_to)
+        super().__init__(
+            config,
+            nudges=nudges,
+            on_stop=on_stop,
+            clock=clock,
+            record_to=record_to,
+            settings=settings,
+        )
         # Whether the request held the previous answer, by answer id (SPEC §11 N2), bounded.
         self._seen_previous: dict[str, bool] = {}
         # Answers an after-model pass began to read, by id, bounded (SPEC §13 C3).

@@ -55,8 +55,9 @@ class LoopGuardNode(GraphGuard):
     prompt: add the anti-loop hint there with :func:`~langchain_loop_guard.with_loop_hint`.
 
     Args:
-        config, nudges, on_stop, clock, record_to: as for
-            :class:`~langchain_loop_guard.LoopGuardMiddleware`.
+        config, nudges, on_stop, clock, record_to, settings: as for
+            :class:`~langchain_loop_guard.LoopGuardMiddleware` (``**settings``: any
+            :class:`~langchain_loop_guard.LoopGuardConfig` key, ``LoopGuardNode(mode="observe")``).
         model: the name of the model node (where :meth:`route` goes back to).
         tools: the name of the ``ToolNode`` (any node that accepts a list of tool calls).
         messages_key: the state key of the message list.
@@ -81,6 +82,7 @@ class LoopGuardNode(GraphGuard):
         tools: str = "tools",
         messages_key: str = "messages",
         state_key: str = STATE_KEY,
+        **settings: Any,
     ) -> None:
         for key, value in (("model", model), ("tools", tools), ("messages_key", messages_key)):
             check_name(key, value)
@@ -91,6 +93,7 @@ class LoopGuardNode(GraphGuard):
             clock=clock,
             record_to=record_to,
             state_key=state_key,
+            settings=settings,
         )
         self._model = model
         self._tools = tools

@@ -35,6 +35,7 @@ from langchain_loop_guard._core._signature import (
     reply_sketch,
 )
 from langchain_loop_guard._replay._langsmith_messages import (
+    Volatile,
     model_answer,
     tool_answers,
     tool_call_id,
@@ -157,16 +158,17 @@ def read_langsmith(
     *,
     scope: str = "run",
     feedback: FeedbackScores | None = None,
+    volatile: Volatile | None = None,
 ) -> Iterator[TraceItem]:
     """The events of every trace of a LangSmith export, trace after trace, from ``(file, line,
     value)`` of each JSON value read. :class:`TraceFormatError`, naming the file and line, for a
     value that is no run, a run missing a field or with one of the wrong type, or an export
     without inputs and outputs. ``feedback`` is told each trace's score (before the first
-    event)."""
+    event). Results are digested with ``volatile``'s fields masked (``volatile_fields``)."""
     runs: dict[str, _Run] = {}
     for path, line, value in values:
         for obj in _flatten(path, line, value):
-            run = _run(path, line, obj, len(runs))
+            run = _run(path, line, obj, len(runs), volatile)
             if feedback is not None:
                 run.feedback = feedback.of(obj)
             known = runs.get(run.id)
@@ -205,7 +207,9 @@ def _flatten(path: str, line: int, value: object) -> Iterator[Mapping[str, Any]]
         yield item
 
 
-def _run(path: str, line: int, obj: Mapping[str, Any], order: int) -> _Run:
+def _run(
+    path: str, line: int, obj: Mapping[str, Any], order: int, volatile: Volatile | None = None
+) -> _Run:
     fail = functools.partial(TraceFormatError, path, line)  # fail(problem) names the line
     if _ids_only(obj):
         raise fail(_IDS_ONLY)
@@ -257,9 +261,9 @@ def _run(path: str, line: int, obj: Mapping[str, Any], order: int) -> _Run:
         answered = run.end is not None or bool(calls)
         run.key = assistant_key(text) if answered and not failed else None
         run.sketch = reply_sketch(text) if run.key is not None and not calls else None
-        run.answers = tool_answers(inputs or {}) or None
+        run.answers = tool_answers(inputs or {}, volatile) or None
     elif kind == "tool":
-        _digest_tool(run, obj, inputs, outputs, error)
+        _digest_tool(run, obj, inputs, outputs, error, volatile=volatile)
     return run
 
 
@@ -269,6 +273,8 @@ def _digest_tool(
     inputs: Mapping[str, Any] | None,
     outputs: Mapping[str, Any] | None,
     error: str | None,
+    *,
+    volatile: Volatile | None = None,
 ) -> None:
     """Fill in a tool run's call signature, call id and outcome."""
     name, failed = run.name, run.failed
@@ -280,10 +286,11 @@ def _digest_tool(
     if run.stopped or not (done or failed):
         run.result = None  # blocked by the guard, or never finished: no outcome
     elif failed:
-        run.result = (True, outcome(error=error or "", tool=name, tokens=tokens))
+        fields = None if volatile is None else volatile(name)
+        run.result = (True, outcome(error=error or "", tool=name, tokens=tokens, volatile=fields))
     else:
         found = outputs or {}
-        run.result = tool_outcome(name, found.get("output", found), tokens)
+        run.result = tool_outcome(name, found.get("output", found), tokens, volatile)
 
 
 def _interned(value: str | None) -> str | None:
