@@ -48,6 +48,7 @@ from langchain_loop_guard._integrations._stop import (
     resume_action,
     stop_state,
 )
+from langchain_loop_guard._integrations._tool_kinds import ToolKinds
 
 if TYPE_CHECKING:
     from langchain_loop_guard._core._config import LoopGuardConfig
@@ -92,6 +93,8 @@ class GraphGuard(GuardRuntime):
         self._written: dict[int, tuple[GuardData, LoopDetector | None]] = {}
         self._halts: dict[str, LoopDetected] = {}
         self._interrupted: dict[tuple[object, ...], None] = {}
+        # what the tools it saw say of themselves (MCP annotations), by name
+        self._tool_kinds = ToolKinds()
         # what each pass asks of this guard (the pass holds these, never the guard itself)
         self._host = PassHost(
             on_stop=on_stop,
@@ -99,6 +102,7 @@ class GraphGuard(GuardRuntime):
             reported_before=self._reported_before,
             site=self._site,
             in_context=self._in_context,
+            tool_acts=self._tool_kinds.acts,
         )
 
     # --- settings -------------------------------------------------------------------------------
