@@ -93,8 +93,7 @@ class GraphGuard(GuardRuntime):
         self._written: dict[int, tuple[GuardData, LoopDetector | None]] = {}
         self._halts: dict[str, LoopDetected] = {}
         self._interrupted: dict[tuple[object, ...], None] = {}
-        # what the tools it saw say of themselves (MCP annotations), by name
-        self._tool_kinds = ToolKinds()
+        self._tool_kinds = ToolKinds()  # which tools act, as the tools it saw say (MCP)
         # what each pass asks of this guard (the pass holds these, never the guard itself)
         self._host = PassHost(
             on_stop=on_stop,
