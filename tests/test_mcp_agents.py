@@ -33,6 +33,7 @@ from langchain_loop_guard import (
     LoopDetected,
     LoopGuardCallbackHandler,
     LoopGuardConfig,
+    LoopGuardConfigError,
     LoopGuardMiddleware,
     LoopGuardNode,
     Signal,
@@ -43,7 +44,7 @@ from langchain_loop_guard._integrations import _handler
 from langchain_loop_guard._integrations._tool_kinds import ToolKinds, tool_acts
 from langchain_loop_guard.testing import ScriptedChatModel, assert_valid_history, call, calls
 
-pytestmark = pytest.mark.slow  # each test starts an MCP server process
+slow = pytest.mark.slow  # the tests that start an MCP server process
 
 SERVER = Path(__file__).with_name("mcp_inventory_server.py")
 Integration = Literal["handler", "middleware", "node"]
@@ -76,6 +77,7 @@ def on_server(work: Callable[[list[BaseTool]], Any]) -> Any:
 # --- where the annotations arrive -----------------------------------------------------------------
 
 
+@slow
 def test_the_adapters_copy_each_tools_annotations_into_its_metadata() -> None:
     """``load_mcp_tools`` puts every annotation field in ``BaseTool.metadata`` (``None`` for
     the fields the server left out), and nothing for a tool without annotations."""
@@ -97,6 +99,7 @@ def test_the_adapters_copy_each_tools_annotations_into_its_metadata() -> None:
     assert found["order_summary"] is None
 
 
+@slow
 def test_tool_acts_reads_the_annotations_of_each_mcp_tool() -> None:
     """Read-only tools read, tools with ``readOnlyHint=False`` act, a tool without
     annotations is unknown (its name and arguments decide)."""
@@ -141,8 +144,12 @@ def test_tool_kinds_learn_from_tools_or_a_tool_node_and_stay_bounded() -> None:
         )
 
     kinds = ToolKinds(ToolNode([tool("get_order", readOnlyHint=True), tool("plain")]))
-    kinds.learn([{"type": "web_search"}, tool("cancel_order", readOnlyHint=False)])
+    offered: list[Any] = [{"type": "web_search"}, tool("cancel_order", readOnlyHint=False)]
+    kinds.learn(offered)
     assert (kinds.acts("get_order"), kinds.acts("cancel_order")) == (False, True)
+    offered.append(tool("send_invoice", readOnlyHint=False))  # the same list, grown
+    kinds.learn(offered)
+    assert kinds.acts("send_invoice") is True
     assert kinds.acts("plain") is None
     assert kinds.acts("never_seen") is None
     kinds.note("get_order", True)
@@ -259,6 +266,7 @@ async def run_app(
     return ran
 
 
+@slow
 @pytest.mark.parametrize("integration", INTEGRATIONS)
 def test_a_productive_mcp_agent_runs_to_its_end(integration: Integration) -> None:
     """N14-N16 on a real MCP server: different acts answered alike (ten ``{"updated": 1}``),
@@ -275,6 +283,7 @@ def test_a_productive_mcp_agent_runs_to_its_end(integration: Integration) -> Non
     assert_valid_history(ran.messages)
 
 
+@slow
 @pytest.mark.parametrize("integration", INTEGRATIONS)
 @pytest.mark.parametrize(
     ("script", "tool", "answer"),
@@ -313,6 +322,7 @@ def annotated_calls() -> list[AIMessage | str]:
     ]
 
 
+@slow
 @pytest.mark.parametrize("integration", ["middleware", "node"])
 def test_the_graph_guards_tell_the_detector_which_mcp_tools_act(
     integration: Integration, monkeypatch: pytest.MonkeyPatch
@@ -332,6 +342,7 @@ def test_the_graph_guards_tell_the_detector_which_mcp_tools_act(
     assert seen == {"get_order": False, "cancel_order": True, "order_summary": None}
 
 
+@slow
 @pytest.mark.parametrize(
     ("config", "acting"),
     [
@@ -362,3 +373,11 @@ def test_the_handler_reads_the_annotations_from_the_tool_runs_metadata(
     assert ran.stop is None
     assert {name for name, effect in effects.items() if effect} == acting
     assert set(effects) == {"get_order", "cancel_order", "order_summary"}
+
+
+@pytest.mark.parametrize("known_tools", ["get_order", {"get_order": True}, 3, None])
+def test_the_node_guard_refuses_known_tools_that_are_no_tools(known_tools: Any) -> None:
+    """``known_tools`` takes tools or a ``ToolNode``; anything else names the parameter."""
+    with pytest.raises(LoopGuardConfigError) as raised:
+        LoopGuardNode(known_tools=known_tools)
+    assert raised.value.key == "known_tools"

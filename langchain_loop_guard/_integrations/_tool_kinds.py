@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from threading import Lock
+from typing import Any
 
 from langchain_loop_guard._integrations._engine import bounded_put
 
@@ -29,16 +30,26 @@ def tool_acts(tool: object) -> bool | None:
             ``metadata`` a callback receives). Anything else, and values that are not booleans,
             say nothing. Never raises.
     """
-    try:
-        metadata = tool if isinstance(tool, Mapping) else getattr(tool, "metadata", None)
-        if not isinstance(metadata, Mapping):
+    if tool is None:
+        return None
+    metadata: Mapping[Any, Any]
+    if type(tool) is dict or isinstance(tool, Mapping):  # a dict first: no ABC check
+        metadata = tool
+    else:
+        try:
+            found = getattr(tool, "metadata", None)
+        except Exception:  # noqa: BLE001 - a hostile tool says nothing
             return None
+        if found is None or not isinstance(found, Mapping):
+            return None
+        metadata = found
+    try:
         read_only = metadata.get("readOnlyHint")
         if read_only is True:
             return False
         if read_only is False or metadata.get("destructiveHint") is True:
             return True
-    except Exception:  # noqa: BLE001 - a hostile tool or mapping says nothing
+    except Exception:  # noqa: BLE001 - a hostile mapping says nothing
         return None
     return None
 
@@ -48,16 +59,24 @@ class ToolKinds:
     the middleware from each model request's tools, the node guard from the tools it is given,
     the handler from each tool start, for the calls it decides before a tool starts."""
 
-    __slots__ = ("_kinds", "_lock")
+    __slots__ = ("_kinds", "_last", "_lock")
 
     def __init__(self, tools: Iterable[object] = ()) -> None:
         self._kinds: dict[str, bool | None] = {}
         self._lock = Lock()
+        # the list learned last, and its length: ``create_agent`` gives each model request the
+        # same list of tools, read once
+        self._last: tuple[object, int] | None = None
         self.learn(tools)
 
     def learn(self, tools: Iterable[object]) -> None:
         """Read the annotations of ``tools`` (LangChain tools, or a ``ToolNode``: its tools);
         what has no name (a provider's built-in tool given as a dict) is passed over."""
+        last = self._last
+        if isinstance(tools, list):
+            if last is not None and last[0] is tools and last[1] == len(tools):
+                return
+            self._last = (tools, len(tools))
         by_name = getattr(tools, "tools_by_name", None)
         if isinstance(by_name, Mapping):
             tools = by_name.values()
