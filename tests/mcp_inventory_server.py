@@ -52,6 +52,7 @@ ORDERS = [
     (501, 1, "SKU-1001", 2, "shipped"),
     (502, 2, "SKU-1003", 1, "paid"),
     (503, 3, "SKU-1010", 5, "pending"),
+    *((401 + n, 1 + n % 4, "SKU-1012", 1, "pending") for n in range(12)),  # a travel-mug promo
 ]
 
 

@@ -208,6 +208,16 @@ PRODUCTIVE_CALLS = 25  # tool calls in the productive script
 PRODUCTIVE_ERRORS = 3  # get_order 999, update_stock SKU-9999, create_order of 50
 
 
+def promo_cancellations() -> list[AIMessage | str]:
+    """Twelve promo orders cancelled one by one, each answered ``{"cancelled": 1,
+    "order_id": <its id>}``: the answer says nothing but what the call said, and no word of
+    ``cancel_order`` says it acts; only its annotations do."""
+    script: list[AIMessage | str] = [call("search_customers", {"query": "example.com"})]
+    script += [call("cancel_order", {"order_id": 401 + n}) for n in range(12)]
+    script.append("Cancelled the 12 travel-mug promo orders.")
+    return script
+
+
 def same_read() -> list[AIMessage | str]:
     """The same order looked up again and again, with the same answer each time."""
     return [call("get_order", {"order_id": 503})] * 8 + ["Order 503 is pending."]
@@ -281,6 +291,43 @@ def test_a_productive_mcp_agent_runs_to_its_end(integration: Integration) -> Non
     updated = [m for m in ran.results if m.name == "update_stock" and m.status == "success"]
     assert [m.text for m in updated] == ['{"updated": 1}'] * 10
     assert_valid_history(ran.messages)
+
+
+@slow
+@pytest.mark.parametrize("integration", INTEGRATIONS)
+def test_acts_only_annotations_call_acts_run_to_their_end(integration: Integration) -> None:
+    """N14 where only the server's annotations tell: twelve cancellations answered with
+    nothing but their own order id all run, and the agent gives its report."""
+    ran = on_server(lambda tools: run_app(tools, promo_cancellations(), integration))
+    assert ran.stop is None, f"stopped: {ran.stop}"
+    assert ran.messages[-1].text == "Cancelled the 12 travel-mug promo orders."
+    cancelled = [m for m in ran.results if m.name == "cancel_order" and m.status == "success"]
+    assert len(cancelled) == 12
+    assert_valid_history(ran.messages)
+
+
+def failing_batch() -> list[AIMessage | str]:
+    """N16: one answer sends three invoices for order ids that do not exist (each fails
+    alike, ``order 60x does not exist``); the next answer looks the orders up and sends
+    them right."""
+    return [
+        calls(*(("send_invoice", {"order_id": n}) for n in (601, 602, 603))),
+        call("search_customers", {"query": "Prague"}),
+        calls(*(("send_invoice", {"order_id": n}) for n in (501, 502, 503))),
+        "Sent the invoices of orders 501, 502 and 503.",
+    ]
+
+
+@slow
+@pytest.mark.parametrize("integration", INTEGRATIONS)
+def test_a_failing_batch_then_its_fix_runs_to_its_end(integration: Integration) -> None:
+    """N16: the identical failures of one model answer are one failure (the model had no
+    chance to react); the fix in the next answer runs, and the agent gives its report."""
+    ran = on_server(lambda tools: run_app(tools, failing_batch(), integration))
+    assert ran.stop is None, f"stopped: {ran.stop}"
+    assert ran.messages[-1].text == "Sent the invoices of orders 501, 502 and 503."
+    sent = [m for m in ran.results if m.name == "send_invoice" and m.status == "success"]
+    assert len(sent) == 3
 
 
 @slow
