@@ -189,8 +189,11 @@ def _no_match(i: int) -> Step:
 
 
 def _failing_turn(i: int) -> Step:
-    """A turn whose only call fails, each time another way (R3)."""
-    return Round((Call("run", {"n": i}, error=f"ValueError: no {_letters(i)}"),))
+    """A turn whose only call fails with one of two errors, over two tools in turn (R3; a
+    failure the run has not seen is a test of its work, SPEC §14 N15, so a run whose every
+    turn fails another way is no loop)."""
+    tool = ("run", "exec")[i // 2 % 2]
+    return Round((Call(tool, {"n": i}, error=f"ValueError: no {_letters(i % 2)}"),))
 
 
 LOOPS = [

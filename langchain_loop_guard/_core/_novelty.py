@@ -24,6 +24,7 @@ __all__ = [
     "NEW",
     "NOTHING",
     "STALE",
+    "UNSEEN_FAILURE",
     "WORK",
     "Seen",
     "line_hashes",
@@ -45,6 +46,11 @@ MOVED = 32
 """A long result with no new line (numbers aside) whose numbers moved: no news for a near
 repeat (a counter that ticks, R15), but news enough that a call between two of them paces
 them (a rollout's counts in an indented JSON view, N10)."""
+UNSEEN_FAILURE = 64
+"""Not what a result brought but what a turn's failures did: one failed in a way the run had
+not seen (a deliberate test's own error is information, SPEC §14 N15). Read by the failing
+turns' count, never by the streak of answers that brought nothing new (an error is nothing
+there, §12 R8)."""
 LINES = 16
 """Not what it brought but how it was read: a long result, judged by its lines (the others
 are judged whole, so two different short results are never "nearly" the same)."""
@@ -119,6 +125,8 @@ class Seen:
         (SPEC §12 N9). It is seen from now on.
         """
         if failed:
+            if info is not None and info[:1] == "x" and self.count_new(_gists(info)) == 2:
+                return NOTHING | UNSEEN_FAILURE  # a failure the run had not seen (§14 N15)
             return NOTHING
         if info is None:
             return NEW
@@ -183,6 +191,16 @@ def number_of(value: int | str) -> int:
         return int(value[-16:], 16)
     except ValueError:
         return zlib.crc32(value.encode("utf-8", "surrogatepass"))
+
+
+def _gists(info: str) -> tuple[int, int]:
+    """The two digests of a failure's information: its first line as it is and without the
+    call's argument words (the same twice when it echoes none); a malformed one is seen."""
+    try:
+        whole = int(info[1:17], 16)
+        return whole, int(info[17:33], 16) if len(info) >= 33 else whole + 1
+    except ValueError:
+        return 0, 0
 
 
 def line_hashes(sketch: str) -> list[int]:

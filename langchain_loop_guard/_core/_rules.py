@@ -403,20 +403,27 @@ def repeated_error(view: RunView, call: Call | None, name: str) -> Detection | N
     if not limits.aware:
         return None
     key, sig = call.outcome, call.sig
-    quiet, failures, news, news_then = 1, {call.batch}, 0, 0
+    quiet, failures, counted, news, news_then, moved = 1, {call.batch}, 1, 0, 0, False
     for earlier in islice(reversed(view.calls), limits.window):
         if earlier.kind == "error" and earlier.outcome == key:
             if earlier.batch not in failures:
                 failures.add(earlier.batch)
-                news_then = news
                 quiet += earlier.sig == sig and not news
-        elif earlier.fresh:
-            news += 1
+                # the same error on another call counts only until a success that had an
+                # effect (SPEC §14 N17: the sync goes on around the products that fail);
+                # the same call's, whatever came between (§12 R4'); either, more often
+                # than news came back
+                if earlier.sig == sig or not moved:
+                    counted += 1
+                    news_then = news
+        elif earlier.kind == "ok":
+            moved = moved or bool(earlier.brought & WORK)
+            news += earlier.fresh
     if quiet >= limits.error:
         return _error(name, quiet, limits.error, key)
     often = limits.error_often
-    if len(failures) >= often and len(failures) > news_then:
-        return _error(name, len(failures), often, key)
+    if counted >= often and counted > news_then:
+        return _error(name, counted, often, key)
     return None
 
 
@@ -431,6 +438,8 @@ def failing_turns(view: RunView, *_: object) -> Detection | None:
     threshold = view.limits.failing_turns
     if not threshold or not view.failing_grew or view.failing < threshold:
         return None
+    if 2 * view.failing_new > view.failing:
+        return None  # mostly failures the run had not seen: tests of its work (SPEC §14 N15)
     tools = view.failing_tools  # none: the model only answered, and was asked again
     return Detection(
         Signal.FAILING_TURNS,

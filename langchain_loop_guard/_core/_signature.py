@@ -223,6 +223,10 @@ _NAME_VERBS = frozenset([
     "write", "create", "mkdir", "touch", "save", "store", "put", "set", "update", "upsert",
     "insert", "append", "delete", "remove", "move", "copy", "rename", "edit", "patch",
     "replace", "apply", "install", "uninstall", "commit", "push", "upload", "send", "post",
+    # SPEC §14: what agents that act through MCP servers and APIs call their acts
+    "submit", "add", "publish", "grant", "revoke", "assign", "archive", "merge", "fork",
+    "invite", "schedule", "book", "cancel", "reply", "comment", "deploy", "drop", "alter",
+    "truncate", "modify", "grade", "approve", "reject", "close", "enable", "disable",
 ])
 _SHELL_VERBS = frozenset([
     "cd", "pushd", "popd", "export", "unset", "source", "alias",  # the shell's own state
@@ -232,12 +236,47 @@ _SHELL_VERBS = frozenset([
 # fmt: on
 _NAME_WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
 _COMMAND_KEYS = ("command", "cmd", "script")
+_ACTION_KEYS = frozenset(
+    ["action", "action_name", "actionName", "operation", "op", "tool_name", "toolName"]
+)
+"""Arguments that name what a generic tool does (``execute_action(action_name=...)``)."""
+_WRITE_METHODS = frozenset(["POST", "PUT", "PATCH", "DELETE"])
+"""HTTP methods that change something, as a ``method`` argument names them."""
+_SQL_WRITE = re.compile(
+    r"""\b(?:
+        INSERT\s+INTO | UPDATE\s+[\w."`\[\]]+\s+SET | DELETE\s+FROM | TRUNCATE\s
+      | (?:CREATE|ALTER|DROP)\s+(?:OR\s+REPLACE\s+)?(?:TEMP\w*\s+|UNIQUE\s+|MATERIALIZED\s+)?
+        (?:TABLE|INDEX|VIEW|FUNCTION|PROCEDURE|TRIGGER|SCHEMA|DATABASE|SEQUENCE|TYPE|EXTENSION
+          |POLICY|ROLE|USER|DOMAIN|RULE)\b
+      | (?:GRANT|REVOKE)\s[^;]{1,200}?\s(?:ON|TO|FROM)\s
+      | COMMENT\s+ON\s | MERGE\s+INTO | UPSERT\s+INTO | REPLACE\s+INTO
+    )""",
+    re.IGNORECASE | re.VERBOSE,
+)
+"""SQL that writes (SPEC §14): a statement that inserts, changes, deletes or defines."""
 
 
 @lru_cache(maxsize=1024)
 def _name_changes(name: str) -> bool:
     """Whether a tool's name says it changes something (a run calls few tools, often)."""
     return any(word.lower() in _NAME_VERBS for word in _NAME_WORD.findall(name))
+
+
+def _acts_by_arguments(args: dict[Any, Any]) -> bool:
+    """Whether a call's top-level arguments ask for an act: an action named with a verb that
+    changes something, an HTTP method that writes, or SQL that writes (the first few KB of a
+    string value, as the shell command is read)."""
+    for key, value in itertools.islice(args.items(), _SHORT):
+        if type(value) is not str or not value:
+            continue
+        if key in _ACTION_KEYS and len(value) <= _ACK:
+            if _name_changes(value):
+                return True
+        elif key == "method" and value.upper() in _WRITE_METHODS:
+            return True
+        elif len(value) >= 12 and _SQL_WRITE.search(value, 0, 4096) is not None:
+            return True
+    return False
 
 
 # A redirect into a file (not ``2>&1``, not ``> /dev/null``), and an in-place ``sed``; each
@@ -247,12 +286,16 @@ _SED_IN_PLACE = re.compile(r"sed(?<!\wsed)\s+(?:-\w+\s+)*-i")
 
 
 def changes_something(name: str, args: object = None) -> bool:
-    """Whether a call of ``name`` with ``args`` changes something: by its tool's name, or
-    by the shell command it runs (``args`` a string, or its ``command`` value)."""
+    """Whether a call of ``name`` with ``args`` changes something: by its tool's name, by
+    the action or HTTP method a generic tool is asked for (``action_name="update_a_block"``,
+    ``method="PATCH"``), by SQL that writes in an argument (SPEC §14), or by the shell command
+    it runs (``args`` a string, or its ``command`` value)."""
     if _name_changes(name):
         return True
     command = args if isinstance(args, str) else None
     if type(args) is dict:
+        if _acts_by_arguments(args):
+            return True
         for key in _COMMAND_KEYS:
             command = args.get(key)
             if type(command) is str:
@@ -439,9 +482,14 @@ def result_digests(
         text = _error_text(error)
         if tokens:  # the words it echoes, for its key and what it says
             words = _echoes(text, tokens)
-            key = _error_key(tool, masked(_without(text, words), digits=False, volatile=volatile))
+            said = _without(text, words)
         else:
-            key = _error_key(tool, masked(text, digits=False, volatile=volatile))
+            said = text
+        key = _error_key(tool, masked(said, digits=False, volatile=volatile))
+        lines = text.count("\n", 0, LARGE) + 1
+        near = _sketch(text) if lines >= NEAR_LINES else None
+        gist = _gist(text) + (_gist(said)[1:] if said is not text else "")
+        return key, near, gist, shaped
     else:
         key = _tagged(OUTCOME_HASH, masked(text, digits=True, volatile=volatile))
     # at least NEAR_LINES lines: counted in the first part, and further only when needed
@@ -452,6 +500,20 @@ def result_digests(
     if len(text) > _SHORT and not tokens:  # the common case: a result that is what it says
         return key, near, "+" + key, shaped
     return key, near, _info(text, key, tokens, words), shaped
+
+
+def _gist(said: str) -> str:
+    """What a failure says, for whether the run has seen it (SPEC §14 N15): ``"x"`` and a
+    digest of its first line, without paths and numbers. ``/usr/lib/jvm/a/bin/java`` and
+    ``/opt/b/bin/java`` not found are one failure seen twice; a deliberate test's own message
+    is a failure the run has not seen. :func:`result_digests` adds the digest of the line
+    without the call's argument words when it echoes them (``No match for "<arg>"``)."""
+    for line in said[:1024].split("\n"):
+        words = [word for word in line.split() if "/" not in word and "\\" not in word]
+        if words:
+            gist = masked(" ".join(words), digits=False)
+            return "x" + _tagged(_INFO_HASH, gist)
+    return "x"
 
 
 _PUNCTUATION_MARKS = b".!?,;:'\"()[]{}*_#`-0123456789"
