@@ -11,6 +11,7 @@ import pytest
 
 from langchain_loop_guard import LoopDetector, LoopGuardConfig, Signal
 from langchain_loop_guard._core._novelty import (
+    ACK,
     LINES,
     MOVED,
     NEUTRAL,
@@ -112,7 +113,8 @@ def _judge(memory: Seen, text: str, *, again: bool = False, failed: bool = False
 def test_a_failure_brings_nothing_and_work_is_work() -> None:
     memory = Seen()
     assert memory.judge("=abc", None, "abc", again=False, failed=True) == NOTHING
-    assert memory.judge("", None, "k", again=False, failed=False) == NOTHING
+    # empty: nothing, and no content (a wait, SPEC §14 R19)
+    assert memory.judge("", None, "k", again=False, failed=False) == NOTHING | ACK
     assert memory.judge(".", None, "k", again=False, failed=False) == WORK
 
 
@@ -123,8 +125,8 @@ def test_a_short_result_is_new_once_then_stale_from_another_call_or_neutral_from
     assert _judge(memory, hits) == NEW
     assert _judge(memory, hits) == STALE
     assert _judge(memory, hits, again=True) == NEUTRAL
-    assert _judge(memory, "Saved.") == NEW
-    assert _judge(memory, "Saved.") == NEUTRAL  # a short acknowledgement: nothing to bring
+    assert _judge(memory, "Saved.") == NEW | ACK
+    assert _judge(memory, "Saved.") == ACK  # a short acknowledgement: nothing to bring
 
 
 def test_a_long_result_is_new_by_two_new_lines() -> None:

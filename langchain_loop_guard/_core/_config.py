@@ -512,15 +512,11 @@ def _tool_kinds_problem(
 ) -> ConfigProblem | None:
     """A tool cannot both act and only read: the problem is on whichever list came from the
     higher source (``read_only_tools`` on a tie), naming where the other came from."""
-    both = sorted(
-        frozenset(values.get(_ACTING, ())) & frozenset(values.get(_READ_ONLY, ()))
-    )
+    both = sorted(frozenset(values.get(_ACTING, ())) & frozenset(values.get(_READ_ONLY, ())))
     if not both:
         return None
     acting, read_only = chosen[_ACTING], chosen[_READ_ONLY]
-    entry, other = (
-        (acting, read_only) if rank[_ACTING] > rank[_READ_ONLY] else (read_only, acting)
-    )
+    entry, other = (acting, read_only) if rank[_ACTING] > rank[_READ_ONLY] else (read_only, acting)
     return entry.problem(
         f"got {show(entry.shown)}, naming {show(both[0])} that {other.field} ({other.where})"
         " names too",

@@ -19,6 +19,7 @@ import zlib
 from collections.abc import Iterable
 
 __all__ = [
+    "ACK",
     "LINES",
     "NEUTRAL",
     "NEW",
@@ -46,6 +47,9 @@ MOVED = 32
 """A long result with no new line (numbers aside) whose numbers moved: no news for a near
 repeat (a counter that ticks, R15), but news enough that a call between two of them paces
 them (a rollout's counts in an indented JSON view, N10)."""
+ACK = 128
+"""Not what it brought but what it was: an answer with no content (empty, or a short
+acknowledgement): a wait, which a call whose neighbours bring news may be (SPEC §14 R19)."""
 UNSEEN_FAILURE = 64
 """Not what a result brought but what a turn's failures did: one failed in a way the run had
 not seen (a deliberate test's own error is information, SPEC §14 N15). Read by the failing
@@ -136,7 +140,7 @@ class Seen:
 
     def _said(self, info: str, near: str | None, outcome: int | str, again: bool) -> int:
         if not info:
-            return NOTHING
+            return NOTHING | ACK
         if info[0] == "!":  # a search that found nothing (asked again: the repeat rules')
             return NEUTRAL if again else NOTHING
         if near is not None:  # a long result (20 lines or more): are its lines new?
@@ -148,15 +152,16 @@ class Seen:
                 seen |= MOVED  # its numbers moved (time is masked: they are counts)
         else:
             whole = info in ("=", "+")  # an older trace's: the outcome is the information
+            ack = ACK if info[0] == "=" else NEUTRAL
             if not self.check(number_of(outcome if whole else info)):
-                return NEW
-            seen = NEUTRAL
+                return NEW | ack
+            seen = ack
         if again:
             return seen  # seen again from the same call: the repeat rules' business
         if info[0] == "~":
             return seen | NOTHING  # a short answer about the arguments, seen before
-        if info[0] == "=" and not seen:
-            return NEUTRAL  # a short acknowledgement seen before: no content to bring
+        if info[0] == "=" and not seen & ~ACK:
+            return seen  # a short acknowledgement seen before: no content to bring
         return seen | STALE
 
     # --- state -------------------------------------------------------------------------------

@@ -10,14 +10,16 @@ Nothing here imports LangChain, LangGraph or pydantic.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import lru_cache
 from itertools import islice
 from typing import TypeVar
 
 from langchain_loop_guard._core._canonical import digest
-from langchain_loop_guard._core._novelty import LINES, NEW, WORK
+from langchain_loop_guard._core._novelty import ACK, LINES, NEW, WORK
 from langchain_loop_guard._core._replies import alike
 from langchain_loop_guard._core._view import Call, Key, RunView, key_text
 
@@ -159,14 +161,32 @@ _Check = TypeVar("_Check", ResultCheck, TurnCheck)
 def repeated_call(view: RunView, seq: Sequence[Call], sigs: list[Key]) -> Detection | None:
     """A A A: the same call ``threshold`` times in a row."""
     cur = seq[-1]
-    threshold = view.limits.repeat_threshold(cur.name)
+    limits = view.limits
+    threshold = limits.repeat_threshold(cur.name)
+    if limits.aware and cur.name not in limits.overrides and _moves(cur.name):
+        # a scroll moves the view its answer does not show: paging, until it is done as
+        # often as a near repeat (SPEC §14: a step's effect may be new)
+        threshold = limits.near_threshold(cur.name) or threshold
     if sigs[-threshold:].count(cur.sig) < threshold:
         return None
     earlier = reversed(seq[-threshold:-1])
-    if 1 + _chain(cur.sig, earlier, view.limits.aware) < threshold:
+    if 1 + _chain(cur.sig, earlier, limits.aware) < threshold:
         return None
     key = key_text(cur.sig)
     return Detection(Signal.REPEATED_TOOL_CALL, cur.name, (cur.name,), threshold, threshold, key)
+
+
+_PAGING = frozenset(["down", "up", "next", "previous", "prev"])
+"""Words that, with ``page``, name a step through a view (``page_down``, ``next_page``)."""
+_WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
+
+
+@lru_cache(maxsize=256)
+def _moves(name: str) -> bool:
+    """Whether a tool's name says it moves a view by a step (``scroll``, ``scroll_down``,
+    ``page_down``, ``next_page``; not ``search_page``); a run calls few tools, often."""
+    words = {word.lower() for word in _WORD.findall(name)}
+    return "scroll" in words or ("page" in words and not words.isdisjoint(_PAGING))
 
 
 def cycle(view: RunView, seq: Sequence[Call], sigs: list[Key]) -> Detection | None:
@@ -208,6 +228,8 @@ def frequency_after_change(view: RunView, call: Call | None, name: str) -> Detec
     (SPEC §11 N1)."""
     if call is None or not call.changed or not view.limits.aware or call.kind == "blocked":
         return None
+    if call.brought & WORK:
+        return None  # an act again after other work is a step of it (type, Enter): §14 R19
     seq = view.calls  # the call is there: results are only matched to calls in it
     return _frequency(view, seq, seq.index(call))
 
@@ -221,14 +243,17 @@ def _frequency(view: RunView, seq: Sequence[Call], index: int) -> Detection | No
     ]  # the calls of one answer are one decision: its siblings are not its repeats (N6)
     if 1 + len({c.batch for c in earlier if c.sig == cur.sig}) < threshold:
         return None
-    if limits.aware and cur.news:
-        return None  # something new came since its last time: pacing (SPEC §13 N10)
+    # a wait (a call answered by nothing or an acknowledgement) between calls that bring
+    # news is pacing (SPEC §13 N10); a read answered alike is the seed's window (§14 R19)
+    paced = limits.aware and bool(cur.brought & ACK)
+    if paced and cur.news:
+        return None  # something new came since its last time: pacing
+    if limits.aware and (cur.news or (cur.name not in limits.overrides and _moves(cur.name))):
+        # a read re-done between reads that bring news (browsing), or a scroll (paging):
+        # one more
+        threshold += 1
     count = 1 + _chain(
-        cur.sig,
-        reversed(_first_of_each_answer(earlier)),
-        limits.aware,
-        cur.outcome,
-        paced=limits.aware,
+        cur.sig, reversed(_first_of_each_answer(earlier)), limits.aware, cur.outcome, paced=paced
     )
     if count < threshold:
         return None
@@ -269,10 +294,15 @@ def no_progress_after_change(view: RunView, call: Call | None, name: str) -> Det
 
 def _no_progress(view: RunView, seq: Sequence[Call], last: int) -> Detection | None:
     limits = view.limits
-    highest = 0
-    for count, index in enumerate(range(last, 0, -1), start=1):
+    highest = count = 0
+    batch = None
+    for index in range(last, 0, -1):
         if not _repeats_pair(seq, index, limits.window):
             return None
+        if seq[index].batch is batch:
+            continue  # an answer's calls are one step (SPEC §14 N16)
+        batch = seq[index].batch
+        count += 1
         highest = max(highest, limits.repeat_threshold(seq[index].name))
         threshold = max(limits.no_progress, highest)
         if count >= threshold:

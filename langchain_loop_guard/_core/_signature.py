@@ -12,10 +12,10 @@ import re
 import struct
 import zlib
 from collections.abc import Iterable, Mapping
-from functools import lru_cache
 from typing import Any, NamedTuple
 
 from langchain_loop_guard._core._canonical import DIGEST_SIZE, PLAIN_HASH, canonical
+from langchain_loop_guard._core._effects import changes_something
 from langchain_loop_guard._core._masks import (
     HEAD,
     LARGE,
@@ -214,108 +214,6 @@ def arg_tokens(args: object, name: str = "", acts: bool | None = None) -> frozen
     return frozenset(tokens)
 
 
-# A call changes something when its tool's name says so (``write_file``, ``createUser``), or
-# its shell command does: a command that changes the shell or the files, a redirect into a file,
-# a here-document, an in-place ``sed``. An empty result of such a call is work done, not a search
-# that found nothing (SPEC §12 N9).
-# fmt: off
-_NAME_VERBS = frozenset([
-    "write", "create", "mkdir", "touch", "save", "store", "put", "set", "update", "upsert",
-    "insert", "append", "delete", "remove", "move", "copy", "rename", "edit", "patch",
-    "replace", "apply", "install", "uninstall", "commit", "push", "upload", "send", "post",
-    # SPEC §14: what agents that act through MCP servers and APIs call their acts
-    "submit", "add", "publish", "grant", "revoke", "assign", "archive", "merge", "fork",
-    "invite", "schedule", "book", "cancel", "reply", "comment", "deploy", "drop", "alter",
-    "truncate", "modify", "grade", "approve", "reject", "close", "enable", "disable",
-])
-_SHELL_VERBS = frozenset([
-    "cd", "pushd", "popd", "export", "unset", "source", "alias",  # the shell's own state
-    "mkdir", "rmdir", "touch", "rm", "mv", "cp", "ln", "chmod", "chown", "tee", "truncate",
-    "install", "kill", "pkill",
-])
-# fmt: on
-_NAME_WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
-_COMMAND_KEYS = ("command", "cmd", "script")
-_ACTION_KEYS = frozenset(
-    ["action", "action_name", "actionName", "operation", "op", "tool_name", "toolName"]
-)
-"""Arguments that name what a generic tool does (``execute_action(action_name=...)``)."""
-_WRITE_METHODS = frozenset(["POST", "PUT", "PATCH", "DELETE"])
-"""HTTP methods that change something, as a ``method`` argument names them."""
-_SQL_WRITE = re.compile(
-    r"""\b(?:
-        INSERT\s+INTO | UPDATE\s+[\w."`\[\]]+\s+SET | DELETE\s+FROM | TRUNCATE\s
-      | (?:CREATE|ALTER|DROP)\s+(?:OR\s+REPLACE\s+)?(?:TEMP\w*\s+|UNIQUE\s+|MATERIALIZED\s+)?
-        (?:TABLE|INDEX|VIEW|FUNCTION|PROCEDURE|TRIGGER|SCHEMA|DATABASE|SEQUENCE|TYPE|EXTENSION
-          |POLICY|ROLE|USER|DOMAIN|RULE)\b
-      | (?:GRANT|REVOKE)\s[^;]{1,200}?\s(?:ON|TO|FROM)\s
-      | COMMENT\s+ON\s | MERGE\s+INTO | UPSERT\s+INTO | REPLACE\s+INTO
-    )""",
-    re.IGNORECASE | re.VERBOSE,
-)
-"""SQL that writes (SPEC §14): a statement that inserts, changes, deletes or defines."""
-
-
-@lru_cache(maxsize=1024)
-def _name_changes(name: str) -> bool:
-    """Whether a tool's name says it changes something (a run calls few tools, often)."""
-    return any(word.lower() in _NAME_VERBS for word in _NAME_WORD.findall(name))
-
-
-def _acts_by_arguments(args: dict[Any, Any]) -> bool:
-    """Whether a call's top-level arguments ask for an act: an action named with a verb that
-    changes something, an HTTP method that writes, or SQL that writes (the first few KB of a
-    string value, as the shell command is read)."""
-    for key, value in itertools.islice(args.items(), _SHORT):
-        if type(value) is not str or not value:
-            continue
-        if key in _ACTION_KEYS and len(value) <= _ACK:
-            if _name_changes(value):
-                return True
-        elif key == "method" and value.upper() in _WRITE_METHODS:
-            return True
-        elif len(value) >= 12 and _SQL_WRITE.search(value, 0, 4096) is not None:
-            return True
-    return False
-
-
-# A redirect into a file (not ``2>&1``, not ``> /dev/null``), and an in-place ``sed``; each
-# pattern starts with a literal, so a search skips to its candidates at C speed.
-_REDIRECT = re.compile(r">(?<![0-9&>]>)>?(?![>&]|\s*/dev/null)")
-_SED_IN_PLACE = re.compile(r"sed(?<!\wsed)\s+(?:-\w+\s+)*-i")
-
-
-def changes_something(name: str, args: object = None) -> bool:
-    """Whether a call of ``name`` with ``args`` changes something: by its tool's name, by
-    the action or HTTP method a generic tool is asked for (``action_name="update_a_block"``,
-    ``method="PATCH"``), by SQL that writes in an argument (SPEC §14), or by the shell command
-    it runs (``args`` a string, or its ``command`` value)."""
-    if _name_changes(name):
-        return True
-    command = args if isinstance(args, str) else None
-    if type(args) is dict:
-        if _acts_by_arguments(args):
-            return True
-        for key in _COMMAND_KEYS:
-            command = args.get(key)
-            if type(command) is str:
-                break
-    if not command or type(command) is not str:
-        return False
-    head = command[:1024]
-    words = head.split(None, 1)  # its first word, and the rest
-    while words and (words[0] == "sudo" or "=" in words[0]):
-        # ``sudo`` and variable assignments before the command itself
-        words = words[1].split(None, 1) if len(words) > 1 else []
-    if words and words[0].rsplit("/", 1)[-1] in _SHELL_VERBS:
-        return True
-    return (
-        "<<" in head
-        or (">" in head and _REDIRECT.search(head) is not None)
-        or ("sed" in head and _SED_IN_PLACE.search(head) is not None)
-    )
-
-
 _DELIMITERS = bytes.maketrans(b"\"'`()[]{},;:=", b" " * 13)
 _DELIMITERS_AND_SPACE = b"\"'`()[]{},;:= \t\n\r\x0b\x0c"
 _MAX_WORDS = 4 * _SHORT
@@ -490,16 +388,52 @@ def result_digests(
         near = _sketch(text) if lines >= NEAR_LINES else None
         gist = _gist(text) + (_gist(said)[1:] if said is not text else "")
         return key, near, gist, shaped
-    else:
-        key = _tagged(OUTCOME_HASH, masked(text, digits=True, volatile=volatile))
+    data = masked(text, digits=True, volatile=volatile)
+    key = _tagged(OUTCOME_HASH, data)
     # at least NEAR_LINES lines: counted in the first part, and further only when needed
     lines = text.count("\n", 0, LARGE) + 1
     if lines < NEAR_LINES and len(text) > LARGE:
         lines = text.count("\n") + 1
     near = _sketch(text) if lines >= NEAR_LINES else None
-    if len(text) > _SHORT and not tokens:  # the common case: a result that is what it says
-        return key, near, "+" + key, shaped
+    if len(text) > _SHORT:
+        if not tokens:  # the common case: a result that is what it says
+            return key, near, "+" + key, shaped
+        compact = text.count("\n", 0, _ECHO_SCAN) <= 2  # a text of lines says it by them
+        said = "+" + (_unechoed(data, tokens, key) if compact else key)
+        return key, near, "." + said if EFFECT in tokens else said, shaped
     return key, near, _info(text, key, tokens, words), shaped
+
+
+_ECHO_SCAN = 16 * 1024
+_ECHO_RUN = 3
+"""Bytes of a long result searched for the call's own argument words (SPEC §14 R16)."""
+
+
+def _unechoed(data: bytes, tokens: frozenset[int], key: str) -> str:
+    """A long result's information: its key, or, when a compact one (JSON on one line)
+    repeats words of its own call's arguments (a search that echoes its query), the digest of
+    the rest (SPEC §14 R16: what a result repeats of its call is no information)."""
+    if len(data) > _ECHO_SCAN:
+        return key
+    words = data.translate(_DELIMITERS).split()
+    echoed = [zlib.crc32(word) in tokens for word in words]
+    # an echo is a run of three words or more of the arguments (``"query": "best pizza in
+    # nyc"``); fewer are the text's own (a snippet that says "a return")
+    kept: list[bytes] = []
+    run: list[bytes] = []
+    for word, echo in zip(words, echoed, strict=True):
+        if echo:
+            run.append(word)
+            continue
+        if len(run) < _ECHO_RUN:
+            kept += run
+        run = []
+        kept.append(word)
+    if len(run) < _ECHO_RUN:
+        kept += run
+    if len(kept) == len(words) or not kept:
+        return key
+    return _tagged(_INFO_HASH, b" ".join(kept))
 
 
 def _gist(said: str) -> str:

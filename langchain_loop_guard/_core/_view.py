@@ -13,6 +13,7 @@ from typing import Any, Literal, get_args
 
 from langchain_loop_guard._core._limits import Limits, limits_of
 from langchain_loop_guard._core._novelty import (
+    ACK,
     LINES,
     MOVED,
     NEUTRAL,
@@ -333,11 +334,9 @@ class RunView:
             self.error = (None, 0)  # any success ends the streak of an error in a row
         else:
             last, count = self.error
-            if last != call.outcome:
-                count = 0
-            elif self._batch_failed(call):
-                count -= 1  # the same failure of one answer's calls is one failure (§14 N16)
-            self.error = (call.outcome, count + 1)
+            # the same failure of one answer's calls is one failure (§14 N16)
+            same = last == call.outcome and self._batch_failed(call)
+            self.error = (call.outcome, count if same else count + 1 if last == call.outcome else 1)
         if call is not None:
             brought = self.memory.judge(
                 info, near, outcome, again=call.changed is not None, failed=failed
@@ -360,8 +359,7 @@ class RunView:
         return call
 
     def _batch_failed(self, call: Call) -> bool:
-        """Whether another call of ``call``'s answer failed already (the newest failure
-        before it is one of its answer's)."""
+        """Whether the newest failure before ``call`` is one of its answer's calls."""
         for earlier in reversed(self.calls):
             if earlier is not call and earlier.kind == "error":
                 return earlier.batch is call.batch
@@ -400,7 +398,7 @@ class RunView:
 
     def _count_quiet(self) -> None:
         """One answer's calls (or one unannounced call) judged: did they bring anything?"""
-        brought, self.brought = self.brought & ~(LINES | MOVED | UNSEEN_FAILURE), 0
+        brought, self.brought = self.brought & ~(LINES | MOVED | UNSEEN_FAILURE | ACK), 0
         if brought & (NEW | WORK) or not brought:  # something new, or work done
             if brought:
                 self.quiet, self.stale, self.quiet_tools = 0, 0, ()
@@ -470,20 +468,7 @@ class RunView:
             failing_tools = ()
         quiet, stale = count_of(count), count_of(stale)
         quiet_tools = tuple(text_of(tool) for tool in items_of(tools))
-        turn_items = items_of(state["turn"])
-        if len(turn_items) == len(_TURN) - 1:  # 0.1's state: no failure was new
-            turn_items = (*turn_items, 0)
-        expected, results, worked, brought, judged, answered, failing, failing_new = turn_items
-        turn = (
-            None if expected is None else count_of(expected),
-            count_of(results),
-            flag_of(worked),
-            count_of(brought),
-            flag_of(judged),
-            flag_of(answered),
-            count_of(failing),
-            min(count_of(failing_new), count_of(failing)),
-        )
+        turn = _turn_from_state(state["turn"])
         replies = Replies.restore(state, version=version)
         key, streak = items_of(state["error"])
         error = (None if key is None else key_of(text_of(key)), count_of(streak))
@@ -533,11 +518,29 @@ _JOINED = Call("", "", None)
 """The mark of a restored call that joined the answer of the call before it."""
 
 
+def _turn_from_state(item: object) -> tuple[object, ...]:
+    """The current turn's fields (:data:`_TURN`) of a state; 0.1's has no ``failing_new``."""
+    items = items_of(item)
+    if len(items) == len(_TURN) - 1:
+        items = [*items, 0]  # no failure of 0.1's streak counted as new
+    expected, results, worked, brought, judged, answered, failing, failing_new = items
+    return (
+        None if expected is None else count_of(expected),
+        count_of(results),
+        flag_of(worked),
+        count_of(brought),
+        flag_of(judged),
+        flag_of(answered),
+        count_of(failing),
+        min(count_of(failing_new), count_of(failing)),
+    )
+
+
 def _call_from_state(item: object) -> Call:
     name, sig, outcome, kind, call_id, changed, news, tokens, joined, brought = items_of(item)
     call = _call((name, sig, outcome, kind, call_id, changed, tokens, joined))
     call.news = flag_of(news)
-    call.brought = count_of(brought) & (NEW | NOTHING | WORK | STALE | LINES | MOVED)
+    call.brought = count_of(brought) & (NEW | NOTHING | WORK | STALE | LINES | MOVED | ACK)
     return call
 
 
