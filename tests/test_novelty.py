@@ -4,6 +4,7 @@ state it keeps, the previous release's included."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -130,8 +131,8 @@ def test_a_short_result_is_new_once_then_stale_from_another_call_or_neutral_from
 
 
 def test_a_long_result_is_new_by_two_new_lines() -> None:
-    """N11 and R15: two new lines are progress; one (a banner that changes) is not; a view
-    whose lines are the same but numbers moved paces the calls around it (N10)."""
+    """N11 and R15: two new lines are progress; one (a banner that changes) is not; numbers
+    in the rows are data, new rows when they change (SPEC §14 N20); time passing is not."""
     memory = Seen()
     pods = [f"web-{chr(97 + n)}x   0/1   Pending   0   {n}s" for n in range(20)]
     assert _judge(memory, _view(pods)) & NEW
@@ -140,7 +141,9 @@ def test_a_long_result_is_new_by_two_new_lines() -> None:
     one = [*two[:-1], "banner: try our new plan"]  # one new line: its numbers moved, no more
     assert _judge(memory, _view(one)) == LINES | MOVED | STALE
     counts = [line.replace("0   ", "7   ", 1) for line in one]
-    assert _judge(memory, _view(counts), again=True) == LINES | MOVED
+    assert _judge(memory, _view(counts), again=True) == NEW | LINES
+    later = [re.sub(r"(\d+)s$", lambda age: f"{int(age[1]) + 30}s", line) for line in counts]
+    assert not _judge(memory, _view(later), again=True) & NEW  # only the ages moved
 
 
 def test_an_echo_seen_before_brings_nothing() -> None:

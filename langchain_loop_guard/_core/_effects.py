@@ -87,6 +87,38 @@ def _acts_by_arguments(args: dict[Any, Any]) -> bool:
     return False
 
 
+# Command-line tools whose subcommands act (SPEC §14: ``helm upgrade``, ``kubectl apply``,
+# ``git commit``); the package managers are left out: an install that times out again and
+# again is the coding runs' classic loop, and a success of theirs is no new effect to it.
+# fmt: off
+_SUBCOMMANDS: dict[str, frozenset[str]] = {
+    "helm": frozenset(["install", "upgrade", "uninstall", "rollback", "delete"]),
+    "kubectl": frozenset([
+        "apply", "create", "delete", "patch", "replace", "scale", "set", "edit", "label",
+        "annotate", "rollout", "expose", "run", "cordon", "drain", "taint",
+    ]),
+    "git": frozenset([
+        "commit", "push", "merge", "rebase", "reset", "revert", "checkout", "switch", "add",
+        "rm", "mv", "tag", "cherry-pick", "stash", "apply", "am", "pull",
+    ]),
+    "docker": frozenset(["run", "build", "rm", "rmi", "stop", "start", "restart", "push", "kill"]),
+    "terraform": frozenset(["apply", "destroy", "import"]),
+    "gh": frozenset(["pr", "issue", "release", "repo", "workflow"]),
+}
+# fmt: on
+
+
+def _acting_subcommand(rest: str, acts: frozenset[str]) -> bool:
+    """Whether the first word of ``rest`` that is no option is one of ``acts`` (``kubectl
+    --kubeconfig=k.yaml apply -f x``); ``gh``'s acts are a noun then a verb (``gh pr create``)."""
+    words = [word for word in rest.split(None, 8)[:8] if not word.startswith("-")]
+    if not words or words[0] not in acts:
+        return False
+    return words[0] not in ("pr", "issue", "release", "repo", "workflow") or (
+        len(words) > 1 and _name_changes(words[1])
+    )
+
+
 # A redirect into a file (not ``2>&1``, not ``> /dev/null``), and an in-place ``sed``; each
 # pattern starts with a literal, so a search skips to its candidates at C speed.
 _REDIRECT = re.compile(r">(?<![0-9&>]>)>?(?![>&]|\s*/dev/null)")
@@ -115,8 +147,13 @@ def changes_something(name: str, args: object = None) -> bool:
     while words and (words[0] == "sudo" or "=" in words[0]):
         # ``sudo`` and variable assignments before the command itself
         words = words[1].split(None, 1) if len(words) > 1 else []
-    if words and words[0].rsplit("/", 1)[-1] in _SHELL_VERBS:
-        return True
+    if words:
+        program = words[0].rsplit("/", 1)[-1]
+        if program in _SHELL_VERBS:
+            return True
+        acts = _SUBCOMMANDS.get(program)
+        if acts is not None and len(words) > 1 and _acting_subcommand(words[1], acts):
+            return True
     return (
         "<<" in head
         or (">" in head and _REDIRECT.search(head) is not None)

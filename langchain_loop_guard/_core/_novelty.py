@@ -63,6 +63,8 @@ _NEW_LINES = 2
 """New lines a long result must bring to count as new (a line that changes, a ticking counter
 or a rotating banner, does not: SPEC §13 R15, N11)."""
 
+_SAMPLED = 0x1F  # the line hashes every result samples have none of these bits (_signature)
+_REREAD = 4  # lines sampled by content, all seen, that make a long result a re-read
 _BITS = 2048  # bits of one generation
 _BYTES = _BITS // 8
 _CAPACITY = 160  # items one generation takes before it becomes the older one (~1% false seen)
@@ -145,7 +147,13 @@ class Seen:
             return NEUTRAL if again else NOTHING
         if near is not None:  # a long result (20 lines or more): are its lines new?
             hashes = line_hashes(near)
-            if self.count_new(hashes) >= min(_NEW_LINES, len(hashes)):
+            sampled = [h for h in hashes if not h & _SAMPLED]
+            new = self.count_new(sampled)
+            others = self.count_new(h for h in hashes if h & _SAMPLED)
+            # a result whose lines sampled by content were all seen re-reads what the run has
+            # read (SPEC §14 R18: a filtered part of a listing); else new lines are news
+            reread = len(sampled) >= _REREAD and not new
+            if not reread and new + others >= min(_NEW_LINES, len(hashes)):
                 return NEW | LINES
             seen = LINES
             if not self.check(number_of(outcome)):

@@ -10,16 +10,16 @@ Nothing here imports LangChain, LangGraph or pydantic.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from functools import lru_cache
 from itertools import islice
 from typing import TypeVar
 
 from langchain_loop_guard._core._canonical import digest
 from langchain_loop_guard._core._novelty import ACK, LINES, NEW, WORK
+from langchain_loop_guard._core._pacing import moves as _moves
+from langchain_loop_guard._core._pacing import waits_for_an_act as _waits_for_an_act
 from langchain_loop_guard._core._replies import alike
 from langchain_loop_guard._core._view import Call, Key, RunView, key_text
 
@@ -169,24 +169,15 @@ def repeated_call(view: RunView, seq: Sequence[Call], sigs: list[Key]) -> Detect
         threshold = limits.near_threshold(cur.name) or threshold
     if sigs[-threshold:].count(cur.sig) < threshold:
         return None
+    if limits.aware and _waits_for_an_act(seq, len(seq) - 1):
+        threshold = 2 * threshold + 1
+        if sigs[-threshold:].count(cur.sig) < threshold:
+            return None
     earlier = reversed(seq[-threshold:-1])
     if 1 + _chain(cur.sig, earlier, limits.aware) < threshold:
         return None
     key = key_text(cur.sig)
     return Detection(Signal.REPEATED_TOOL_CALL, cur.name, (cur.name,), threshold, threshold, key)
-
-
-_PAGING = frozenset(["down", "up", "next", "previous", "prev"])
-"""Words that, with ``page``, name a step through a view (``page_down``, ``next_page``)."""
-_WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
-
-
-@lru_cache(maxsize=256)
-def _moves(name: str) -> bool:
-    """Whether a tool's name says it moves a view by a step (``scroll``, ``scroll_down``,
-    ``page_down``, ``next_page``; not ``search_page``); a run calls few tools, often."""
-    words = {word.lower() for word in _WORD.findall(name)}
-    return "scroll" in words or ("page" in words and not words.isdisjoint(_PAGING))
 
 
 def cycle(view: RunView, seq: Sequence[Call], sigs: list[Key]) -> Detection | None:
@@ -248,7 +239,9 @@ def _frequency(view: RunView, seq: Sequence[Call], index: int) -> Detection | No
     paced = limits.aware and bool(cur.brought & ACK)
     if paced and cur.news:
         return None  # something new came since its last time: pacing
-    if limits.aware and (cur.news or (cur.name not in limits.overrides and _moves(cur.name))):
+    if limits.aware and _waits_for_an_act(seq, index):
+        threshold = max(threshold, 2 * limits.repeat_threshold(cur.name) + 1)
+    elif limits.aware and (cur.news or (cur.name not in limits.overrides and _moves(cur.name))):
         # a read re-done between reads that bring news (browsing), or a scroll (paging):
         # one more
         threshold += 1
@@ -385,9 +378,14 @@ def near_repeat(view: RunView, seq: Sequence[Call], sigs: list[Key]) -> Detectio
     and a different call that succeeded in between ends the count (N5).
     """
     cur = seq[-1]
-    threshold = view.limits.near_threshold(cur.name)
+    limits = view.limits
+    threshold = limits.near_threshold(cur.name)
     if not threshold or cur.changed or sigs.count(cur.sig) < threshold:
         return None
+    if _waits_for_an_act(seq, len(seq) - 1):
+        threshold = max(threshold, 2 * limits.repeat_threshold(cur.name) + 1)
+        if sigs.count(cur.sig) < threshold:
+            return None
     count = 1 + _stale_chain(cur, reversed(seq[-2 * threshold : -1]))
     return _near(cur, count, threshold)
 

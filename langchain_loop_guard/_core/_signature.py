@@ -29,6 +29,7 @@ from langchain_loop_guard._core._masks import (
 __all__ = [
     "EFFECT",
     "NEAR_LINES",
+    "SAMPLED",
     "Outcome",
     "arg_tokens",
     "assistant_key",
@@ -174,21 +175,56 @@ _PACK = tuple(struct.Struct(f">{size}I").pack for size in range(_SKETCH + 1))
 
 
 def _sketch(text: str) -> str:
-    """A sample of the distinct lines of ``text`` with digits and whitespace left out (of
-    its first and last bytes only when it has more than :data:`LARGE`)."""
-    if len(text) > LARGE:  # as many bytes at least: only its first and last are encoded
-        head = text[:HEAD].encode("utf-8", "surrogatepass")[:HEAD]
-        data = head + b"\n" + text[-TAIL:].encode("utf-8", "surrogatepass")[-TAIL:]
-    else:
-        data = text.encode("utf-8", "surrogatepass")
-        if len(data) > LARGE:
-            data = data[:HEAD] + b"\n" + data[-TAIL:]
-    lines = set(data.translate(None, b"0123456789 \t\r\x0b\x0c").split(b"\n"))
+    """A sample of the distinct lines of ``text`` (of its first and last bytes only when it
+    has more than :data:`LARGE`), each line with time, ids and its first number (a line
+    number, a count of lines above) masked and its whitespace left out: the other numbers are
+    data (a price table's rows, SPEC §14 N20). The sample is chosen by content: every line
+    whose hash is in :data:`SAMPLED` (the same lines of a listing and of a filtered part of
+    it, §14 R18), and the smallest of the others."""
+    if len(text) > LARGE:  # as many bytes at least: only its first and last are read
+        text = f"{text[:HEAD]}\n{text[-TAIL:]}"
+    elif len(text) * 4 > LARGE:
+        encoded = text.encode("utf-8", "surrogatepass")
+        if len(encoded) > LARGE:
+            cut = encoded[:HEAD] + b"\n" + encoded[-TAIL:]
+            text = cut.decode("utf-8", "ignore")
+    data = masked(text.replace("\n", _EOL), digits=True)
+    lines = {_FIRST_NUMBER.sub(b"", line, 1) for line in data.split(_EOL_BYTES)}
+    lines = {line.translate(None, b" \t\r\x0b\x0c") for line in lines}
     lines.discard(b"")
     if len(lines) <= 1:
         return f"{zlib.crc32(b''.join(lines)):08x}"
-    smallest = sorted(map(zlib.crc32, lines))[:_SKETCH]  # at most 6 KB of lines: C speed
-    return _PACK[len(smallest)](*smallest).hex()
+    hashes = sorted(map(_line_hash, lines))
+    sampled = [h for h in hashes if not h & SAMPLED][:_SKETCH]
+    others = [h for h in hashes if h & SAMPLED][: max(_FEW, _SKETCH - len(sampled))]
+    chosen = sorted((*sampled, *others))
+    return _PACK_ANY(chosen).hex()
+
+
+_EOL = "\x07"
+"""Lines are masked as one text, kept apart by a byte no mask treats as a word or a space."""
+_EOL_BYTES = _EOL.encode()
+_FIRST_NUMBER = re.compile(rb"[0-9][0-9.,]*")
+SAMPLED = 0x1F
+"""A line whose hash has none of these bits set is always in its result's sample: one line in
+32, the same in every result that holds it."""
+_FEW = 8
+"""Lines of a result sampled besides those, at least."""
+_SAID = 12
+"""Bytes a line needs (whitespace left out) to be sampled by its content."""
+
+
+def _line_hash(line: bytes) -> int:
+    """A line's CRC; a line too short to say much (a bracket, a key) never in :data:`SAMPLED`."""
+    crc = zlib.crc32(line)
+    return crc | 1 if len(line) < _SAID and not crc & SAMPLED else crc
+
+
+def _pack_any(values: list[int]) -> bytes:
+    return struct.pack(f">{len(values)}I", *values)
+
+
+_PACK_ANY = _pack_any
 
 
 EFFECT = 1 << 32
