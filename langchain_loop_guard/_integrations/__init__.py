@@ -7,7 +7,8 @@ agent middleware (:mod:`._middleware`) and the node guard (:mod:`._node`), the l
 graph pass (:mod:`._graph_guard`, :mod:`._graph_pass`, their state :mod:`._graph_state`). What the
 guard writes into a history (:mod:`._guard_messages`, :mod:`._repair`), how a tool's outcome is
 read from a message (:mod:`._outcomes`), a stop and its interrupt (:mod:`._stop`), the
-callbacks that publish verdicts (:mod:`._publish`), and the prompt hint (:mod:`._hint`).
+callbacks that publish verdicts (:mod:`._publish`), the prompt hint (:mod:`._hint`), and which
+tools act as their annotations say (:mod:`._tool_kinds`).
 
 May import: the standard library, ``langchain_core``, ``langgraph``, ``langchain``,
 ``pydantic``, ``typing_extensions``, :mod:`langchain_loop_guard._core` and

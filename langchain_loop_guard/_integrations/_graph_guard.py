@@ -48,6 +48,7 @@ from langchain_loop_guard._integrations._stop import (
     resume_action,
     stop_state,
 )
+from langchain_loop_guard._integrations._tool_kinds import ToolKinds
 
 if TYPE_CHECKING:
     from langchain_loop_guard._core._config import LoopGuardConfig
@@ -93,6 +94,7 @@ class GraphGuard(GuardRuntime):
         self._written: dict[int, tuple[GuardData, LoopDetector | None]] = {}
         self._halts: dict[str, LoopDetected] = {}
         self._interrupted: dict[tuple[object, ...], None] = {}
+        self._tool_kinds = ToolKinds()  # which tools act, as the tools it saw say (MCP)
         # what each pass asks of this guard (the pass holds these, never the guard itself)
         self._host = PassHost(
             on_stop=on_stop,
@@ -100,6 +102,7 @@ class GraphGuard(GuardRuntime):
             reported_before=self._reported_before,
             site=self._site,
             in_context=self._in_context,
+            tool_acts=self._tool_kinds.acts,
         )
 
     # --- settings -------------------------------------------------------------------------------

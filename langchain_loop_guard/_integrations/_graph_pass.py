@@ -60,6 +60,8 @@ class PassHost:
     """Where the verdict being reported happened."""
     in_context: Callable[[Sequence[AnyMessage], int, str | None], bool]
     """Whether the model saw the previous answer before ``messages[index]`` (SPEC §11 N2)."""
+    tool_acts: Callable[[str], bool | None] = lambda _name: None
+    """Whether a tool acts as its annotations said (``None``: unknown), by name (SPEC §14)."""
 
 
 class GraphPass:
@@ -252,8 +254,9 @@ class GraphPass:
 
     def _check_calls(self, calls: list[_CallInfo], answered: set[str]) -> None:
         """Feed each tool call of the answer; refuse (nudge) or stop on a hard detection."""
+        acts = self.host.tool_acts
         for call_id, name, args, malformed in calls:
-            verdict = self._feed("tool_call", name, args, call_id=call_id)
+            verdict = self._feed("tool_call", name, args, call_id=call_id, acts=acts(name))
             if malformed and not verdict.stops:  # it fails without reaching a tool
                 verdict = self._feed("tool_result", name, error=_MALFORMED, call_id=call_id)
             if not verdict.stops:

@@ -28,6 +28,7 @@ from langchain_loop_guard._integrations._publish import (
     install_callback_stop_filter,
 )
 from langchain_loop_guard._integrations._runtime import ConfigInput, GuardRuntime, bad_argument
+from langchain_loop_guard._integrations._tool_kinds import ToolKinds, tool_acts
 from langchain_loop_guard._integrations._unrepaired import StoppedThreads
 
 if TYPE_CHECKING:
@@ -144,6 +145,8 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
             self._engine, lambda: self.max_open_runs, lock=self._lock, site=self._site
         )
         self._unrepaired = StoppedThreads()  # checked once at their next model call
+        # what each tool's annotations said at its start, for the calls of a model's answer
+        self._tool_kinds = ToolKinds()
 
     @property
     def ignore_custom_event(self) -> bool:
@@ -293,9 +296,14 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
             compared = thread or limits_of(self.config).sketches_replies
             sketched = key is not None and not tool_calls and compared
             sketch = reply_sketch(text) if sketched else None
-            acts = limits_of(self.config).acts
+            acts, hinted = limits_of(self.config).acts, self._tool_kinds.acts
             named = [
-                (name, call_signature(name, args), call_id, arg_tokens(args, name, acts(name)))
+                (
+                    name,
+                    call_signature(name, args),
+                    call_id,
+                    arg_tokens(args, name, acts(name, hinted(name))),
+                )
                 for name, args, call_id in tool_calls
             ]
         with self._lock:
@@ -346,7 +354,12 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
         # digested before the lock is taken: other runs' callbacks need not wait for it
         arguments = inputs if inputs is not None else input_str
         signature = call_signature(name, arguments)
-        tokens = arg_tokens(arguments, name, limits_of(self.config).acts(name))
+        # the tool's MCP annotations arrive in the run's metadata (``docs/mcp.md``)
+        hint = tool_acts(metadata)
+        if hint is None:
+            hint = tool_acts(serialized)
+        self._tool_kinds.note(name, hint)
+        tokens = arg_tokens(arguments, name, limits_of(self.config).acts(name, hint))
         with self._lock:
             run = self._tree.place(run_id, parent_run_id, metadata, "tool")
             if run is None:

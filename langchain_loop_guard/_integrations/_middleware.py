@@ -228,6 +228,9 @@ class LoopGuardMiddleware(GraphGuard, AgentMiddleware[LoopGuardAgentState, Any, 
         state = request.state
         if not state:  # a request built outside an agent run
             return None
+        if self.mode != "off":  # which of the offered tools act, as they say (SPEC §14)
+            with self.failing_open("LoopGuardMiddleware.wrap_model_call"):
+                self._tool_kinds.learn(request.tools)
         messages, stored = state["messages"], state.get(STATE_KEY)
         halt = self._pending_halt(messages, stored)
         if halt is not None:  # held, and an app's hook sent the run back to the model
