@@ -89,8 +89,7 @@ class GraphGuard(GuardRuntime):
         # Each bounded by ``_MAX_THREADS``, oldest first (see ``_take_written``, ``_pending_halt``).
         self._threads: dict[str, GuardData] = {}
         self._resets: dict[str, float] = {}
-        # The states this guard wrote, by id, with the detector that exported them (None
-        # when recording: a recorded pass replays into a detector of its own).
+        # The states it wrote, by id, with the detector that exported them (None: recording)
         self._written: dict[int, tuple[GuardData, LoopDetector | None]] = {}
         self._halts: dict[str, LoopDetected] = {}
         self._interrupted: dict[tuple[object, ...], None] = {}

@@ -28,7 +28,7 @@ from langchain_loop_guard._integrations._publish import (
     install_callback_stop_filter,
 )
 from langchain_loop_guard._integrations._runtime import ConfigInput, GuardRuntime, bad_argument
-from langchain_loop_guard._integrations._tool_kinds import ToolKinds, tool_acts
+from langchain_loop_guard._integrations._tool_kinds import ToolKinds
 from langchain_loop_guard._integrations._unrepaired import StoppedThreads
 
 if TYPE_CHECKING:
@@ -298,13 +298,8 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
             sketch = reply_sketch(text) if sketched else None
             acts, hinted = limits_of(self.config).acts, self._tool_kinds.acts
             named = [
-                (
-                    name,
-                    call_signature(name, args),
-                    call_id,
-                    arg_tokens(args, name, acts(name, hinted(name))),
-                )
-                for name, args, call_id in tool_calls
+                (n, call_signature(n, args), i, arg_tokens(args, n, acts(n, hinted(n))))
+                for n, args, i in tool_calls
             ]
         with self._lock:
             run = self._tree.resolve(run_id, parent_run_id)
@@ -354,11 +349,7 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
         # digested before the lock is taken: other runs' callbacks need not wait for it
         arguments = inputs if inputs is not None else input_str
         signature = call_signature(name, arguments)
-        # the tool's MCP annotations arrive in the run's metadata (``docs/mcp.md``)
-        hint = tool_acts(metadata)
-        if hint is None:
-            hint = tool_acts(serialized)
-        self._tool_kinds.note(name, hint)
+        hint = self._tool_kinds.started(name, metadata, serialized)  # its MCP annotations
         tokens = arg_tokens(arguments, name, limits_of(self.config).acts(name, hint))
         with self._lock:
             run = self._tree.place(run_id, parent_run_id, metadata, "tool")

@@ -98,3 +98,14 @@ class ToolKinds:
     def acts(self, name: str) -> bool | None:
         """Whether ``name`` acts as its annotations said, ``None`` when unknown."""
         return self._kinds.get(name)
+
+    def started(self, name: str, *hosts: object) -> bool | None:
+        """What a tool starting says of itself in the first of ``hosts`` that says anything
+        (a callback's ``metadata``, then its ``serialized``: ``docs/mcp.md``), noted."""
+        hint = None
+        for host in hosts:
+            hint = tool_acts(host)
+            if hint is not None:
+                break
+        self.note(name, hint)
+        return hint
