@@ -23,7 +23,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.errors import GraphInterrupt
 
 import langchain_loop_guard._integrations._handler as handler_module
-from langchain_loop_guard import LoopDetector, LoopGuardConfig, LoopGuardConfigError
+from langchain_loop_guard import LoopDetector, LoopGuardConfig, LoopGuardConfigError, Signal
 from langchain_loop_guard._core._canonical import call_signature
 from langchain_loop_guard._core._signature import error_key, outcome_digest
 from langchain_loop_guard._integrations._handler import LoopGuardCallbackHandler
@@ -422,3 +422,81 @@ def test_corrupted_guard_state_is_discarded_and_the_loop_still_stopped(
     unreadable = [r for r in caplog.records if "unreadable" in r.getMessage()]
     assert len(unreadable) == 1
     assert isinstance(harness.state()["loop_guard"]["detector"], dict)
+
+
+# --- two invocations of one conversation at once (double texting) --------------------------------
+
+
+class Turns:
+    """Lets the tool calls of named runs go one at a time, in turn, until one run ends."""
+
+    def __init__(self, names: list[str]) -> None:
+        self.names, self.turn, self.over = names, 0, False
+        self.ran: dict[str, int] = dict.fromkeys(names, 0)
+        self.changed = threading.Condition()
+
+    def take(self, name: str) -> None:
+        with self.changed:
+            self.changed.wait_for(lambda: self.over or self.names[self.turn] == name, timeout=10)
+            self.ran[name] += 1
+            self.turn = (self.turn + 1) % len(self.names)
+            self.changed.notify_all()
+
+    def end(self) -> None:
+        with self.changed:
+            self.over = True
+            self.changed.notify_all()
+
+
+@pytest.mark.parametrize("scope", ["auto", "thread"])
+def test_overlapping_invocations_of_one_thread_keep_their_counts_and_stop(scope: str) -> None:
+    """A second message sent while the first run still loops (one thread_id, a checkpointer):
+    each run's model calls carry its own message, which is no new message to the other run, so
+    neither lifts the other's counts or stop, and both loops are stopped (without the fix they
+    ran to the recursion limit)."""
+    turns = Turns(["first", "second"])
+
+    def lookup(name: str) -> Any:
+        def body(args: dict[str, Any]) -> str:
+            turns.take(name)
+            return "the same contents"
+
+        return scripted_tool(name, body)
+
+    def again(messages: Any) -> AIMessage:  # each run calls the tool its message names
+        asked = [m for m in messages if isinstance(m, HumanMessage)][-1]
+        return call(asked.text, {"path": "notes.txt"})
+
+    guard = LoopGuardCallbackHandler({"scope": scope})
+    model = ScriptedChatModel(script=[again], then="repeat")
+    tools = [lookup(name) for name in turns.names]
+    agent = create_agent(model, tools, checkpointer=InMemorySaver())
+    config: Any = {
+        "configurable": {"thread_id": "chat-1"},
+        "callbacks": [guard],
+        "recursion_limit": 60,
+    }
+    outcomes: dict[str, str] = {}
+
+    def send(text: str) -> None:
+        try:
+            agent.invoke({"messages": [("user", text)]}, config)
+            outcomes[text] = "finished"
+        except LoopDetected as stop:
+            outcomes[text] = stop.signal
+        except Exception as error:  # the recursion limit, without the fix
+            outcomes[text] = type(error).__name__
+        finally:
+            turns.end()
+
+    sending = [threading.Thread(target=send, args=(text,)) for text in turns.names]
+    for thread in sending:
+        thread.start()
+    for thread in sending:
+        thread.join(timeout=60)
+    # the thread's calls alternate between two tools: a cycle, or too many calls of a tool
+    assert outcomes.keys() == {"first", "second"}
+    assert all(isinstance(signal, Signal) for signal in outcomes.values()), outcomes
+    # stopped after a few calls (how many depends on where the second message lands among the
+    # first run's calls), not at the recursion limit (30 calls each)
+    assert max(turns.ran.values()) <= 6, turns.ran
