@@ -500,3 +500,87 @@ def test_overlapping_invocations_of_one_thread_keep_their_counts_and_stop(scope:
     # stopped after a few calls (how many depends on where the second message lands among the
     # first run's calls), not at the recursion limit (30 calls each)
     assert max(turns.ran.values()) <= 6, turns.ran
+
+
+# --- hostile volatile fields: every mask linear in the output -----------------------------------
+# These outputs took minutes (hours for the largest) before the masks were made linear; the
+# timeouts only keep a regression from hanging the suite, the timings are in benchmarks/.
+
+
+def _result_key(text: str, volatile: Any = None) -> str:
+    from langchain_loop_guard._core._signature import outcome
+
+    return outcome(text, volatile=volatile).key
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    ("pattern", "key", "is_volatile"),
+    [
+        ("*_*_*", "_" * 10_000, True),
+        ("*_*_*", "a" * 10_000 + "-", False),
+        ("*a*a*a*a*", "a" * 10_000 + "-", False),
+        ("*a*a*a*a*", "ab" * 5_000, True),
+        ("x-*_*-*_*", "x-" + "_" * 10_000, False),
+        ("x-*_*-*_*", "x-" + "_" * 10_000 + "-a_b", True),
+    ],
+    ids=["underscores", "dash-at-the-end", "many-a", "ab-run", "one-dash", "two-dashes"],
+)
+def test_a_volatile_field_with_many_wildcards_is_matched_in_one_pass(
+    pattern: str, key: str, *, is_volatile: bool
+) -> None:
+    """A 20,000-character key (in a JSON result) against a name with several ``*`` is masked
+    when it matches and left when it does not, without backtracking over every way to split
+    it (a key of 4,000 characters took over 90 s)."""
+    from langchain_loop_guard._core._limits import limits_of
+
+    volatile = limits_of(LoopGuardConfig(volatile_fields=[pattern])).volatile_of("search")
+    text = '{"id": "a", "' + key + '" 1, "' + key + '": 2}'
+    same = _result_key(text, volatile) == _result_key(text.replace(": 2}", ": 3}"), volatile)
+    assert same is is_volatile
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("filler", ["_", "-", "req_", "_1"])
+def test_the_default_masks_read_a_long_run_of_separators_once(filler: str) -> None:
+    """Outputs that are long runs of ``_`` (or vendor prefixes) cost a time that grew with
+    the square of their length at the defaults (the search for vendor id prefixes): a hundred
+    of 32 KB each are digested in well under the timeout now."""
+    text = filler * (32 * 1024 // len(filler))
+    digests = {outcome_digest(text) for _ in range(100)}
+    assert len(digests) == 1
+
+
+def test_too_many_volatile_fields_are_a_configuration_error() -> None:
+    """10,000 names (which took half a minute to compile) are refused with the usual clear
+    error naming the key and the limit; 1,024 are taken."""
+    names = [f"field_{index}" for index in range(10_000)]
+    with pytest.raises(LoopGuardConfigError, match=r"volatile_fields.*at most 1024 names"):
+        LoopGuardConfig(volatile_fields=names)
+    with pytest.raises(LoopGuardConfigError, match="volatile_fields"):
+        LoopGuardConfig(volatile_fields={"search": names[:600], "*": names[600:1200]})
+    config = LoopGuardConfig(volatile_fields=names[:1024])
+    from langchain_loop_guard._core._limits import limits_of
+
+    volatile = limits_of(config).volatile_of("search")
+    assert _result_key('{"field_1023": 1}', volatile) == _result_key('{"field_1023": 2}', volatile)
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "allowed"),
+    [
+        ("volatile_fields", ["meta.rank"], "not a nested path"),
+        ("volatile_fields", {"search": ["hits.0.score"]}, "not a nested path"),
+        ("volatile_fields", {"search*": ["rank"]}, "no other \\*"),
+        ("volatile_fields", {"*_docs": ["rank"]}, "no other \\*"),
+        ("tool_threshold_overrides", {"read_*": 5}, "no \\*"),
+        ("tool_threshold_overrides", {"*": 5}, "no \\*"),
+    ],
+)
+def test_settings_that_would_never_apply_are_configuration_errors(
+    key: str, value: Any, allowed: str
+) -> None:
+    """A nested path as a volatile field, or a tool name with ``*`` in a per-tool setting,
+    matched nothing silently: each is refused, saying what is allowed."""
+    with pytest.raises(LoopGuardConfigError, match=rf"key '{key}'.*allowed: .*{allowed}"):
+        LoopGuardConfig(**{key: value})
