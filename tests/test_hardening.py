@@ -584,3 +584,38 @@ def test_settings_that_would_never_apply_are_configuration_errors(
     matched nothing silently: each is refused, saying what is allowed."""
     with pytest.raises(LoopGuardConfigError, match=rf"key '{key}'.*allowed: .*{allowed}"):
         LoopGuardConfig(**{key: value})
+
+
+# --- outputs that read as errors ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "output",
+    [
+        "Error: " + "the parser failed at line 12 of refunds policy\n" * 200_000,
+        '{"error": "' + "refunds policy not found; " * 400_000 + '"}',
+    ],
+    ids=["Error:", "error-json"],
+)
+def test_an_output_that_reads_as_an_error_is_read_no_further_than_the_error_rules_need(
+    output: str,
+) -> None:
+    """A 10 MB output that reads as an error is a failure told by its first and last parts:
+    the words of the whole text were collected before (600 MB and seconds for 50 MB), now
+    digesting it allocates a small fraction of its size, and its middle does not count."""
+    import tracemalloc
+
+    from langchain_loop_guard._core._signature import arg_tokens, outcome
+
+    tokens = arg_tokens({"query": "refunds policy"}, "search")
+    tracemalloc.start()
+    try:
+        digested = outcome(output, tool="search", tokens=tokens)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert digested.failed  # an error returned as text
+    assert peak < len(output) // 20, peak
+    middle = len(output) // 2
+    changed = output[:middle] + "another failure" + output[middle + 15 :]
+    assert outcome(changed, tool="search", tokens=tokens).key == digested.key
