@@ -619,3 +619,42 @@ def test_an_output_that_reads_as_an_error_is_read_no_further_than_the_error_rule
     middle = len(output) // 2
     changed = output[:middle] + "another failure" + output[middle + 15 :]
     assert outcome(changed, tool="search", tokens=tokens).key == digested.key
+
+
+# --- call ids in the saved state ------------------------------------------------------------------
+
+
+def test_huge_call_ids_are_kept_as_digests_in_the_detector_state() -> None:
+    """A detector fed calls with 1 MB ids exports a state of a few KB (the ids were kept whole:
+    25 MB), and each result still belongs to its call."""
+    detector = LoopDetector(LoopGuardConfig(mode="observe"), clock=lambda: 0.0)
+    for index in range(12):
+        call_id = f"{index}-" + "x" * 1_000_000
+        detector.tool_call("read_file", {"path": f"{index}.txt"}, call_id=call_id)
+        detector.tool_result("read_file", f"contents {index}", call_id=call_id)
+    state = json.dumps(detector.export_state())
+    assert len(state) < 8 * 1024
+    assert "xxxx" not in state
+    assert [call.outcome for call in detector.snapshot(recent=12).recent] == ["ok"] * 12
+
+
+def test_huge_call_ids_do_not_bloat_the_checkpoint_and_the_loop_is_still_stopped() -> None:
+    """With the middleware, 100 KB call ids leave the guard's saved state under the README's
+    8 KB (1.2 MB before), and a repeated call with a new huge id each time is still stopped."""
+    script = [
+        call("read_file", {"path": f"{index % 6}.txt"}, id=f"{index}-" + "x" * 100_000)
+        for index in range(12)
+    ]
+    repeat = [call("read_file", {"path": "a.txt"}, id=f"r{i}-" + "y" * 100_000) for i in range(3)]
+    model = ScriptedChatModel(script=[*script, *repeat, "done"])
+    agent = create_agent(
+        model,
+        [scripted_tool("read_file", "contents")],
+        middleware=[LoopGuardMiddleware({"progress_aware": False}, on_stop="end")],
+        checkpointer=InMemorySaver(),
+    )
+    config: Any = {"configurable": {"thread_id": "t"}}
+    messages = agent.invoke({"messages": [("user", "go")]}, config)["messages"]
+    saved = json.dumps(agent.get_state(config).values["loop_guard"], default=str)
+    assert len(saved) < 8 * 1024, len(saved)
+    assert stop_message(messages).content.startswith("Loop guard stopped the run")
