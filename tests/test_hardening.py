@@ -658,3 +658,32 @@ def test_huge_call_ids_do_not_bloat_the_checkpoint_and_the_loop_is_still_stopped
     saved = json.dumps(agent.get_state(config).values["loop_guard"], default=str)
     assert len(saved) < 8 * 1024, len(saved)
     assert stop_message(messages).content.startswith("Loop guard stopped the run")
+
+
+# --- huge run ids in a replayed trace -------------------------------------------------------------
+
+
+def test_huge_run_ids_are_cut_as_a_trace_is_read(tmp_path: Path) -> None:
+    """Forty runs in flight at once, each with a 1 MB id: replay cuts each id as its line is
+    read (as reports show it), so it holds a few MB, not the 40 MB of ids, and the runs stay
+    apart."""
+    import tracemalloc
+
+    from langchain_loop_guard import replay
+
+    path = tmp_path / "trace.jsonl"
+    with path.open("w") as file:
+        for step in range(2):  # the runs interleave: every run is open until the last lines
+            for run in range(40):
+                event = {"v": 1, "e": "tool_call", "t": 0.1 * step, "tool": "read", "d": "ab12"}
+                file.write(json.dumps({**event, "run": f"{run}-" + "r" * 1_000_000}) + "\n")
+    tracemalloc.start()
+    try:
+        report = replay(path, LoopGuardConfig())
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert len(report.runs) == 40
+    assert len({run.run for run in report.runs}) == 40
+    assert max(len(run.run) for run in report.runs) <= 200
+    assert peak < 20_000_000, peak
