@@ -498,8 +498,8 @@ def test_overlapping_invocations_of_one_thread_keep_their_counts_and_stop(scope:
     assert outcomes.keys() == {"first", "second"}
     assert all(isinstance(signal, Signal) for signal in outcomes.values()), outcomes
     # stopped after a few calls (how many depends on where the second message lands among the
-    # first run's calls), not at the recursion limit (30 calls each)
-    assert max(turns.ran.values()) <= 6, turns.ran
+    # first run's calls: 2 to 5 seen), not at the recursion limit (30 calls each)
+    assert max(turns.ran.values()) <= 10, turns.ran
 
 
 # --- hostile volatile fields: every mask linear in the output -----------------------------------
