@@ -187,7 +187,7 @@ _VALUE = (
 # A quoted key and its value, from a quote: a search skips to each quote at C speed; every
 # quantifier is possessive, so a try reads the key and the value once and never gives back.
 _KEYED = re.compile(rb"""(["'])([A-Za-z0-9_\-]++)\1\s*+:\s*+(%b)""" % _VALUE)
-_MAX_HINTS = 64  # more names than this: every quoted key is looked at, no search for each name
+_MAX_PATTERN = 64  # names in one regular expression (and literal parts searched for, each)
 
 
 class _Glob:
@@ -238,33 +238,33 @@ class VolatileFields:
     result is JSON by then. (A timestamp or duration is masked wherever it stands anyway.)
 
     A search for the fields' longest literal parts, at C speed, decides whether the keys are
-    looked at at all: most results name none of them. Each quoted key is then found once and
-    looked up: among the names without ``*`` in a set, among the others by their first and last
-    literal parts, then by :class:`_Glob`; both building and masking take a time linear in the
-    names and in the text.
+    looked at at all: most results name none of them. Names with at most one ``*`` (the
+    built-in ones) are then matched by one regular expression, in a time linear in the text
+    (one ``*`` backtracks over one run of the key at most); a name with several ``*``, and
+    every name beyond the first 64, are looked up key by key (:class:`_KeyLookup`).
     """
 
-    __slots__ = ("_by_first", "_by_last", "_firsts", "_hints", "_inner", "_lasts", "_literal")
+    __slots__ = ("_hints", "_lookup", "_pattern")
 
     def __init__(self, names: tuple[str, ...]) -> None:
-        encoded = [name.encode() for name in names]
-        self._literal = frozenset(name for name in encoded if b"*" not in name)
-        wild = sorted({name for name in encoded if b"*" in name})
-        # the names with ``*`` by their first literal part, else by their last: a key that
-        # starts (ends) with none of them is none of those names, told at C speed
-        first = [name for name in wild if not name.startswith(b"*")]
-        last = [name for name in wild if name.startswith(b"*") and not name.endswith(b"*")]
-        inner = [name for name in wild if name.startswith(b"*") and name.endswith(b"*")]
-        self._firsts = tuple(name.split(b"*")[0] for name in first)
-        self._lasts = tuple(name.split(b"*")[-1] for name in last)
-        self._by_first = tuple(_Glob(name) for name in first)
-        self._by_last = tuple(_Glob(name) for name in last)
-        self._inner = tuple(_Glob(name) for name in inner)
+        encoded = sorted({name.encode() for name in names})
+        simple = [name for name in encoded if name.count(b"*") <= 1]
+        if len(simple) > _MAX_PATTERN:
+            simple = []  # many names: a set looks each key up, an alternation would try each
+        looked_up = sorted(set(encoded).difference(simple))
+        self._pattern: re.Pattern[bytes] | None = None
+        if simple:
+            alternatives = b"|".join(
+                re.escape(name).replace(rb"\*", rb"[A-Za-z0-9_]*") for name in simple
+            )
+            # from a quote: a search skips to each quote at C speed, and tries the names there
+            self._pattern = re.compile(rb"""(["'])(?:%b)\1\s*:\s*(%b)""" % (alternatives, _VALUE))
+        self._lookup = _KeyLookup(looked_up) if looked_up else None
         # the longest literal part of each name, without those holding another (``time`` is
         # in every text that holds ``timestamp``); with many names, no search for each
         parts = {max(name.split(b"*"), key=len) for name in encoded} - {b""}
         self._hints: tuple[bytes, ...] | None = None
-        if len(parts) <= _MAX_HINTS:
+        if len(parts) <= _MAX_PATTERN:
             self._hints = tuple(
                 sorted(part for part in parts if not any(o != part and o in part for o in parts))
             )
@@ -276,6 +276,42 @@ class VolatileFields:
             return data  # no quoted key: most results, told at C speed
         if self._hints is not None and not any(hint in data for hint in self._hints):
             return data
+        if self._pattern is not None:
+            data = self._pattern.sub(_keep_field, data)
+        if self._lookup is not None:
+            data = self._lookup.mask(data)
+        return data
+
+
+def _keep_field(found: re.Match[bytes]) -> bytes:
+    """The field's name and separator, its value masked."""
+    return found.group(0)[: found.start(2) - found.start(0)] + _MASK
+
+
+class _KeyLookup:
+    """Volatile fields looked up key by key: each quoted key of a text is found once and
+    looked up, among the names without ``*`` in a set, among the others by their first and
+    last literal parts, then by :class:`_Glob`. Building and masking take a time linear in the
+    names and in the text, whatever the names."""
+
+    __slots__ = ("_by_first", "_by_last", "_firsts", "_inner", "_lasts", "_literal")
+
+    def __init__(self, names: list[bytes]) -> None:
+        self._literal = frozenset(name for name in names if b"*" not in name)
+        wild = [name for name in names if b"*" in name]
+        # the names with ``*`` by their first literal part, else by their last: a key that
+        # starts (ends) with none of them is none of those names, told at C speed
+        first = [name for name in wild if not name.startswith(b"*")]
+        last = [name for name in wild if name.startswith(b"*") and not name.endswith(b"*")]
+        inner = [name for name in wild if name.startswith(b"*") and name.endswith(b"*")]
+        self._firsts = tuple(name.split(b"*")[0] for name in first)
+        self._lasts = tuple(name.split(b"*")[-1] for name in last)
+        self._by_first = tuple(_Glob(name) for name in first)
+        self._by_last = tuple(_Glob(name) for name in last)
+        self._inner = tuple(_Glob(name) for name in inner)
+
+    def mask(self, data: bytes) -> bytes:
+        """``data`` with the value of each of the fields replaced by the mask."""
         pieces: list[bytes] = []
         kept, search = 0, _KEYED.search
         found = search(data)
@@ -284,8 +320,9 @@ class VolatileFields:
                 pieces.append(data[kept : found.start(3)])
                 kept = found.end()
                 found = search(data, kept)
-            else:  # as a substitution would go on: from the next character
-                found = search(data, found.start() + 1)
+            else:  # from its value: a try at the key's closing quote would fail (a key char
+                # must follow a quote), and the value may hold quoted keys of its own
+                found = search(data, found.start(3))
         if not pieces:
             return data
         pieces.append(data[kept:])
