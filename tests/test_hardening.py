@@ -687,3 +687,26 @@ def test_huge_run_ids_are_cut_as_a_trace_is_read(tmp_path: Path) -> None:
     assert len({run.run for run in report.runs}) == 40
     assert max(len(run.run) for run in report.runs) <= 200
     assert peak < 20_000_000, peak
+
+
+def test_a_trace_line_of_many_mb_is_read_into_a_window_of_about_its_size(tmp_path: Path) -> None:
+    """Lines of 10 MB (a huge run id each): the reader stops at each line's end instead of
+    doubling its window past it, so replay peaks near three times a line (the line, its window
+    and the value decoded), not five (53 MB before, for these three lines)."""
+    import tracemalloc
+
+    from langchain_loop_guard import replay
+
+    path, line = tmp_path / "trace.jsonl", 10_000_000
+    with path.open("w") as file:
+        for step in range(3):
+            event = {"v": 1, "e": "tool_call", "t": 0.1 * step, "tool": "read", "d": "ab12"}
+            file.write(json.dumps({**event, "run": "r" * line}) + "\n")
+    tracemalloc.start()
+    try:
+        report = replay(path, LoopGuardConfig())
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert len(report.runs) == 1
+    assert peak < 4 * line, peak
