@@ -19,7 +19,7 @@ import time
 from collections.abc import Iterable, Mapping, Sized
 from typing import Any
 
-from langchain_loop_guard._core._canonical import call_signature
+from langchain_loop_guard._core._canonical import call_signature, kept_call_id
 from langchain_loop_guard._core._config import LoopGuardConfig
 from langchain_loop_guard._core._detector_events import (
     DetectorEvent,
@@ -216,7 +216,7 @@ class LoopDetector:
         ``read_only_tools`` win over it (SPEC §14)."""
         if self._off:
             return ALLOW
-        events = self._events
+        call_id, events = kept_call_id(call_id), self._events
         # an ignored call is not kept: its signature is only needed for a listener
         if events is None and name in self._judge.ignore:
             return self._judge.tool_call(name, "", call_id)
@@ -235,7 +235,7 @@ class LoopDetector:
         :meth:`tool_call` of the arguments the signature was made of."""
         if self._off:
             return ALLOW
-        return self._call(name, signature, call_id)
+        return self._call(name, signature, kept_call_id(call_id))
 
     def tool_result(
         self, name: str, output: object = None, *, error: object = None, call_id: str | None = None
@@ -248,7 +248,7 @@ class LoopDetector:
         """
         if self._off:
             return ALLOW
-        events = self._events
+        call_id, events = kept_call_id(call_id), self._events
         if events is None and name in self._judge.ignore:
             return self._record.soft()
         call = self._view.find(name, call_id)
@@ -276,6 +276,7 @@ class LoopDetector:
         for a call of a tripped run, a blocked call or an ignored tool's)."""
         if self._off:
             return ALLOW
+        call_id = kept_call_id(call_id)
         call = self._view.find(name, call_id)
         return self._result(call, name, key, call_id, failed=failed, near=near, info=info)
 
@@ -372,7 +373,8 @@ class LoopDetector:
         """
         if self._off:
             return ALLOW
-        kind, tool, value, call_id = event.kind, event.tool or "", event.digest, event.call_id
+        kind, tool, value = event.kind, event.tool or "", event.digest
+        call_id = kept_call_id(event.call_id)
         if kind in ("reset", "user_message"):
             return self.reset() if kind == "reset" else self.user_message()
         if kind == "release":

@@ -104,7 +104,9 @@ _ECHOED_INPUT = re.compile(r"input_(?:value|type)=(?:'[^'\n]*'|\"[^\"\n]*\"|[^,\
 
 
 def _error_text(error: object) -> str:
-    text = error_text(error)
+    """The text an error is told by: its first and last parts when it is longer than
+    :data:`LARGE` (the error rules read no further, however large an ``Error: …`` output)."""
+    text = _bounded(error_text(error))
     if "input_" in text:
         text = _ECHOED_INPUT.sub("input_…", text)
     return text
@@ -536,8 +538,8 @@ def _sketch_words(sketch: str) -> set[str]:
 
 
 def _bounded(text: str) -> str:
-    """A reply's first and last parts, when it is longer than :data:`LARGE`: its words are
-    sampled there, as a large result's lines are."""
+    """A reply's (or an error's) first and last parts, when it is longer than :data:`LARGE`:
+    its words are sampled there, as a large result's lines are."""
     return text if len(text) <= LARGE else f"{text[:HEAD]}\n{text[-TAIL:]}"
 
 

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, ToolMessage
 
+from langchain_loop_guard._core._canonical import kept_call_id
 from langchain_loop_guard._core._detector import Signal
 from langchain_loop_guard._core._messages import not_executed, nudge
 from langchain_loop_guard._core._public import safe_tool_name
@@ -186,9 +187,13 @@ class GraphPass:
         self.data["pending"] = []
         hard: Verdict | None = None
         for message in tail:
-            if not isinstance(message, ToolMessage) or message.tool_call_id not in pending:
+            if not isinstance(message, ToolMessage):
                 continue
-            name = pending.pop(message.tool_call_id)
+            name = pending.pop(kept_call_id(message.tool_call_id), None)
+            if name is None:  # a huge id saved whole before ids were digested, or none
+                name = pending.pop(message.tool_call_id, None)
+            if name is None:
+                continue
             outcome = tool_outcome(message)
             verdict = self._feed(
                 "tool_result",
@@ -246,8 +251,8 @@ class GraphPass:
                 self.messages.append(standalone_nudge(hard, self.config.locale))
                 self.jump = "model"
         ours = {getattr(m, "tool_call_id", None) for m in (*self.messages, *self.ending)}
-        self.data["pending"] = [
-            [call_id, name]
+        self.data["pending"] = [  # ids as the detector keeps them: a huge one as a digest
+            [kept_call_id(call_id), name]
             for call_id, name, _, malformed in calls
             if not malformed and call_id not in ours
         ][-_MAX_PENDING:]

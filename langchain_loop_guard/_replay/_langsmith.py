@@ -20,6 +20,7 @@ import contextlib
 import datetime as _dt
 import functools
 import json
+import math
 import sys
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -98,26 +99,47 @@ class FeedbackScores:
         stats = obj.get("feedback_stats")
         if not isinstance(stats, Mapping):
             return None
-        if len(self.keys) < _KEYS_NAMED:
-            self.keys.update(str(key) for key in list(stats)[:_KEYS_NAMED])
+        if len(self.keys) < _KEYS_NAMED:  # cut: a key of 20 MB is not copied into a message
+            self.keys.update(map(_cut_key, list(stats)[:_KEYS_NAMED]))
         found = stats.get(self.key)
         if isinstance(found, Mapping):
             average, count = found.get("avg"), found.get("n", 1)
         else:
             average, count = found, 1
-        numbers = (int, float)
-        if not isinstance(average, numbers) or isinstance(average, bool):
+        score, weight = _number(average), _number(count)
+        if score is None:  # not a number, a huge integer, NaN or infinite: no score
             return None
-        if not isinstance(count, numbers) or isinstance(count, bool) or count <= 0:
-            count = 1
-        return float(average), float(count)
+        return score, weight if weight is not None and weight > 0 else 1.0
 
     def add(self, trace: str, runs: Iterable[_Run]) -> None:
         """Note the average score of ``trace`` (its runs' scores weighted by their counts)."""
         scored = [run.feedback for run in runs if run.feedback is not None]
         total = sum(count for _, count in scored)
         if total > 0:
-            self.by_trace[trace] = sum(average * count for average, count in scored) / total
+            average = sum(average * count for average, count in scored) / total
+            if math.isfinite(average):  # counts so large that the sum overflows: no score
+                self.by_trace[trace] = average
+
+
+_KEY_SHOWN: Final = 60  # characters of a feedback key an error message shows
+
+
+def _cut_key(key: object) -> str:
+    """A feedback key as an error message names it: cut to :data:`_KEY_SHOWN` characters."""
+    text = str(key)
+    return text if len(text) <= _KEY_SHOWN else text[: _KEY_SHOWN - 1] + "…"
+
+
+def _number(value: object) -> float | None:
+    """A finite number of a feedback's ``avg`` or ``n`` as a float, else ``None`` (an integer
+    of more than 309 digits has no float: ``float()`` would raise ``OverflowError``)."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
 
 
 @dataclass(slots=True)

@@ -8,7 +8,6 @@ format is read as a stream of JSON values (:mod:`~langchain_loop_guard._replay._
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import itertools
 import os
 from collections import Counter
@@ -59,7 +58,12 @@ from langchain_loop_guard._replay._report_text import (
 )
 from langchain_loop_guard._replay._sources import json_type, json_values
 from langchain_loop_guard._replay._streamed import Streamed, json_chunks
-from langchain_loop_guard._replay._trace import TraceFormatError, TraceItem, decode_event
+from langchain_loop_guard._replay._trace import (
+    TraceFormatError,
+    TraceItem,
+    cut_run_id,
+    decode_event,
+)
 from langchain_loop_guard._replay._trajectories import read_trajectories
 
 __all__ = [
@@ -81,7 +85,6 @@ Progress = Callable[[int, int], None]
 
 _HARD: Final = frozenset({"block", "abort", "observe"})
 _POOL: Final = 16  # reset detectors kept for the next runs, per configuration
-_MAX_RUN_ID: Final = 200
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -367,14 +370,8 @@ def _close(
         run.retire(pool)
 
 
-def _shown_id(run: str) -> str:
-    """A run id as reports keep it: one longer than 200 characters cut, ending in its digest."""
-    if len(run) <= _MAX_RUN_ID:
-        return run
-    hasher = hashlib.blake2b(digest_size=8)
-    for start in range(0, len(run), 1 << 20):  # a piece at a time: no copy of a huge id
-        hasher.update(run[start : start + (1 << 20)].encode("utf-8", "surrogatepass"))
-    return f"{run[:160]}…{hasher.hexdigest()}"
+_shown_id = cut_run_id
+"""A run id as reports keep it (a trace's ids are cut as they are read, other formats' here)."""
 
 
 def replay(
