@@ -448,7 +448,8 @@ class RunView:
         reader = _call_from_state if version == 5 else _call_from_v4
         calls = [reader(item) for item in items_of(state["calls"])]
         if calls and calls[0].batch is _JOINED:
-            calls[0].batch = calls[0]  # its answer's first call is out of the history
+            # its answer's first call is out of the history: it stays joined to that answer
+            calls[0].batch = Call("", "", None)
         for previous, call in pairwise(calls):
             if call.batch is _JOINED:  # joined the answer of the call before it
                 call.batch = previous.batch
