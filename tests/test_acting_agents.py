@@ -6,6 +6,8 @@ and the same error on other targets are never stopped; the same act again is, as
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from acting_agents import (
     block_updates,
@@ -26,7 +28,7 @@ from acting_agents import (
 from conversations import Scenario, drive
 
 from langchain_loop_guard import LoopDetector, LoopGuardConfig, Signal
-from langchain_loop_guard._core._signature import EFFECT, arg_tokens, changes_something
+from langchain_loop_guard._core._signature import EFFECT, arg_tokens, changes_something, outcome
 
 NEVER = [
     # N14: the same acknowledgement to different acts
@@ -191,3 +193,52 @@ def test_r19_the_same_read_between_other_work_is_the_seeds_window_one_call_later
     assert seen.stop is not None
     assert seen.stop.signal is Signal.TOOL_FREQUENCY
     assert seen.executed.count("get_config") == 4
+
+
+@pytest.mark.parametrize(
+    ("command", "acts"),
+    [
+        ("helm --kubeconfig=k.yaml upgrade redis bitnami/redis --version 22.0.0", True),
+        ("kubectl --kubeconfig=k.yaml apply -f deploy.yaml", True),
+        ("kubectl --kubeconfig=k.yaml get pods -n shared-services", False),
+        ("git commit -m 'Fix the parser'", True),
+        ("git status", False),
+        ("gh pr create --title 'Fix' --body 'x'", True),
+        ("gh pr view 3", False),
+        ("gh", False),
+        ("sudo", False),  # no command after it
+        ("docker run --rm alpine true", True),
+        ("apt-get install default-jdk", False),  # the classic loop's: no act of its own
+    ],
+)
+def test_acting_subcommands_of_command_line_tools(command: str, acts: bool) -> None:
+    """§14 Effects: a shell command acts by its subcommand (``helm upgrade``, ``kubectl
+    apply``, ``git commit``, ``gh pr create``); a read of the same tool does not."""
+    assert changes_something("run_command", {"command": command}) is acts
+
+
+PLACES = ["lucali", "di-fara", "prince-street", "joes", "l-industrie", "scarrs"]
+
+
+def test_what_a_compact_result_echoes_is_left_out_wherever_it_stands() -> None:
+    """R16: the echo of the call's words is left out at the end of a result as at its start;
+    a result beyond the scanned size is read whole; two words of the query in a row are the
+    result's own words."""
+    query = "best pizza in new york"
+    tokens = arg_tokens({"query": query}, "web_search")
+    hits = json.dumps(
+        [{"title": name, "url": f"https://maps.example.com/{name}"} for name in PLACES]
+    )
+    first = outcome(f'{{"results": {hits}, "query": "{query}"}}', tool="s", tokens=tokens)
+    other = "the best pizza places in new york city"
+    second = outcome(
+        f'{{"results": {hits}, "query": "{other}"}}',
+        tool="s",
+        tokens=arg_tokens({"query": other}, "web_search"),
+    )
+    assert first.info == second.info  # the same once the echoes are left out
+    assert first.key != second.key
+    two = outcome(f'{{"results": {hits}, "note": "new york"}}', tool="s", tokens=tokens)
+    assert two.info == "+" + two.key  # "new york" alone is the result's own
+    huge = json.dumps({"query": query, "rows": ["x" * 80] * 300})
+    assert outcome(huge, tool="s", tokens=tokens).info == "+" + outcome(huge, tool="s").key

@@ -1438,3 +1438,26 @@ def test_any_valid_config_round_trips_through_a_camel_case_file(
     loaded = LoopGuardConfig._load({}, environ={"HOME": str(directory)}, cwd=directory)
     assert loaded == config
     assert hash(loaded) == hash(config)
+
+
+def test_a_tool_in_both_acting_and_read_only_tools_is_an_error_naming_both_sources(
+    load: Loader,
+) -> None:
+    """``acting_tools`` and ``read_only_tools`` cannot name one tool: the problem is on the
+    list from the higher source, naming where the other came from."""
+    with pytest.raises(LoopGuardConfigError) as info:
+        load({"LOOP_GUARD_ACTING_TOOLS": "run_sql,update_block"}, read_only_tools=["run_sql"])
+    error = info.value
+    assert "code, key 'read_only_tools'" in str(error)
+    assert "naming 'run_sql' that acting_tools (environment LOOP_GUARD_ACTING_TOOLS)" in str(error)
+    assert "allowed: a tool in one of acting_tools and read_only_tools, not both" in str(error)
+    error = config_error(acting_tools=["a"], read_only_tools=["a"])
+    assert "key 'read_only_tools'" in str(error)  # a tie: on the read-only list
+
+
+def test_a_bad_acting_tools_value_is_one_error_not_two() -> None:
+    """A list of tools that is no list of names is its own error; the overlap is not checked
+    against it."""
+    error = config_error(acting_tools=3, read_only_tools=["a"])
+    assert "key 'acting_tools': got 3" in str(error)
+    assert "not both" not in str(error)

@@ -25,6 +25,7 @@ from langgraph.errors import GraphInterrupt
 import langchain_loop_guard._integrations._handler as handler_module
 from langchain_loop_guard import LoopDetector, LoopGuardConfig, LoopGuardConfigError, Signal
 from langchain_loop_guard._core._canonical import call_signature
+from langchain_loop_guard._core._masks import VolatileFields
 from langchain_loop_guard._core._signature import error_key, outcome_digest
 from langchain_loop_guard._integrations._handler import LoopGuardCallbackHandler
 from langchain_loop_guard._integrations._middleware import LoopGuardMiddleware
@@ -710,3 +711,20 @@ def test_a_trace_line_of_many_mb_is_read_into_a_window_of_about_its_size(tmp_pat
         tracemalloc.stop()
     assert len(report.runs) == 1
     assert peak < 4 * line, peak
+
+
+def test_volatile_fields_looked_up_key_by_key_match_each_part_and_end() -> None:
+    """Names with several ``*`` are matched key by key: a part between ``-`` without ``*``
+    is matched whole, a key too short for a name's ends is no match, and a name that starts
+    with ``*`` is found by its last literal part."""
+    fields = VolatileFields(("x-*_*", "*_*_id", "ab*cd*efg"))
+    text = json.dumps(
+        {"x-a_b": 1, "x-ab": 2, "req_user_id": 3, "abef": 4, "abXcdYefg": 5, "abcdXefX": 6}
+    )
+    masked_text = fields.mask(text.encode()).decode()
+    assert '"x-a_b": <#>' in masked_text
+    assert '"x-ab": 2' in masked_text  # its second part has no "_"
+    assert '"req_user_id": <#>' in masked_text
+    assert '"abef": 4' in masked_text  # shorter than "ab" and "efg" together
+    assert '"abXcdYefg": <#>' in masked_text
+    assert '"abcdXefX": 6' in masked_text  # its end is not the name's

@@ -8,7 +8,6 @@ Without ``chromium`` on the PATH these tests fail when ``CI`` is set and are ski
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from types import ModuleType
 
@@ -24,17 +23,6 @@ pytestmark = pytest.mark.slow
 SCRIPT = load_script("report_screenshot")
 LABELS = {"demo-repeat": "loop", "demo-cycle": "loop", "demo-productive": "fine"}
 FRAME = "rgb(21, 101, 192)"  # the current value's frame: the page's blue
-
-
-@pytest.fixture(scope="module")
-def browser() -> ModuleType:
-    """The screenshot script's browser helpers, once Chromium is known to be there."""
-    if SCRIPT.chromium() is None:
-        reason = "chromium is not installed (apt-get install chromium): no browser tests"
-        if os.environ.get("CI"):
-            pytest.fail(f"{reason}, and CI requires them")
-        pytest.skip(reason)
-    return SCRIPT
 
 
 @pytest.fixture(scope="module")

@@ -42,17 +42,6 @@ SCRIPT = load_script("report_screenshot")
 
 
 @pytest.fixture(scope="module")
-def browser() -> ModuleType:
-    """The screenshot script's browser helpers, once Chromium is known to be there."""
-    if SCRIPT.chromium() is None:
-        reason = "chromium is not installed (apt-get install chromium): no browser tests"
-        if os.environ.get("CI"):
-            pytest.fail(f"{reason}, and CI requires them")
-        pytest.skip(reason)
-    return SCRIPT
-
-
-@pytest.fixture(scope="module")
 def day(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The README's day of recorded agent runs (``scripts/report_screenshot.py``)."""
     folder = tmp_path_factory.mktemp("day")

@@ -7,7 +7,6 @@ Without ``chromium`` on the PATH these tests fail when ``CI`` is set and are ski
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from types import ModuleType
 
@@ -28,17 +27,6 @@ pytestmark = pytest.mark.slow
 SCRIPT = load_script("report_screenshot")
 LABELS = {"demo-repeat": "loop", "demo-cycle": "loop", "demo-productive": "fine"}
 GREEN, RED = "rgb(46, 125, 50)", "rgb(198, 40, 40)"
-
-
-@pytest.fixture(scope="module")
-def browser() -> ModuleType:
-    """The screenshot script's browser helpers, once Chromium is known to be there."""
-    if SCRIPT.chromium() is None:
-        reason = "chromium is not installed (apt-get install chromium): no browser tests"
-        if os.environ.get("CI"):
-            pytest.fail(f"{reason}, and CI requires them")
-        pytest.skip(reason)
-    return SCRIPT
 
 
 @pytest.fixture(scope="module")

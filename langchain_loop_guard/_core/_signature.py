@@ -314,8 +314,8 @@ def _echoes(text: str, tokens: frozenset[int]) -> _Words:
 
 
 def _said(text: str, key: str, tokens: frozenset[int] | None, words: _Words | None = None) -> str:
-    if len(text) > _SHORT:
-        return "+" + key
+    """:func:`_info` of a result of at most :data:`_SHORT` characters (a longer one is what
+    it says, or :func:`_unechoed`)."""
     whole = ("+" if len(text) > _ACK else "=") + key  # content, or an acknowledgement
     if not tokens:  # only whether it has a word at all
         data = text.encode("utf-8", "surrogatepass")
