@@ -283,12 +283,57 @@ def large_arguments(rounds: int) -> list[Row]:
     ]
 
 
+HOSTILE_OUTPUTS: dict[str, tuple[str, tuple[str, ...]]] = {
+    # a run of ``_`` at the defaults: the search for vendor ids read the rest of the run from
+    # each ``_`` (issue 38: 1 KB 2 ms, 32 KB 1.2 s)
+    "a run of '_', default masks": ("_", ()),
+    # a key that nearly matches a volatile field with several ``*`` (a regular expression
+    # backtracked over every split of it: 4,000 characters took over 90 s)
+    "a JSON key of '_' that is no field, volatile field '*_*_*'": ('{"a": 1, "_', ("*_*_*",)),
+}
+"""Outputs that made a mask grow faster than their length: the text (repeated) and names."""
+
+
+def hostile_masks(rounds: int) -> list[Row]:
+    """Masking a 32 KB hostile output against eight times a 4 KB one: 1.00x is linear, a
+    quadratic mask is 8x (the texts are masked whole up to 32 KB)."""
+    from langchain_loop_guard._core._limits import limits_of
+    from langchain_loop_guard._core._masks import LARGE, masked
+
+    rows = []
+    for label, (start, names) in HOSTILE_OUTPUTS.items():
+        volatile = limits_of(LoopGuardConfig(volatile_fields=list(names))).volatile_of("search")
+
+        def text(size: int, start: str = start) -> str:
+            return (start + "_" * size)[:size]
+
+        small, large = text(LARGE // 8), text(LARGE)
+
+        def eight_small(r: int, small: str = small, volatile: Any = volatile) -> float:
+            return timed(lambda: masked(small, digits=True, volatile=volatile), repeat=8)
+
+        def one_large(r: int, large: str = large, volatile: Any = volatile) -> float:
+            return timed(lambda: masked(large, digits=True, volatile=volatile)) / 8
+
+        comparison = compare(eight_small, one_large, rounds=rounds)
+        rows.append(
+            ratio_row(
+                f"mask of 32 KB vs 4 KB, {label}",
+                comparison,
+                2.0,
+                note="per 4 KB; 1.00x is linear in the output, 8x quadratic",
+            )
+        )
+    return rows
+
+
 def main() -> None:
     """Run this file's benchmarks alone."""
     from _harness import format_table
 
     start = time.perf_counter()
     rows = hot_path(rounds=41) + run_length(rounds=301) + large_arguments(rounds=21)
+    rows += hostile_masks(rounds=21)
     print(format_table(rows))
     print(f"{time.perf_counter() - start:.1f} s")
 

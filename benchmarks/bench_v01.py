@@ -378,6 +378,55 @@ def handler_against_v01(rounds: int = 15) -> list[Row]:
     ]
 
 
+ERROR_OUTPUTS = {
+    "output starting 'Error:'": lambda size: "Error: " + _lines("the request failed", size),
+    "JSON output with an error": lambda size: (
+        '{"error": "' + "refunds policy not found; " * (size // 26) + '"}'
+    ),
+}
+"""Tool outputs that read as errors (SPEC §13 R13), of about ``size`` characters."""
+
+
+def _lines(text: str, size: int) -> str:
+    line = f"{text} at line 12 of parser.py\n"
+    return line * (size // len(line))
+
+
+def error_outputs_against_v01(size: int = 50 << 20, rounds: int = 5) -> list[Row]:
+    """A large tool output that reads as an error, digested as the handler digests it (with
+    the call's argument words and the volatile fields) against v0.1's digest of the same
+    output (which took every output for a success): issue 38's 50 MB ``Error: …`` took 15-20x
+    v0.1's time when the words of the whole text were collected."""
+    v01 = load_v01("_signature")
+    if isinstance(v01, str):
+        print(f"skipped the error-output rows: {v01}", flush=True)
+        return []
+    tokens = arg_tokens({"query": "refunds policy", "page": 2}, "search")
+    volatile = limits_of(shipped.LoopGuardConfig()).volatile_of("search")
+    rows = []
+    for label, make in ERROR_OUTPUTS.items():
+        output = make(size)
+
+        def v01_side(index: int, output: str = output) -> float:
+            return timed(lambda: v01.outcome_digest(output))
+
+        def this_side(index: int, output: str = output) -> float:
+            return timed(lambda: outcome(output, tool="search", tokens=tokens, volatile=volatile))
+
+        comparison = compare(v01_side, this_side, rounds=rounds, warmup=1)
+        rows.append(
+            ratio_row(
+                f"{size >> 20} MB {label}, digested: this package vs v0.1",
+                comparison,
+                1.5,
+                unit="ms",
+                note=f"as the handler digests a result (argument words, volatile fields); {V01}"
+                " as v0.1, which read every output as a success",
+            )
+        )
+    return rows
+
+
 @contextmanager
 def _without_detectors(handler: Any) -> Iterator[None]:
     """Both handlers' detectors answering "allow" at once, and this handler's digests of a call
@@ -403,7 +452,7 @@ def main() -> None:
     """Run this file's benchmark alone."""
     from _harness import format_table
 
-    print(format_table([*handler_against_v01(), *against_v01()]))
+    print(format_table([*handler_against_v01(), *against_v01(), *error_outputs_against_v01()]))
 
 
 if __name__ == "__main__":

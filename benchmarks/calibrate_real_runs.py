@@ -8,13 +8,18 @@
 
 The runs are not part of the project: they are read from ``../shared/real-trajectories/``
 beside the checkout (``--data`` names another place), and the script says so and exits 0 when
-they are not there. Two sets are scored: the coding runs (``events/``, ``labels.json``) with
-``scope="run"``, and the chat conversations (``conversations/``) with ``scope="thread"``, each
+they are not there. Four sets are scored: the coding runs (``events/``, ``labels.json``) with
+``scope="run"``; the chat conversations (``conversations/``) with ``scope="thread"``, each
 user message told to the detector (``LoopDetector.user_message()``, as the integrations do),
-and with ``scope="run"`` (a reset at each user message), where no stop is wanted.
+and with ``scope="run"`` (a reset at each user message), where no stop is wanted; the browser
+and multi-turn API agents (``browser-api/``) with ``scope="thread"``; and the agents that act
+through MCP servers (``tool-agents/``, no user messages) with ``scope="run"``. A set that is
+not there is skipped with a note.
 
 A candidate is one point of the grid in :data:`GRID`. The selection rule, in this order:
 
+0. precision first (SPEC §14): a candidate with more than one false stop per 1,000 runs on
+   any scoring loses to every candidate with fewer such scorings, before loops are counted;
 1. it holds every hand-made row (:func:`hand_made_rows`): each must-stop row stops within its
    span and each never-stop row never stops, through the pure detector; a candidate that
    breaks one is out (and is not replayed);
@@ -89,12 +94,19 @@ SCORINGS = (
     Scoring("coding runs, scope run", "coding", "run", "select"),
     Scoring("conversations, scope thread", "conversations", "thread", "select"),
     Scoring("conversations, scope run", "conversations", "run", "false"),
+    Scoring("browser and API agents, scope thread", "browser-api", "thread", "select"),
+    Scoring("tool agents (MCP), scope run", "tool-agents", "run", "select"),
 )
 CODING_THREAD = Scoring("coding runs, scope thread", "coding", "thread", "report")
 SET_FILES = {
     "coding": ("events", "labels.json"),
     "conversations": ("conversations/events", "conversations/labels.json"),
+    "browser-api": ("browser-api/events", "browser-api/labels.json"),
+    "tool-agents": ("tool-agents/events", "tool-agents/labels.json"),
 }
+MAX_FALSE_PER_1000 = 1.0
+"""Precision first (SPEC §14): a candidate with more false stops per 1,000 runs than this on
+any scoring is out before loops are counted."""
 
 
 @dataclass
@@ -534,10 +546,21 @@ def tally(
     return Counter({key: totals[key] for key in TOTAL_KEYS})
 
 
+def per_1000(t: Mapping[str, int]) -> float:
+    """False stops (on no_loop runs, and early ones) per 1,000 scored runs."""
+    runs = t["loop"] + t["no_loop"]
+    return 1000.0 * t["false_total"] / runs if runs else 0.0
+
+
 def objective(
     candidate: Candidate, totals: Mapping[str, Counter], scorings: Sequence[Scoring]
 ) -> tuple[Any, ...]:
-    """Smaller is better: weighted false stops, loops not caught, late stops, distance."""
+    """Smaller is better: how many scorings have more than 1 false stop per 1,000 runs (a
+    candidate with any is out before loops count), weighted false stops, loops not caught,
+    late stops, distance."""
+    over = sum(
+        per_1000(totals[s.name]) > MAX_FALSE_PER_1000 for s in scorings if s.role != "report"
+    )
     weighted = caught = late = 0
     for scoring in scorings:
         t = totals[scoring.name]
@@ -546,7 +569,7 @@ def objective(
         if scoring.role == "select":
             caught += t["caught"]
             late += t["late"]
-    return (weighted, -caught, late, candidate.distance, candidate.index)
+    return (over, weighted, -caught, late, candidate.distance, candidate.index)
 
 
 def choose(
@@ -660,14 +683,15 @@ def calibrate(
 def _cells(t: Mapping[str, int]) -> str:
     return (
         f"{t['caught']}/{t['loop']} | {t['late']} | {t['missed']} | {t['early']} | "
-        f"{t['false_total']} | {t['false_resolved']} | {t['unclear_stopped']}/{t['unclear']}"
+        f"{t['false_total']} | {per_1000(t):.1f} | {t['false_resolved']} | "
+        f"{t['unclear_stopped']}/{t['unclear']}"
     )
 
 
 def _short(t: Mapping[str, int]) -> str:
     return (
         f"{t['caught']}/{t['loop']}, late {t['late']}, missed {t['missed']}, "
-        f"false {t['false_total']} ({t['false_resolved']} res.)"
+        f"false {t['false_total']} ({per_1000(t):.1f}/1000, {t['false_resolved']} res.)"
     )
 
 
@@ -715,10 +739,10 @@ def _fit_and_held_out(r: dict[str, Any]) -> list[str]:
         }[scoring.role]
         out += ["", f"### {scoring.name}{role}", ""]
         out.append(
-            "| | candidate | caught | late | missed | early | false stops | on resolved "
-            "| unclear stopped |"
+            "| | candidate | caught | late | missed | early | false stops | per 1,000 runs "
+            "| on resolved | unclear stopped |"
         )
-        out.append("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+        out.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
         if 0 in r["fit_totals"]:
             out.append(
                 f"| defaults, all runs | defaults | {_cells(r['fit_totals'][0][scoring.name])} |"
@@ -775,7 +799,7 @@ def _ranking(r: dict[str, Any]) -> list[str]:
         shown.append(0)
     for index in shown:
         totals = r["fit_totals"][index]
-        weighted = objective(candidates[index], totals, scorings)[0]
+        weighted = objective(candidates[index], totals, scorings)[1]
         cells = " | ".join(_short(totals[s.name]) for s in scorings)
         out.append(
             f"| {r['ranking'].index(index) + 1} | {candidates[index].label} | "

@@ -59,9 +59,15 @@ def main(argv: list[str] | None = None) -> int:
     if "detector" in sections:
         rows += bench_detector.hot_path(rounds=11 if quick else 61)
         rows += bench_detector.run_length(rounds=51 if quick else 401)
-        rows += bench_detector.large_arguments(rounds=5 if quick else 15)
+        rows += bench_detector.large_arguments(
+            rounds=5 if quick else 15
+        ) + bench_detector.hostile_masks(rounds=5 if quick else 21)
         rows += bench_v01.against_v01(rounds=8 if quick else None)
-        rows += bench_v01.handler_against_v01(rounds=5 if quick else 15)
+        rows += bench_v01.handler_against_v01(
+            rounds=5 if quick else 15
+        ) + bench_v01.error_outputs_against_v01(
+            size=(10 if quick else 50) << 20, rounds=3 if quick else 5
+        )
         print("detector done", flush=True)
     if "agent" in sections:
         rows += bench_agent.end_to_end(rounds=3 if quick else 9, breakdown=0 if quick else 5)

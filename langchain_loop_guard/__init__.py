@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from langchain_loop_guard._replay._replay import replay as replay
     from langchain_loop_guard._replay._trace import TraceFormatError as TraceFormatError
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 _EXPORTS: dict[str, str] = {
     "Calibration": "langchain_loop_guard._replay._calibrate",

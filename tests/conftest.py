@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 from pathlib import Path
 from types import ModuleType
 
@@ -39,3 +40,16 @@ class FakeClock:
 def clock() -> FakeClock:
     """A fake clock to inject into a detector or a guard."""
     return FakeClock()
+
+
+@pytest.fixture(scope="module")
+def browser() -> ModuleType:
+    """The report screenshot script's browser helpers, once Chromium is known to be there:
+    the browser tests skip without it, and fail under CI, which must run them."""
+    script = load_script("report_screenshot")
+    if script.chromium() is None:
+        reason = "chromium is not installed (apt-get install chromium): no browser tests"
+        if os.environ.get("CI"):
+            pytest.fail(f"{reason}, and CI requires them")
+        pytest.skip(reason)
+    return script

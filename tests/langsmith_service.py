@@ -1,11 +1,13 @@
 """A loopback stand-in for the LangSmith service, for tests of what the real SDK sends.
 
 An ``http.server`` thread on 127.0.0.1 answers ``/info`` and records every run the ``langsmith``
-SDK creates (``POST``) or updates (``PATCH``), batched or not; the environment points the SDK
-at it for the duration. Nothing leaves the machine. It also answers what ``langsmith.evaluate``
-and reading runs back need: experiments (``/sessions``: created, read by name, ended), a
-dataset read by id, feedback (``POST /feedback``, kept: :meth:`LangSmithService.feedback`),
-and the recorded runs queried (``/runs/query`` by trace, root or project) or read by id::
+SDK creates (``POST``) or updates (``PATCH``), batched or not, and every feedback it creates;
+the environment points the SDK at it for the duration. Nothing leaves the machine. It also
+answers what ``langsmith.evaluate``, reading runs back and exporting them need: projects and
+experiments (``/sessions``: looked up by name, created, ended), a dataset read by id, feedback
+(``POST /feedback``, kept: :attr:`LangSmithService.feedback`), and the recorded runs, each with
+its ``feedback_stats``, queried (``Client.list_runs``: ``/runs/query`` by trace, root or
+project; ``client.runs.query()``: ``/v2/runs/query``) or read by id::
 
     service = LangSmithService(monkeypatch)
     try:
@@ -28,7 +30,15 @@ import pytest
 from langsmith import run_trees
 from langsmith import utils as ls_utils
 
-__all__ = ["DEFAULT_PROJECT", "LangSmithService", "forget_environment", "project_id"]
+__all__ = [
+    "DEFAULT_PROJECT",
+    "PROJECT_ID",
+    "LangSmithService",
+    "forget_environment",
+    "merged",
+    "project_id",
+    "v2_run",
+]
 
 _INFO = {
     "version": "0.10.0",
@@ -76,12 +86,17 @@ class _Service(BaseHTTPRequestHandler):
         elif path.startswith("/datasets/"):
             self._json({"id": path.split("/")[2], "name": "dataset", **_CREATED})
         elif path.startswith("/runs/"):
-            self._json(_stored(self.received).get(path.split("/")[2], {}))
+            self._json(self._stored().get(path.split("/")[2], {}))
         else:
             self._json({})
 
     def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        if self.path.endswith("/v2/runs/query"):  # client.runs.query(): SmithDB v2 runs
+            selects = [name.lower() for name in json.loads(body).get("selects") or ["id"]]
+            runs = [v2_run(run, selects) for run in self._stored().values()]
+            self._json({"items": runs, "next_cursor": None})
+            return
         if self.path.endswith("/runs/batch"):
             batch = json.loads(body)
             for op in ("post", "patch"):
@@ -89,7 +104,7 @@ class _Service(BaseHTTPRequestHandler):
         elif self.path.endswith("/runs"):
             self.received.append(("post", json.loads(body)))
         elif self.path.endswith("/runs/query"):
-            self._json({"runs": self._query(json.loads(body)), "cursors": {}})
+            self._json({"runs": self._query(json.loads(body)), "cursors": {"next": None}})
             return
         elif self.path.endswith("/sessions"):  # an experiment
             created = json.loads(body)
@@ -100,13 +115,22 @@ class _Service(BaseHTTPRequestHandler):
             self.feedback.append(json.loads(body))
         self._reply(b"{}")
 
+    def _stored(self) -> dict[str, dict[str, Any]]:
+        """Every run received, by id, as the API returns runs: :func:`merged`, with each
+        run's trace and project."""
+        runs = merged(self.received, self.feedback)
+        for run in runs.values():
+            run.setdefault("trace_id", run["id"])
+            run["session_id"] = project_id(run.get("session_name") or DEFAULT_PROJECT)
+        return runs
+
     def _session(self, name: str) -> dict[str, Any]:
         known = self.sessions.get(name) or {"id": project_id(name), "name": name}
         return {**_CREATED, "reference_dataset_id": None, **known}
 
     def _query(self, query: dict[str, Any]) -> list[dict[str, Any]]:
         """The recorded runs a ``list_runs`` query asks for: by trace, root, project, id."""
-        runs = list(_stored(self.received).values())
+        runs = list(self._stored().values())
         traces, ids = query.get("trace"), query.get("id")
         if traces is not None:
             wanted = {str(t) for t in (traces if isinstance(traces, list) else [traces])}
@@ -142,15 +166,8 @@ def project_id(name: str) -> str:
     return str(uuid.uuid5(uuid.NAMESPACE_URL, f"project:{name}"))
 
 
-def _stored(received: list[tuple[str, dict[str, Any]]]) -> dict[str, dict[str, Any]]:
-    """Every run received, by id, its post and patches merged, as the API returns runs."""
-    runs: dict[str, dict[str, Any]] = {}
-    for _, run in list(received):
-        runs.setdefault(str(run["id"]), {}).update({k: v for k, v in run.items() if v is not None})
-    for run in runs.values():
-        run.setdefault("trace_id", run["id"])
-        run["session_id"] = project_id(run.get("session_name") or DEFAULT_PROJECT)
-    return runs
+PROJECT_ID = project_id(DEFAULT_PROJECT)
+"""The id of the tests' project (``LANGSMITH_PROJECT``), where the runs are traced."""
 
 
 class LangSmithService:
@@ -190,12 +207,37 @@ class LangSmithService:
 
     def runs(self) -> dict[str, dict[str, Any]]:
         """Every run the SDK sent, by id: its post and patches merged (``None`` fields skip)."""
-        runs: dict[str, dict[str, Any]] = {}
-        for _, run in self.received:
-            runs.setdefault(str(run["id"]), {}).update(
-                {k: v for k, v in run.items() if v is not None}
-            )
-        return runs
+        return merged(self.received, [])
+
+    def flush(self) -> None:
+        """Wait for the SDK to send every run traced so far (the service goes on)."""
+        from langchain_core.tracers.langchain import wait_for_all_tracers
+
+        run_trees.get_cached_client().flush()
+        wait_for_all_tracers()
+        run_trees.get_cached_client().flush()
+
+
+def merged(
+    received: list[tuple[str, dict[str, Any]]], feedback: list[dict[str, Any]]
+) -> dict[str, dict[str, Any]]:
+    """The runs as ``/runs/query`` returns them: post and patches merged, with the
+    ``feedback_stats`` of the feedback created on each (``{key: {"n": .., "avg": ..}}``)."""
+    runs: dict[str, dict[str, Any]] = {}
+    for _, run in list(received):
+        runs.setdefault(str(run["id"]), {}).update({k: v for k, v in run.items() if v is not None})
+    scores: dict[str, dict[str, list[float]]] = {}
+    for given in list(feedback):
+        if given.get("score") is not None:
+            by_key = scores.setdefault(str(given.get("run_id")), {})
+            by_key.setdefault(str(given.get("key")), []).append(float(given["score"]))
+    for run_id, by_key in scores.items():
+        if run_id in runs:
+            runs[run_id]["feedback_stats"] = {
+                key: {"n": len(values), "avg": sum(values) / len(values)}
+                for key, values in by_key.items()
+            }
+    return runs
 
 
 def forget_environment() -> None:
@@ -204,3 +246,22 @@ def forget_environment() -> None:
     ls_utils.get_env_var.cache_clear()
     ls_utils.get_tracer_project.cache_clear()
     run_trees._CLIENT = None
+
+
+def v2_run(run: dict[str, Any], selects: list[str]) -> dict[str, Any]:
+    """A recorded run as SmithDB v2 returns it (``client.runs.query()``): the fields of
+    ``selects`` (lower case) only, ``run_type`` and ``status`` in capitals, its ancestors in
+    ``parent_run_ids``."""
+    metadata = (run.get("extra") or {}).get("metadata") or {}
+    dotted = str(run.get("dotted_order") or "")
+    failed = run.get("error") is not None
+    full = {
+        **run,
+        "run_type": str(run.get("run_type", "")).upper(),
+        "status": "ERROR" if failed else "SUCCESS" if run.get("end_time") else "PENDING",
+        "parent_run_ids": [part[-36:] for part in dotted.split(".")[:-1]],
+        "metadata": metadata,
+        "thread_id": metadata.get("thread_id"),
+        "project_id": run.get("session_id") or PROJECT_ID,
+    }
+    return {key: full[key] for key in ("id", *selects) if full.get(key) is not None}

@@ -40,6 +40,8 @@ SPEC_DEFAULTS: dict[str, object] = {
     "repeat_frequency_threshold": 4,
     "frequency_window_size": 10,
     "ignore_tools": frozenset(),
+    "acting_tools": frozenset(),
+    "read_only_tools": frozenset(),
     "tool_threshold_overrides": {},
     "progress_aware": True,
     "no_progress_calls": 8,
@@ -495,7 +497,7 @@ def test_unknown_key_is_an_error_with_a_suggestion() -> None:
     error = config_error(repeatToolThresold=4)
     assert "code: unknown key 'repeatToolThresold' = 4" in str(error)
     assert "(did you mean 'repeatToolThreshold'?)" in str(error)
-    assert "allowed: one of cycle_repeats, enabled," in str(error)
+    assert "allowed: one of acting_tools, cycle_repeats, enabled," in str(error)
     assert (error.key, error.value) == ("repeatToolThresold", 4)
 
 
@@ -967,7 +969,7 @@ BAD_FILES = [
     pytest.param(
         '{"maxTurn": 5}',
         "unknown key 'maxTurn' = 5 (did you mean 'maxTurns'?)",
-        "one of cycle_repeats, enabled,",
+        "one of acting_tools, cycle_repeats, enabled,",
         id="unknown-key",
     ),
     pytest.param(
@@ -1364,7 +1366,7 @@ def test_unknown_loop_guard_variable_is_an_error_with_a_suggestion(load: Loader)
     assert str(error).startswith(
         "invalid loop-guard configuration: environment: unknown variable "
         "LOOP_GUARD_REPEAT_TOOLS='4' (did you mean 'LOOP_GUARD_REPEAT_TOOL'?); allowed: one of "
-        "LOOP_GUARD_CONFIG, "
+        "LOOP_GUARD_ACTING_TOOLS, LOOP_GUARD_CONFIG, "
     )
     assert str(error).endswith(
         "or a name starting with LOOP_GUARD_TEST_ (reserved for test suites)"
@@ -1413,7 +1415,9 @@ VALID_VALUES: st.SearchStrategy[dict[str, Any]] = st.fixed_dictionaries(
         "repeat_frequency_threshold": THRESHOLD,
         "frequency_window_size": st.integers(2, 1000),
         "ignore_tools": st.frozensets(st.text(max_size=8), max_size=4),
-        "tool_threshold_overrides": st.dictionaries(st.text(max_size=8), THRESHOLD, max_size=4),
+        "tool_threshold_overrides": st.dictionaries(  # a name with * would match no tool
+            st.text(max_size=8).filter(lambda name: "*" not in name), THRESHOLD, max_size=4
+        ),
         "progress_aware": st.booleans(),
         "prompt_hint": st.booleans(),
         "no_progress_calls": st.one_of(st.just(0), THRESHOLD),
@@ -1434,3 +1438,26 @@ def test_any_valid_config_round_trips_through_a_camel_case_file(
     loaded = LoopGuardConfig._load({}, environ={"HOME": str(directory)}, cwd=directory)
     assert loaded == config
     assert hash(loaded) == hash(config)
+
+
+def test_a_tool_in_both_acting_and_read_only_tools_is_an_error_naming_both_sources(
+    load: Loader,
+) -> None:
+    """``acting_tools`` and ``read_only_tools`` cannot name one tool: the problem is on the
+    list from the higher source, naming where the other came from."""
+    with pytest.raises(LoopGuardConfigError) as info:
+        load({"LOOP_GUARD_ACTING_TOOLS": "run_sql,update_block"}, read_only_tools=["run_sql"])
+    error = info.value
+    assert "code, key 'read_only_tools'" in str(error)
+    assert "naming 'run_sql' that acting_tools (environment LOOP_GUARD_ACTING_TOOLS)" in str(error)
+    assert "allowed: a tool in one of acting_tools and read_only_tools, not both" in str(error)
+    error = config_error(acting_tools=["a"], read_only_tools=["a"])
+    assert "key 'read_only_tools'" in str(error)  # a tie: on the read-only list
+
+
+def test_a_bad_acting_tools_value_is_one_error_not_two() -> None:
+    """A list of tools that is no list of names is its own error; the overlap is not checked
+    against it."""
+    error = config_error(acting_tools=3, read_only_tools=["a"])
+    assert "key 'acting_tools': got 3" in str(error)
+    assert "not both" not in str(error)

@@ -189,8 +189,11 @@ def _no_match(i: int) -> Step:
 
 
 def _failing_turn(i: int) -> Step:
-    """A turn whose only call fails, each time another way (R3)."""
-    return Round((Call("run", {"n": i}, error=f"ValueError: no {_letters(i)}"),))
+    """A turn whose only call fails with one of two errors, over two tools in turn (R3; a
+    failure the run has not seen is a test of its work, SPEC §14 N15, so a run whose every
+    turn fails another way is no loop)."""
+    tool = ("run", "exec")[i // 2 % 2]
+    return Round((Call(tool, {"n": i}, error=f"ValueError: no {_letters(i % 2)}"),))
 
 
 LOOPS = [
@@ -884,8 +887,11 @@ def test_tripped_run_gets_no_more_warnings(clock: FakeClock) -> None:
 
 
 def test_tripped_message_names_the_original_signal(tripped: LoopDetector) -> None:
-    """A refused call's message says the run was already stopped, and why."""
-    assert "repeated_tool_call" in tripped.tool_call("read").message
+    """A refused call's message says the run was already stopped, and why: the signal and
+    the stop's own reason (SPEC §14: "already stopped" alone is not enough)."""
+    message = tripped.tool_call("read").message
+    assert "already stopped (repeated_tool_call)" in message
+    assert "`read` was called 3 times in a row with the same arguments" in message
 
 
 def test_reset_clears_the_trip_and_the_history(tripped: LoopDetector) -> None:

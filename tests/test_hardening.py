@@ -23,8 +23,9 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.errors import GraphInterrupt
 
 import langchain_loop_guard._integrations._handler as handler_module
-from langchain_loop_guard import LoopDetector, LoopGuardConfig, LoopGuardConfigError
+from langchain_loop_guard import LoopDetector, LoopGuardConfig, LoopGuardConfigError, Signal
 from langchain_loop_guard._core._canonical import call_signature
+from langchain_loop_guard._core._masks import VolatileFields
 from langchain_loop_guard._core._signature import error_key, outcome_digest
 from langchain_loop_guard._integrations._handler import LoopGuardCallbackHandler
 from langchain_loop_guard._integrations._middleware import LoopGuardMiddleware
@@ -422,3 +423,308 @@ def test_corrupted_guard_state_is_discarded_and_the_loop_still_stopped(
     unreadable = [r for r in caplog.records if "unreadable" in r.getMessage()]
     assert len(unreadable) == 1
     assert isinstance(harness.state()["loop_guard"]["detector"], dict)
+
+
+# --- two invocations of one conversation at once (double texting) --------------------------------
+
+
+class Turns:
+    """Lets the tool calls of named runs go one at a time, in turn, until one run ends."""
+
+    def __init__(self, names: list[str]) -> None:
+        self.names, self.turn, self.over = names, 0, False
+        self.ran: dict[str, int] = dict.fromkeys(names, 0)
+        self.changed = threading.Condition()
+
+    def take(self, name: str) -> None:
+        with self.changed:
+            self.changed.wait_for(lambda: self.over or self.names[self.turn] == name, timeout=10)
+            self.ran[name] += 1
+            self.turn = (self.turn + 1) % len(self.names)
+            self.changed.notify_all()
+
+    def end(self) -> None:
+        with self.changed:
+            self.over = True
+            self.changed.notify_all()
+
+
+@pytest.mark.parametrize("scope", ["auto", "thread"])
+def test_overlapping_invocations_of_one_thread_keep_their_counts_and_stop(scope: str) -> None:
+    """A second message sent while the first run still loops (one thread_id, a checkpointer):
+    each run's model calls carry its own message, which is no new message to the other run, so
+    neither lifts the other's counts or stop, and both loops are stopped (without the fix they
+    ran to the recursion limit)."""
+    turns = Turns(["first", "second"])
+
+    def lookup(name: str) -> Any:
+        def body(args: dict[str, Any]) -> str:
+            turns.take(name)
+            return "the same contents"
+
+        return scripted_tool(name, body)
+
+    def again(messages: Any) -> AIMessage:  # each run calls the tool its message names
+        asked = [m for m in messages if isinstance(m, HumanMessage)][-1]
+        return call(asked.text, {"path": "notes.txt"})
+
+    guard = LoopGuardCallbackHandler({"scope": scope})
+    model = ScriptedChatModel(script=[again], then="repeat")
+    tools = [lookup(name) for name in turns.names]
+    agent = create_agent(model, tools, checkpointer=InMemorySaver())
+    config: Any = {
+        "configurable": {"thread_id": "chat-1"},
+        "callbacks": [guard],
+        "recursion_limit": 60,
+    }
+    outcomes: dict[str, str] = {}
+
+    def send(text: str) -> None:
+        try:
+            agent.invoke({"messages": [("user", text)]}, config)
+            outcomes[text] = "finished"
+        except LoopDetected as stop:
+            outcomes[text] = stop.signal
+        except Exception as error:  # the recursion limit, without the fix
+            outcomes[text] = type(error).__name__
+        finally:
+            turns.end()
+
+    sending = [threading.Thread(target=send, args=(text,)) for text in turns.names]
+    for thread in sending:
+        thread.start()
+    for thread in sending:
+        thread.join(timeout=60)
+    # the thread's calls alternate between two tools: a cycle, or too many calls of a tool
+    assert outcomes.keys() == {"first", "second"}
+    assert all(isinstance(signal, Signal) for signal in outcomes.values()), outcomes
+    # stopped after a few calls (how many depends on where the second message lands among the
+    # first run's calls: 2 to 5 seen), not at the recursion limit (30 calls each)
+    assert max(turns.ran.values()) <= 10, turns.ran
+
+
+# --- hostile volatile fields: every mask linear in the output -----------------------------------
+# These outputs took minutes (hours for the largest) before the masks were made linear; the
+# timeouts only keep a regression from hanging the suite, the timings are in benchmarks/.
+
+
+def _result_key(text: str, volatile: Any = None) -> str:
+    from langchain_loop_guard._core._signature import outcome
+
+    return outcome(text, volatile=volatile).key
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    ("pattern", "key", "is_volatile"),
+    [
+        ("*_*_*", "_" * 10_000, True),
+        ("*_*_*", "a" * 10_000 + "-", False),
+        ("*a*a*a*a*", "a" * 10_000 + "-", False),
+        ("*a*a*a*a*", "ab" * 5_000, True),
+        ("x-*_*-*_*", "x-" + "_" * 10_000, False),
+        ("x-*_*-*_*", "x-" + "_" * 10_000 + "-a_b", True),
+    ],
+    ids=["underscores", "dash-at-the-end", "many-a", "ab-run", "one-dash", "two-dashes"],
+)
+def test_a_volatile_field_with_many_wildcards_is_matched_in_one_pass(
+    pattern: str, key: str, *, is_volatile: bool
+) -> None:
+    """A 20,000-character key (in a JSON result) against a name with several ``*`` is masked
+    when it matches and left when it does not, without backtracking over every way to split
+    it (a key of 4,000 characters took over 90 s)."""
+    from langchain_loop_guard._core._limits import limits_of
+
+    volatile = limits_of(LoopGuardConfig(volatile_fields=[pattern])).volatile_of("search")
+    text = '{"id": "a", "' + key + '" 1, "' + key + '": 2}'
+    same = _result_key(text, volatile) == _result_key(text.replace(": 2}", ": 3}"), volatile)
+    assert same is is_volatile
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("filler", ["_", "-", "req_", "_1"])
+def test_the_default_masks_read_a_long_run_of_separators_once(filler: str) -> None:
+    """Outputs that are long runs of ``_`` (or vendor prefixes) cost a time that grew with
+    the square of their length at the defaults (the search for vendor id prefixes): a hundred
+    of 32 KB each are digested in well under the timeout now."""
+    text = filler * (32 * 1024 // len(filler))
+    digests = {outcome_digest(text) for _ in range(100)}
+    assert len(digests) == 1
+
+
+def test_too_many_volatile_fields_are_a_configuration_error() -> None:
+    """10,000 names (which took half a minute to compile) are refused with the usual clear
+    error naming the key and the limit; 1,024 are taken."""
+    names = [f"field_{index}" for index in range(10_000)]
+    with pytest.raises(LoopGuardConfigError, match=r"volatile_fields.*at most 1024 names"):
+        LoopGuardConfig(volatile_fields=names)
+    with pytest.raises(LoopGuardConfigError, match="volatile_fields"):
+        LoopGuardConfig(volatile_fields={"search": names[:600], "*": names[600:1200]})
+    config = LoopGuardConfig(volatile_fields=names[:1024])
+    from langchain_loop_guard._core._limits import limits_of
+
+    volatile = limits_of(config).volatile_of("search")
+    assert _result_key('{"field_1023": 1}', volatile) == _result_key('{"field_1023": 2}', volatile)
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "allowed"),
+    [
+        ("volatile_fields", ["meta.rank"], "not a nested path"),
+        ("volatile_fields", {"search": ["hits.0.score"]}, "not a nested path"),
+        ("volatile_fields", {"search*": ["rank"]}, "no other \\*"),
+        ("volatile_fields", {"*_docs": ["rank"]}, "no other \\*"),
+        ("tool_threshold_overrides", {"read_*": 5}, "no \\*"),
+        ("tool_threshold_overrides", {"*": 5}, "no \\*"),
+    ],
+)
+def test_settings_that_would_never_apply_are_configuration_errors(
+    key: str, value: Any, allowed: str
+) -> None:
+    """A nested path as a volatile field, or a tool name with ``*`` in a per-tool setting,
+    matched nothing silently: each is refused, saying what is allowed."""
+    with pytest.raises(LoopGuardConfigError, match=rf"key '{key}'.*allowed: .*{allowed}"):
+        LoopGuardConfig(**{key: value})
+
+
+# --- outputs that read as errors ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "output",
+    [
+        "Error: " + "the parser failed at line 12 of refunds policy\n" * 200_000,
+        '{"error": "' + "refunds policy not found; " * 400_000 + '"}',
+    ],
+    ids=["Error:", "error-json"],
+)
+def test_an_output_that_reads_as_an_error_is_read_no_further_than_the_error_rules_need(
+    output: str,
+) -> None:
+    """A 10 MB output that reads as an error is a failure told by its first and last parts:
+    the words of the whole text were collected before (600 MB and seconds for 50 MB), now
+    digesting it allocates a small fraction of its size, and its middle does not count."""
+    import tracemalloc
+
+    from langchain_loop_guard._core._signature import arg_tokens, outcome
+
+    tokens = arg_tokens({"query": "refunds policy"}, "search")
+    tracemalloc.start()
+    try:
+        digested = outcome(output, tool="search", tokens=tokens)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert digested.failed  # an error returned as text
+    assert peak < len(output) // 20, peak
+    middle = len(output) // 2
+    changed = output[:middle] + "another failure" + output[middle + 15 :]
+    assert outcome(changed, tool="search", tokens=tokens).key == digested.key
+
+
+# --- call ids in the saved state ------------------------------------------------------------------
+
+
+def test_huge_call_ids_are_kept_as_digests_in_the_detector_state() -> None:
+    """A detector fed calls with 1 MB ids exports a state of a few KB (the ids were kept whole:
+    25 MB), and each result still belongs to its call."""
+    detector = LoopDetector(LoopGuardConfig(mode="observe"), clock=lambda: 0.0)
+    for index in range(12):
+        call_id = f"{index}-" + "x" * 1_000_000
+        detector.tool_call("read_file", {"path": f"{index}.txt"}, call_id=call_id)
+        detector.tool_result("read_file", f"contents {index}", call_id=call_id)
+    state = json.dumps(detector.export_state())
+    assert len(state) < 8 * 1024
+    assert "xxxx" not in state
+    assert [call.outcome for call in detector.snapshot(recent=12).recent] == ["ok"] * 12
+
+
+def test_huge_call_ids_do_not_bloat_the_checkpoint_and_the_loop_is_still_stopped() -> None:
+    """With the middleware, 100 KB call ids leave the guard's saved state under the README's
+    8 KB (1.2 MB before), and a repeated call with a new huge id each time is still stopped."""
+    script = [
+        call("read_file", {"path": f"{index % 6}.txt"}, id=f"{index}-" + "x" * 100_000)
+        for index in range(12)
+    ]
+    repeat = [call("read_file", {"path": "a.txt"}, id=f"r{i}-" + "y" * 100_000) for i in range(3)]
+    model = ScriptedChatModel(script=[*script, *repeat, "done"])
+    agent = create_agent(
+        model,
+        [scripted_tool("read_file", "contents")],
+        middleware=[LoopGuardMiddleware({"progress_aware": False}, on_stop="end")],
+        checkpointer=InMemorySaver(),
+    )
+    config: Any = {"configurable": {"thread_id": "t"}}
+    messages = agent.invoke({"messages": [("user", "go")]}, config)["messages"]
+    saved = json.dumps(agent.get_state(config).values["loop_guard"], default=str)
+    assert len(saved) < 8 * 1024, len(saved)
+    assert stop_message(messages).content.startswith("Loop guard stopped the run")
+
+
+# --- huge run ids in a replayed trace -------------------------------------------------------------
+
+
+def test_huge_run_ids_are_cut_as_a_trace_is_read(tmp_path: Path) -> None:
+    """Forty runs in flight at once, each with a 1 MB id: replay cuts each id as its line is
+    read (as reports show it), so it holds a few MB, not the 40 MB of ids, and the runs stay
+    apart."""
+    import tracemalloc
+
+    from langchain_loop_guard import replay
+
+    path = tmp_path / "trace.jsonl"
+    with path.open("w") as file:
+        for step in range(2):  # the runs interleave: every run is open until the last lines
+            for run in range(40):
+                event = {"v": 1, "e": "tool_call", "t": 0.1 * step, "tool": "read", "d": "ab12"}
+                file.write(json.dumps({**event, "run": f"{run}-" + "r" * 1_000_000}) + "\n")
+    tracemalloc.start()
+    try:
+        report = replay(path, LoopGuardConfig())
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert len(report.runs) == 40
+    assert len({run.run for run in report.runs}) == 40
+    assert max(len(run.run) for run in report.runs) <= 200
+    assert peak < 20_000_000, peak
+
+
+def test_a_trace_line_of_many_mb_is_read_into_a_window_of_about_its_size(tmp_path: Path) -> None:
+    """Lines of 10 MB (a huge run id each): the reader stops at each line's end instead of
+    doubling its window past it, so replay peaks near three times a line (the line, its window
+    and the value decoded), not five (53 MB before, for these three lines)."""
+    import tracemalloc
+
+    from langchain_loop_guard import replay
+
+    path, line = tmp_path / "trace.jsonl", 10_000_000
+    with path.open("w") as file:
+        for step in range(3):
+            event = {"v": 1, "e": "tool_call", "t": 0.1 * step, "tool": "read", "d": "ab12"}
+            file.write(json.dumps({**event, "run": "r" * line}) + "\n")
+    tracemalloc.start()
+    try:
+        report = replay(path, LoopGuardConfig())
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert len(report.runs) == 1
+    assert peak < 4 * line, peak
+
+
+def test_volatile_fields_looked_up_key_by_key_match_each_part_and_end() -> None:
+    """Names with several ``*`` are matched key by key: a part between ``-`` without ``*``
+    is matched whole, a key too short for a name's ends is no match, and a name that starts
+    with ``*`` is found by its last literal part."""
+    fields = VolatileFields(("x-*_*", "*_*_id", "ab*cd*efg"))
+    text = json.dumps(
+        {"x-a_b": 1, "x-ab": 2, "req_user_id": 3, "abef": 4, "abXcdYefg": 5, "abcdXefX": 6}
+    )
+    masked_text = fields.mask(text.encode()).decode()
+    assert '"x-a_b": <#>' in masked_text
+    assert '"x-ab": 2' in masked_text  # its second part has no "_"
+    assert '"req_user_id": <#>' in masked_text
+    assert '"abef": 4' in masked_text  # shorter than "ab" and "efg" together
+    assert '"abXcdYefg": <#>' in masked_text
+    assert '"abcdXefX": 6' in masked_text  # its end is not the name's

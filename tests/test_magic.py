@@ -20,7 +20,7 @@ from langchain_loop_guard._cli import _magic
 from langchain_loop_guard._core._messages import translator
 from langchain_loop_guard._core._status import GuardStatus, RunInspection, text_table, text_width
 from langchain_loop_guard._integrations._handler import LoopGuardCallbackHandler
-from langchain_loop_guard._integrations._runtime import live_guards
+from langchain_loop_guard._integrations._runtime import guard_number, live_guards
 from langchain_loop_guard._integrations._stop import LoopDetected
 from langchain_loop_guard.testing import ScriptedChatModel, call, scripted_tool
 
@@ -158,7 +158,7 @@ def test_use_lists_every_live_guard_numbered(
     unnamed = LoopGuardCallbackHandler({"mode": "observe"})  # a guard in no notebook variable
     capsys.readouterr()
     out = _magic_out(shell, "use", capsys)
-    number = {id(g): n for n, g in enumerate(live_guards(), 1)}
+    number = {id(g): guard_number(g) for g in live_guards()}
     assert re.search(
         rf"^\* #{number[id(guard)]} +guard +LoopGuardCallbackHandler +observe$", out, re.M
     )
@@ -178,13 +178,13 @@ def test_use_by_number_picks_a_guard_in_no_variable(
 ) -> None:
     """``use N`` (or ``use #N``) drives the guard listed as number N, named or not."""
     unnamed = LoopGuardCallbackHandler({"mode": "observe"})
-    number = live_guards().index(unnamed) + 1
+    number = guard_number(unnamed)
     capsys.readouterr()
     out = _magic_out(shell, f"use {number}", capsys)
     assert f"now drives #{number} LoopGuardCallbackHandler." in out
     shell.run_line_magic("loop_guard", "on")
     assert (unnamed.mode, guard.mode) == ("on", "observe")
-    _magic_out(shell, f"use #{live_guards().index(guard) + 1}", capsys)
+    _magic_out(shell, f"use #{guard_number(guard)}", capsys)
     shell.run_line_magic("loop_guard", "off")
     assert (unnamed.mode, guard.mode) == ("on", "off")
 
@@ -197,7 +197,7 @@ def test_the_newest_guard_is_named_before_it_is_driven(
     magics._chosen = None
     newest = LoopGuardCallbackHandler({"mode": "observe"})
     shell.user_ns["newest"] = newest
-    number = live_guards().index(newest) + 1
+    number = guard_number(newest)
     capsys.readouterr()
     out = _magic_out(shell, "status", capsys)
     first = out.splitlines()[0]
@@ -415,3 +415,29 @@ def test_text_tables_line_up_with_wide_characters() -> None:
     """Korean labels take two columns each; the next column still lines up on screen."""
     first, second = text_table([("루프 가드", "x"), ("tool", "y")])
     assert text_width(first[: first.index("x")]) == text_width(second[: second.index("y")])
+
+
+def test_a_guards_number_stays_when_an_older_guard_is_collected(
+    shell: InteractiveShell, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The magic calls a guard by one number for its whole life: an older guard collected
+    between two cells does not turn ``#2`` into ``#1``."""
+    magics = shell.magics_manager.registry["LoopGuardMagics"]
+    magics._chosen = None
+    older = LoopGuardCallbackHandler({"mode": "observe"})
+    newest = LoopGuardCallbackHandler({"mode": "observe"})
+    shell.user_ns["newest"] = newest
+    capsys.readouterr()
+    first = re.search(r"drives (#\d+) newest", _magic_out(shell, "status", capsys))
+    del older
+    gc.collect()
+    second = re.search(r"drives (#\d+) newest", _magic_out(shell, "status", capsys))
+    assert first is not None
+    assert second is not None
+    assert first.group(1) == second.group(1)
+    listed = _magic_out(shell, "use", capsys)
+    assert re.search(rf"^\* {first.group(1)} +newest ", listed, re.M)
+    _magic_out(shell, f"use {first.group(1)}", capsys)
+    assert magics._chosen() is newest
+    del shell.user_ns["newest"]
+    magics._chosen = None

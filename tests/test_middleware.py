@@ -224,14 +224,15 @@ def test_repeated_errors_stop_the_run_before_the_next_model_call(
     statuses: list[str], stops: bool
 ) -> None:
     """Error ToolMessages are error outcomes; three identical ones in a row end the run, and
-    so do four within the window with less news between them (SPEC §12 R4'); the run's final
+    so do four within the window with less news between them (SPEC §12 R4'; the tool reads:
+    an acting tool's success between would end the streak, §14 N17); the run's final
     message takes the place of the model's answer."""
     guard = _guard(on_stop="end")
     state: dict[str, Any] = {"messages": [HumanMessage("go")]}
     for index, status in enumerate(statuses):
-        _step(guard, state, _answer("deploy", {"n": index}, f"c{index}"))
+        _step(guard, state, _answer("probe", {"n": index}, f"c{index}"))
         state["messages"].append(
-            ToolMessage("disk full", tool_call_id=f"c{index}", name="deploy", status=status)
+            ToolMessage("disk full", tool_call_id=f"c{index}", name="probe", status=status)
         )
     update, called = _model_node(guard, state, AIMessage("I will try again."))
     assert update is not None
@@ -508,13 +509,14 @@ def test_constructor_rejects_bad_values_naming_the_parameter(
 
 
 def test_constructor_options_are_keyword_only() -> None:
-    """Only the config may be passed by position."""
+    """Only the config may be passed by position; the settings are keywords too."""
     parameters = inspect.signature(LoopGuardMiddleware).parameters
     assert [p.kind for p in parameters.values()] == [
         inspect.Parameter.POSITIONAL_OR_KEYWORD,
         *[inspect.Parameter.KEYWORD_ONLY] * 4,
+        inspect.Parameter.VAR_KEYWORD,  # **settings: every configuration key
     ]
-    assert list(parameters) == ["config", "nudges", "on_stop", "clock", "record_to"]
+    assert list(parameters) == ["config", "nudges", "on_stop", "clock", "record_to", "settings"]
 
 
 def test_on_stop_is_a_documented_literal() -> None:

@@ -197,10 +197,11 @@ def test_constructor_rejects_bad_values_naming_the_parameter(
 
 
 def test_constructor_options_are_keyword_only() -> None:
-    """Only the config may be passed by position."""
+    """Only the config may be passed by position; the settings are keywords too."""
     parameters = list(inspect.signature(LoopGuardNode).parameters.values())
     assert parameters[0].name == "config"
-    assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in parameters[1:])
+    assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in parameters[1:-1])
+    assert parameters[-1].kind is inspect.Parameter.VAR_KEYWORD  # **settings
 
 
 def test_destinations_name_every_router_target() -> None:

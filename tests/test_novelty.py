@@ -4,6 +4,7 @@ state it keeps, the previous release's included."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ import pytest
 
 from langchain_loop_guard import LoopDetector, LoopGuardConfig, Signal
 from langchain_loop_guard._core._novelty import (
+    ACK,
     LINES,
     MOVED,
     NEUTRAL,
@@ -112,7 +114,8 @@ def _judge(memory: Seen, text: str, *, again: bool = False, failed: bool = False
 def test_a_failure_brings_nothing_and_work_is_work() -> None:
     memory = Seen()
     assert memory.judge("=abc", None, "abc", again=False, failed=True) == NOTHING
-    assert memory.judge("", None, "k", again=False, failed=False) == NOTHING
+    # empty: nothing, and no content (a wait, SPEC §14 R19)
+    assert memory.judge("", None, "k", again=False, failed=False) == NOTHING | ACK
     assert memory.judge(".", None, "k", again=False, failed=False) == WORK
 
 
@@ -123,13 +126,13 @@ def test_a_short_result_is_new_once_then_stale_from_another_call_or_neutral_from
     assert _judge(memory, hits) == NEW
     assert _judge(memory, hits) == STALE
     assert _judge(memory, hits, again=True) == NEUTRAL
-    assert _judge(memory, "Saved.") == NEW
-    assert _judge(memory, "Saved.") == NEUTRAL  # a short acknowledgement: nothing to bring
+    assert _judge(memory, "Saved.") == NEW | ACK
+    assert _judge(memory, "Saved.") == ACK  # a short acknowledgement: nothing to bring
 
 
 def test_a_long_result_is_new_by_two_new_lines() -> None:
-    """N11 and R15: two new lines are progress; one (a banner that changes) is not; a view
-    whose lines are the same but numbers moved paces the calls around it (N10)."""
+    """N11 and R15: two new lines are progress; one (a banner that changes) is not; numbers
+    in the rows are data, new rows when they change (SPEC §14 N20); time passing is not."""
     memory = Seen()
     pods = [f"web-{chr(97 + n)}x   0/1   Pending   0   {n}s" for n in range(20)]
     assert _judge(memory, _view(pods)) & NEW
@@ -138,7 +141,9 @@ def test_a_long_result_is_new_by_two_new_lines() -> None:
     one = [*two[:-1], "banner: try our new plan"]  # one new line: its numbers moved, no more
     assert _judge(memory, _view(one)) == LINES | MOVED | STALE
     counts = [line.replace("0   ", "7   ", 1) for line in one]
-    assert _judge(memory, _view(counts), again=True) == LINES | MOVED
+    assert _judge(memory, _view(counts), again=True) == NEW | LINES
+    later = [re.sub(r"(\d+)s$", lambda age: f"{int(age[1]) + 30}s", line) for line in counts]
+    assert not _judge(memory, _view(later), again=True) & NEW  # only the ages moved
 
 
 def test_an_echo_seen_before_brings_nothing() -> None:

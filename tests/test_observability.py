@@ -381,11 +381,12 @@ def test_an_interrupt_answered_end_shows_its_stop(integration: Integration) -> N
 # --- logging --------------------------------------------------------------------------------------
 
 
-def test_a_handler_stop_is_one_warning_line_with_run_and_thread(
+def test_a_handler_stop_is_one_info_line_with_run_and_thread(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """One WARNING for the stop, naming the top-level run and the thread; LangChain's own
-    "Error in LoopGuardCallbackHandler.on_tool_start callback" line is not logged."""
+    """One INFO line for the stop (nothing at WARNING: a plain script prints nothing), naming
+    the top-level run and the thread; LangChain's own "Error in
+    LoopGuardCallbackHandler.on_tool_start callback" line is not logged."""
     model = ScriptedChatModel(script=[_repeat(n) for n in range(5)] + ["done"])
     agent = create_agent(model, _reader())
     handler = LoopGuardCallbackHandler(LoopGuardConfig())
@@ -394,13 +395,23 @@ def test_a_handler_stop_is_one_warning_line_with_run_and_thread(
             {"messages": [("user", "go")]},
             {"callbacks": [handler], "configurable": {"thread_id": "T-7"}},
         )
-    warnings = [r for r in caplog.records if r.levelno >= logging.WARNING]
-    (line,) = warnings
-    assert line.name == "langchain_loop_guard"
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+    (line,) = _stop_lines(caplog)
+    assert line.levelno == logging.INFO
     assert f"run={info.value.run_id}" in line.getMessage()
     assert "thread=T-7" in line.getMessage()
     assert (line.loop_guard_run_id, line.loop_guard_thread_id) == (info.value.run_id, "T-7")  # type: ignore[attr-defined]
     assert "Error in LoopGuardCallbackHandler" not in caplog.text
+
+
+def _stop_lines(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    """The guard's log lines of stops."""
+    return [
+        r
+        for r in caplog.records
+        if r.name == "langchain_loop_guard"
+        and getattr(r, "loop_guard_action", None) in ("block", "abort")
+    ]
 
 
 def test_concurrent_runs_without_a_thread_are_told_apart_in_the_log(
@@ -408,7 +419,7 @@ def test_concurrent_runs_without_a_thread_are_told_apart_in_the_log(
 ) -> None:
     """Without a thread id, each stop line names its own run id (not ``run=-``)."""
     handler = LoopGuardCallbackHandler(LoopGuardConfig())
-    with caplog.at_level(logging.WARNING, logger="langchain_loop_guard"):
+    with caplog.at_level(logging.INFO, logger="langchain_loop_guard"):
         for _ in range(2):
             model = ScriptedChatModel(script=[_repeat(n) for n in range(5)] + ["done"])
             with pytest.raises(LoopDetected):
@@ -422,17 +433,18 @@ def test_concurrent_runs_without_a_thread_are_told_apart_in_the_log(
 
 
 @pytest.mark.parametrize("integration", ["middleware", "node"])
-def test_graph_guard_stop_is_one_warning_line_with_run_and_thread(
+def test_graph_guard_stop_is_one_info_line_with_run_and_thread(
     integration: Integration, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """The graph guards log a stop once at WARNING with the run id the caller gave."""
+    """The graph guards log a stop once at INFO with the run id the caller gave."""
     agent = harness(integration, model_of(_repeat), _reader(), on_stop="end")
     with caplog.at_level(logging.DEBUG, logger="langchain_loop_guard"):
         agent.graph.invoke(
             {"messages": [("user", "go")]},
             {"configurable": {"thread_id": "T-9"}, "run_id": RUN_ID},
         )
-    (line,) = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+    (line,) = _stop_lines(caplog)
     assert f"run={RUN_ID} thread=T-9" in line.getMessage()
 
 
@@ -440,7 +452,7 @@ def test_graph_guard_stop_is_one_warning_line_with_run_and_thread(
 def test_a_nudge_is_info_not_a_logged_block(
     integration: Integration, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """A nudge (the run goes on) logs at INFO as a nudge; the later stop once at WARNING;
+    """A nudge (the run goes on) logs at INFO as a nudge; the later stop once, at INFO too;
     listeners see the stop, not the nudge."""
     agent = harness(integration, model_of(_repeat), _reader(), nudges=1, on_stop="end")
     heard: list[str] = []
@@ -448,7 +460,7 @@ def test_a_nudge_is_info_not_a_logged_block(
     with caplog.at_level(logging.INFO, logger="langchain_loop_guard"):
         agent.invoke()
     levels = [(r.levelno, r.loop_guard_action) for r in caplog.records]  # type: ignore[attr-defined]
-    assert levels == [(logging.INFO, "nudge"), (logging.WARNING, "block")]
+    assert levels == [(logging.INFO, "nudge"), (logging.INFO, "block")]
     assert heard == ["block"]
     assert (agent.guard.status().stops, agent.guard.status().observed) == (1, 0)
 
@@ -514,7 +526,7 @@ def test_an_interrupted_stop_is_reported_once_across_the_resume(
     heard: list[str] = []
     agent.guard.add_verdict_listener(lambda run_id, verdict: heard.append(verdict.action))
     items: list[Any] = []
-    with caplog.at_level(logging.WARNING, logger="langchain_loop_guard"):
+    with caplog.at_level(logging.INFO, logger="langchain_loop_guard"):
         for payload in ({"messages": [("user", "go")]}, Command(resume="end")):
             items += agent.graph.stream(payload, agent.config, stream_mode="custom")
     assert len(caplog.records) == 1
@@ -546,7 +558,7 @@ def test_ids_from_the_config_cannot_forge_log_lines(caplog: pytest.LogCaptureFix
     """A thread id with a newline and escapes is logged (and published) without them."""
     agent = harness("middleware", _finite(), _reader(), on_stop="end")
     evil = "t1\nloop-guard block: run=forged\x1b[2J"
-    with caplog.at_level(logging.WARNING, logger="langchain_loop_guard"):
+    with caplog.at_level(logging.INFO, logger="langchain_loop_guard"):
         items = list(
             agent.graph.stream(
                 {"messages": [("user", "go")]},
@@ -581,7 +593,7 @@ def test_graph_guard_runs_without_a_run_id_get_one_of_their_own(
     """Untraced and without a ``run_id`` in the config, each run of a thread still has its own
     id in the log (kept in the guard's state), not ``run=-``."""
     agent = harness(integration, model_of(_repeat), _reader(), on_stop="end")
-    with caplog.at_level(logging.WARNING, logger="langchain_loop_guard"):
+    with caplog.at_level(logging.INFO, logger="langchain_loop_guard"):
         agent.invoke()
         agent.invoke(text=AGAIN)  # answered: the next run
         agent.graph.invoke({"messages": [("user", "go on")]}, agent.config)  # loops again

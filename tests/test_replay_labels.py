@@ -93,7 +93,7 @@ def test_replay_scores_its_stops_against_the_labels(runs: Path, tmp_path: Path) 
     assert (found.fine, found.false_stops, found.unlabelled, found.unknown) == (1, 0, 0, 0)
     text = str(report)
     assert "run demo-repeat: 31 events, 7 tool calls (labelled a loop)" in text
-    assert "(labelled good)" in text
+    assert "(labelled fine)" in text
     assert text.endswith(
         "your labels: loops stopped 3 of 3, loops missed 0, good runs stopped 0 of 1"
     )
@@ -102,7 +102,7 @@ def test_replay_scores_its_stops_against_the_labels(runs: Path, tmp_path: Path) 
     assert {run["run"]: run["label"] for run in data["runs"]} == LABELS
     korean = str(replay(runs, KO, labels=LABELS))
     assert "중단될 루프 3/3, 놓칠 루프 0, 중단될 정상 실행 0/1" in korean
-    assert "(정상으로 표시됨)" in korean
+    assert "(fine(정상)으로 표시됨)" in korean
     assert str(replay(runs, EN)).count("labelled") == 0  # without labels: as before
 
 
@@ -148,7 +148,7 @@ def test_the_page_charts_caught_against_false_stops_and_lists_the_good_runs_firs
     assert page.index('href="#run-') < page.index("from cycle_repeats=2")
     first_drawn = page.index('<div class="run')
     assert page.index("demo-productive", first_drawn) < page.index("demo-repeat", first_drawn)
-    assert '<span class="tag fine">labelled good</span>' in page
+    assert '<span class="tag fine">labelled fine</span>' in page
     assert sweep._repr_html_() in page
     korean = calibrate(runs, "cycle_repeats", [2, 3], KO, labels=LABELS).to_html()
     assert "내 판정 기준: 중단될 루프와 중단될 정상 실행" in korean
@@ -246,3 +246,66 @@ def test_labels_name_a_thread_replayed_as_one_run(tmp_path: Path) -> None:
     report = replay(export, LoopGuardConfig(scope="thread"), labels={"ticket-7": "loop"})
     assert [run.run for run in report.runs] == ["thread:ticket-7"]
     assert report.label(report.runs[0]) == "loop"
+
+
+# --- hostile labels and feedback ------------------------------------------------------------------
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.skipif(not hasattr(__import__("os"), "mkfifo"), reason="no FIFOs here")
+def test_a_labels_fifo_is_refused_unread(
+    runs: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--labels`` naming a FIFO is a one-line error (it waited for a writer forever)."""
+    import os
+
+    fifo = tmp_path / "labels.fifo"
+    os.mkfifo(fifo)
+    assert main(["replay", str(runs), "--labels", str(fifo), "--no-progress"]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert "a labels file must be a regular file: not a regular file" in err
+    assert len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.skipif(not Path("/dev/zero").exists(), reason="no /dev/zero here")
+def test_a_labels_device_is_refused_unread(runs: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--labels /dev/zero`` is a one-line error (it was read until a MemoryError)."""
+    assert main(["replay", str(runs), "--labels", "/dev/zero", "--no-progress"]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert "not a regular file" in err
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("avg", "n"),
+    [(10**400, 1), (0.0, 10**400), (float("nan"), 1), (float("inf"), 1)],
+    ids=["400-digit-average", "400-digit-count", "nan", "infinity"],
+)
+def test_a_feedback_score_that_is_no_finite_number_labels_no_run(
+    tmp_path: Path, avg: object, n: object
+) -> None:
+    """A run whose feedback average is no finite number (an integer of 400 digits made an
+    OverflowError, NaN labelled the run fine) is left unlabelled; the others keep theirs."""
+    traces = _traces()
+    scores = {trace: {"correctness": {"n": 1, "avg": 0.0}} for trace in traces}
+    scores[traces[0]] = {"correctness": {"n": n, "avg": avg}}
+    report = replay(_with_feedback(tmp_path, scores), EN, feedback="correctness")
+    assert report.labels is not None
+    expected = dict.fromkeys(traces[1:], "loop")
+    if n != 1:  # a count that is no number counts as one
+        expected[traces[0]] = "loop"
+    assert report.labels == expected
+
+
+def test_feedback_keys_named_in_an_error_are_cut(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """When no run has the ``--feedback`` key, the keys found are named cut (a 1 MB key was
+    copied whole into the one-line message)."""
+    key = "k" * 1_000_000
+    export = _with_feedback(tmp_path, {trace: {key: {"avg": 1}} for trace in _traces()})
+    assert main(["replay", str(export), "--feedback", "correctness", "--no-progress"]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert "feedback_stats keys found: kkkk" in err
+    assert len(err) < 1_000

@@ -17,7 +17,8 @@ from langchain.agents import create_agent
 from langchain_loop_guard import LoopGuardConfig, LoopGuardMiddleware, calibrate, replay
 from langchain_loop_guard._cli._demo_kinds import INTEGRATIONS
 from langchain_loop_guard._cli._main import EXIT_OK, EXIT_USAGE, main
-from langchain_loop_guard._replay._report import _FONTS, _LIVE, _SPARED, _TOOLS
+from langchain_loop_guard._replay._report import _LIVE, _SPARED, _TOOLS
+from langchain_loop_guard._replay._report_style import FONTS
 from langchain_loop_guard.testing import ScriptedChatModel, call, scripted_tool
 
 EN, KO = LoopGuardConfig(), LoopGuardConfig(locale="ko")
@@ -180,13 +181,13 @@ def test_the_legend_has_the_shaded_area_and_a_live_stop_blue_no_tool_shares(
 
 def test_the_page_names_a_korean_font_for_every_platform_before_the_generic_one() -> None:
     """macOS, Windows, Android/Linux (Noto) and older Linux Korean families, then sans-serif."""
-    families = [name.strip().strip('"') for name in _FONTS.split(",")]
+    families = [name.strip().strip('"') for name in FONTS.split(",")]
     assert families[-1] == "sans-serif"
     for korean in ("Apple SD Gothic Neo", "Malgun Gothic", "Noto Sans KR", "Noto Sans CJK KR"):
         assert korean in families
     page = replay_page_ko()
     assert '<html lang="ko">' in page
-    assert _FONTS in page
+    assert FONTS in page
 
 
 def replay_page_ko() -> str:

@@ -33,22 +33,12 @@ pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parent.parent
 REAL = ROOT.parent / "shared" / "real-trajectories" / "events" / "swe-agent.jsonl.gz"
+REAL_SHOWN = os.path.relpath(REAL, ROOT)  # a skip reason names no path of this machine
 LAPTOP = 1366
 LONG_NAME = "a" * 200  # no place to break a line: the page must wrap it, not scroll
 
 
 SCRIPT = load_script("report_screenshot")
-
-
-@pytest.fixture(scope="module")
-def browser() -> ModuleType:
-    """The screenshot script's browser helpers, once Chromium is known to be there."""
-    if SCRIPT.chromium() is None:
-        reason = "chromium is not installed (apt-get install chromium): no browser tests"
-        if os.environ.get("CI"):
-            pytest.fail(f"{reason}, and CI requires them")
-        pytest.skip(reason)
-    return SCRIPT
 
 
 @pytest.fixture(scope="module")
@@ -254,7 +244,7 @@ def test_the_screenshot_shows_the_runs_drawn_not_a_blank_page(
     assert counts.get((0x1D, 0x23, 0x30), 0) > 10  # the stop lines (and the title's ink)
 
 
-@pytest.mark.skipif(not REAL.exists(), reason=f"the real runs are not here: {REAL}")
+@pytest.mark.skipif(not REAL.exists(), reason=f"the real runs are not here: {REAL_SHOWN}")
 def test_real_swe_agent_runs_render_naming_every_run_that_would_stop(
     browser: ModuleType, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

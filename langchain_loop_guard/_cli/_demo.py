@@ -38,6 +38,7 @@ from langchain_loop_guard._core._canonical import call_signature
 from langchain_loop_guard._core._config import LoopGuardConfig, Mode
 from langchain_loop_guard._core._detector import Signal, Verdict
 from langchain_loop_guard._core._messages import translator
+from langchain_loop_guard._core._remedy import remedy_text
 from langchain_loop_guard._core._signature import error_key, outcome_digest
 from langchain_loop_guard._core._status import text_table
 from langchain_loop_guard._integrations._graph_state import LoopGuardState
@@ -514,7 +515,9 @@ def render(result: DemoResult) -> list[str]:
                 signal=stop.signal.value
             )
         )
-        lines.append(f"  {stop.message}")
+        remedy = remedy_text(stop.signal, stop.tool, result.locale)
+        shown = stop.message if remedy in stop.message else f"{stop.message} {remedy}"
+        lines.append(f"  {shown}")
         if result.raised is not None:
             exc = result.raised
             lines.append(

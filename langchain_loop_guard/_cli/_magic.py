@@ -18,7 +18,12 @@ from langchain_loop_guard._core._config import Mode
 from langchain_loop_guard._core._errors import LoopGuardError
 from langchain_loop_guard._core._messages import translator
 from langchain_loop_guard._core._status import text_table
-from langchain_loop_guard._integrations._runtime import GuardRuntime, live_guards
+from langchain_loop_guard._integrations._runtime import (
+    GuardRuntime,
+    guard_number,
+    live_guards,
+    numbered_guards,
+)
 
 __all__ = ["LoopGuardMagics", "load_ipython_extension", "unload_ipython_extension"]
 
@@ -123,15 +128,14 @@ class LoopGuardMagics(Magics):
         namespace = self._namespace()
         number = name.removeprefix("#")
         if number.isdecimal() and name not in namespace:
-            guards = live_guards()
-            index = int(number) - 1
-            if not 0 <= index < len(guards):
+            found = dict(numbered_guards()).get(int(number))
+            if found is None:
                 raise UsageError(
                     tr.gettext("No loop guard #{number}: {magic} use lists them.").format(
                         number=number, magic=_MAGIC
                     )
                 )
-            self._choose(guards[index])
+            self._choose(found)
             return
         if name not in namespace:
             raise UsageError(tr.gettext("No variable named '{name}'.").format(name=name))
@@ -202,9 +206,9 @@ class LoopGuardMagics(Magics):
         return type(guard).__name__
 
     def _describe(self, guard: GuardRuntime) -> str:
-        """``#2 guard (LoopGuardCallbackHandler)``: its number in ``use``'s list, name and type."""
-        guards = live_guards()
-        number = next((i for i, g in enumerate(guards, 1) if g is guard), 0)
+        """``#2 guard (LoopGuardCallbackHandler)``: its number in ``use``'s list (kept for its
+        life), name and type."""
+        number = guard_number(guard)
         kind = type(guard).__name__
         label = self._label(guard)
         return f"#{number} {kind}" if label == kind else f"#{number} {label} ({kind})"
@@ -212,12 +216,12 @@ class LoopGuardMagics(Magics):
     def _list_guards(self) -> None:
         tr = translator(self._locale())
         current = self._current()
-        guards = live_guards()
+        guards = numbered_guards()
         if not guards:
             print(tr.gettext("No loop guard yet."))
             return
         rows = []
-        for number, value in enumerate(guards, 1):
+        for number, value in guards:
             marker = "*" if value is current else " "
             label = self._label(value)
             name = "-" if label == type(value).__name__ else label

@@ -360,7 +360,9 @@ def _run_replay(args: argparse.Namespace) -> int:
     try:
         values: dict[str, Any] = dict(_setting(text) for text in args.values)
         sweep = _sweep(args.sweep) if args.sweep is not None else None
-        config = LoopGuardConfig.load(**values)
+        config = LoopGuardConfig.load()
+        if values:  # errors name the flag that gave the value
+            config = config.merged(source="--set", **values)
         feedback = Feedback.parse(args.feedback) if args.feedback is not None else None
     except ValueError as exc:
         return _usage(exc, terminal_safe)
@@ -375,7 +377,14 @@ def _run_replay(args: argparse.Namespace) -> int:
         else:
             key, tried = sweep
             result = calibrate(
-                args.trace, key, tried, config, format=trace_format, progress=bar, **verdicts
+                args.trace,
+                key,
+                tried,
+                config,
+                format=trace_format,
+                progress=bar,
+                source="--sweep",
+                **verdicts,
             )
         if args.html is not None:
             with open(args.html, "w", encoding="utf-8") as page:
@@ -410,15 +419,16 @@ def _usage(exc: ValueError, safe: Callable[[str], str]) -> int:
     return EXIT_USAGE
 
 
-def _setting(text: str) -> tuple[str, object]:
+def _setting(text: str, flag: str = "--set") -> tuple[str, object]:
     """``KEY=VALUE`` as a configuration value: JSON when it parses, else the string."""
     key, sep, raw = text.partition("=")
     key = key.strip()
     if not sep or not key:
-        msg = f"--set takes KEY=VALUE, not {text!r}"
+        shape = "KEY=V1,V2,..." if flag == "--sweep" else "KEY=VALUE"
+        msg = f"{flag} takes {shape}, not {text!r}"
         raise ValueError(msg)
     if key.startswith("_"):
-        msg = f"--set: {key!r} is not a setting (names starting with '_' are not configuration)"
+        msg = f"{flag}: {key!r} is not a setting (names starting with '_' are not configuration)"
         raise ValueError(msg)
     return key, _parsed(raw)
 
@@ -432,9 +442,11 @@ def _parsed(raw: str) -> object:
 
 def _sweep(text: str) -> tuple[str, list[object]]:
     """``KEY=V1,V2,...`` (or ``KEY=[V1, V2, ...]``) as the key and its values."""
-    key, raw = _setting(text)
+    key, raw = _setting(text, "--sweep")
     if isinstance(raw, list):
         values = raw
+    elif isinstance(raw, dict):  # one per-tool map (tool_threshold_overrides={"search": 5})
+        values = [raw]
     else:
         _, _, listed = text.partition("=")
         values = [_parsed(part.strip()) for part in listed.split(",") if part.strip()]
@@ -491,7 +503,11 @@ reported as TRACE:LINE: problem, with exit status 2.
 --sweep KEY=V1,V2,... replays the trace once under each value of one setting (over the
 configuration and --set values) and reports how many runs each value would stop, and which
 runs change from one value to the next: choose thresholds from your own history before
-turning the guard on.
+turning the guard on. Every setting that decides where a run stops can be swept, lists and
+per-tool maps included (ignore_tools=[[],["sleep"]], volatile_fields=[[],["score"]]); a
+setting a trace cannot answer (mode, locale, prompt_hint, nudges, the warnings' max_turns
+and turn_timeout_ms; volatile_fields over a loop-guard trace, which holds digests, not
+results) is refused before anything is replayed, saying why.
 
 --labels FILE (or --feedback KEY for a LangSmith export with feedback) says which runs
 looped and which were fine; each replay (each value of a sweep) then says how many loops it

@@ -16,11 +16,11 @@ import math
 import re
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import cast
+from typing import cast, overload
 
 from pydantic import BaseModel
 
-__all__ = ["DIGEST_SIZE", "PLAIN_HASH", "call_signature", "canonical", "digest"]
+__all__ = ["DIGEST_SIZE", "PLAIN_HASH", "call_signature", "canonical", "digest", "kept_call_id"]
 
 _MAX_DEPTH = 200
 """Containers nested deeper than this are cut (marked ``$deep``), far from the recursion limit."""
@@ -87,6 +87,23 @@ def digest(*parts: str | bytes) -> str:
         hasher.update(len(data).to_bytes(8, "little"))
         hasher.update(data)
     return hasher.hexdigest()
+
+
+MAX_CALL_ID = 64
+"""The longest call id kept as it is (a model's ids are some thirty characters)."""
+
+
+@overload
+def kept_call_id(call_id: str) -> str: ...
+@overload
+def kept_call_id(call_id: None) -> None: ...
+def kept_call_id(call_id: str | None) -> str | None:
+    """A tool call id as a saved state keeps it: whole up to :data:`MAX_CALL_ID` characters, a
+    digest of it beyond (``#`` and 32 hex digits), so that an id of a megabyte does not make a
+    state of one. A call and its result map their id alike, and a kept id is kept as it is."""
+    if type(call_id) is not str or len(call_id) <= MAX_CALL_ID:
+        return call_id
+    return "#" + digest("call_id", call_id)[:32]
 
 
 # --- canonical serialization -------------------------------------------------------------------

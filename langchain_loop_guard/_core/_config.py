@@ -39,6 +39,7 @@ from langchain_loop_guard._core._config_sources import (
     MAX_CYCLE_LENGTH,
     MAX_TIMEOUT_MS,
     MAX_TURNS,
+    MAX_VOLATILE_FIELDS,
     Entry,
     Layer,
     config_problem,
@@ -135,7 +136,7 @@ _Turns = Annotated[int, Field(strict=True, ge=1, le=MAX_TURNS)]
 _Timeout = Annotated[int, Field(strict=True, ge=1, le=MAX_TIMEOUT_MS)]
 
 
-_FIELD_NAME = re.compile(r"[A-Za-z0-9_.*-]{1,64}")
+_FIELD_NAME = re.compile(r"[A-Za-z0-9_*-]{1,64}")
 
 
 def _volatile_fields(value: object) -> object:
@@ -147,11 +148,32 @@ def _volatile_fields(value: object) -> object:
 
 
 def _field_names(value: Mapping[str, frozenset[str]]) -> _FrozenMapping[frozenset[str]]:
-    for names in value.values():
-        for name in names:
+    count = sum(len(names) for names in value.values())
+    if count > MAX_VOLATILE_FIELDS:
+        msg = f"{count} field names; at most {MAX_VOLATILE_FIELDS} in all"
+        raise ValueError(msg)
+    for tool, names in value.items():
+        if tool != "*":
+            _one_tool(tool)
+        for name in names:  # a dot would be a nested path, which no key of a result is
             if not _FIELD_NAME.fullmatch(name) or name.strip("*") == "":
-                msg = f"{name!r} is not a field name (letters, digits, _ . - and * wildcards)"
+                msg = f"{name!r} is not a field name (letters, digits, _ - and * wildcards)"
                 raise ValueError(msg)
+    return _FrozenMapping(value)
+
+
+def _one_tool(tool: str) -> str:
+    """A tool named for its own setting: a name with ``*`` would match no tool (``*`` alone is
+    every tool, in ``volatile_fields`` only)."""
+    if "*" in tool:
+        msg = f"{tool!r} is no tool name: a per-tool setting names one tool exactly, without *"
+        raise ValueError(msg)
+    return tool
+
+
+def _tool_overrides(value: Mapping[str, int]) -> _FrozenMapping[int]:
+    for tool in value:
+        _one_tool(tool)
     return _FrozenMapping(value)
 
 
@@ -212,8 +234,15 @@ class LoopGuardConfig(BaseModel):
     """The last calls looked at for frequency and progress; at least the threshold above."""
     ignore_tools: frozenset[StrictStr] = Field(frozenset(), alias="ignoreTools")
     """Tools invisible to every signal (a poller's sleep or wait tool)."""
+    acting_tools: frozenset[StrictStr] = Field(frozenset(), alias="actingTools")
+    """Tools that act (create, change, send, delete, run): a new call of one that succeeds is
+    progress, whatever it answers (SPEC §14). The user's word wins over a tool's annotations
+    and over what the detector guesses from a call's name and arguments."""
+    read_only_tools: frozenset[StrictStr] = Field(frozenset(), alias="readOnlyTools")
+    """Tools that only read: their answers are judged by what they bring, never as effects,
+    whatever their names or arguments say (SPEC §14). A tool in both lists is an error."""
     tool_threshold_overrides: Annotated[
-        Mapping[StrictStr, _Threshold], AfterValidator(_FrozenMapping)
+        Mapping[StrictStr, _Threshold], AfterValidator(_tool_overrides)
     ] = Field(default_factory=_FrozenMapping, alias="toolThresholdOverrides")
     """Per-tool repeat thresholds, ``{tool: N}``; read-only."""
     progress_aware: StrictBool = Field(True, alias="progressAware")
@@ -237,7 +266,8 @@ class LoopGuardConfig(BaseModel):
     ] = Field(default_factory=_FrozenMapping, alias="volatileFields")
     """Fields whose values are noise (a score, a render id), masked in results: a list for
     every tool, or ``{tool: [names]}`` (``"*"``: every tool); ``*`` matches any run of letters,
-    digits and ``_``. Latencies, moments, request ids and cursors are masked already."""
+    digits and ``_``. A name is a key, never a nested path; at most 1024 names in all.
+    Latencies, moments, request ids and cursors are masked already."""
     reply_cycle_length: Annotated[int, Field(strict=True, ge=0, le=MAX_CYCLE_LENGTH)] = Field(
         4, alias="replyCycleLength"
     )
@@ -349,7 +379,7 @@ class LoopGuardConfig(BaseModel):
         }
         return config
 
-    @field_serializer("ignore_tools")
+    @field_serializer("ignore_tools", "acting_tools", "read_only_tools")
     def _dump_ignore_tools(self, value: frozenset[str]) -> list[str]:
         return sorted(value)
 
@@ -487,9 +517,34 @@ def _resolve(layers: Iterable[Layer]) -> tuple[dict[str, Any], dict[str, Entry]]
         problem = _window_problem(values, chosen, rank)
         if problem is not None:
             problems.append(problem)
+    if invalid.isdisjoint({_ACTING, _READ_ONLY}):
+        problem = _tool_kinds_problem(values, chosen, rank)
+        if problem is not None:
+            problems.append(problem)
     if problems:
         raise LoopGuardConfigError.from_problems(problems)
     return values, chosen
+
+
+_ACTING: Final = "acting_tools"
+_READ_ONLY: Final = "read_only_tools"
+
+
+def _tool_kinds_problem(
+    values: Mapping[str, Any], chosen: Mapping[str, Entry], rank: Mapping[str, int]
+) -> ConfigProblem | None:
+    """A tool cannot both act and only read: the problem is on whichever list came from the
+    higher source (``read_only_tools`` on a tie), naming where the other came from."""
+    both = sorted(frozenset(values.get(_ACTING, ())) & frozenset(values.get(_READ_ONLY, ())))
+    if not both:
+        return None
+    acting, read_only = chosen[_ACTING], chosen[_READ_ONLY]
+    entry, other = (acting, read_only) if rank[_ACTING] > rank[_READ_ONLY] else (read_only, acting)
+    return entry.problem(
+        f"got {show(entry.shown)}, naming {show(both[0])} that {other.field} ({other.where})"
+        " names too",
+        allowed="a tool in one of acting_tools and read_only_tools, not both",
+    )
 
 
 _WINDOW: Final = "frequency_window_size"

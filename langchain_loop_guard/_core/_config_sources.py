@@ -27,6 +27,7 @@ __all__ = [
     "MAX_CYCLE_LENGTH",
     "MAX_TIMEOUT_MS",
     "MAX_TURNS",
+    "MAX_VOLATILE_FIELDS",
     "Entry",
     "Layer",
     "Parse",
@@ -39,6 +40,9 @@ __all__ = [
 
 MAX_COUNT: Final = 1000
 """Upper bound of every threshold, the window and the nudges: per-run memory stays bounded."""
+
+MAX_VOLATILE_FIELDS: Final = 1024
+"""The most ``volatile_fields`` names a configuration holds, over all tools."""
 
 MAX_CYCLE_LENGTH: Final = 20
 """Upper bound of ``max_cycle_length``; longer cycles are the no-progress signal's job."""
@@ -72,8 +76,11 @@ ALLOWED: Final[Mapping[str, str]] = MappingProxyType(
             f"an integer from 2 to {MAX_COUNT}, at least repeat_frequency_threshold"
         ),
         "ignore_tools": "a list of tool names (strings)",
+        "acting_tools": "a list of tool names (strings), none of them in read_only_tools",
+        "read_only_tools": "a list of tool names (strings), none of them in acting_tools",
         "tool_threshold_overrides": (
-            f"an object mapping tool names to integers from 2 to {MAX_COUNT}"
+            f"an object mapping tool names to integers from 2 to {MAX_COUNT} (a name is one"
+            " tool's: no *)"
         ),
         "progress_aware": "true or false",
         "no_progress_calls": f"0 (off) or an integer from 2 to {MAX_COUNT}",
@@ -83,8 +90,9 @@ ALLOWED: Final[Mapping[str, str]] = MappingProxyType(
         "failing_turns": f"0 (off) or an integer from 2 to {MAX_COUNT}",
         "reply_cycle_length": f"0 (off) or an integer from 1 to {MAX_CYCLE_LENGTH}",
         "volatile_fields": (
-            "a list of field names, or an object mapping tool names ('*': every tool) to"
-            " lists of field names (letters, digits, _ . - and * wildcards)"
+            "a list of field names, or an object mapping tool names ('*': every tool, no other"
+            " *) to lists of field names; a name is a key, not a nested path (letters, digits,"
+            f" _ - and * wildcards), at most {MAX_VOLATILE_FIELDS} names in all"
         ),
         "nudges": f"an integer from 0 to {MAX_COUNT}",
         "scope": "one of 'auto', 'run', 'thread' (any case)",
@@ -366,6 +374,8 @@ _ENV: Final[Mapping[str, tuple[str, Callable[[str], object]]]] = MappingProxyTyp
         "LOOP_GUARD_REPEAT_FREQUENCY": ("repeat_frequency_threshold", _env_integer),
         "LOOP_GUARD_FREQUENCY_WINDOW": ("frequency_window_size", _env_integer),
         "LOOP_GUARD_IGNORE_TOOLS": ("ignore_tools", _env_names),
+        "LOOP_GUARD_ACTING_TOOLS": ("acting_tools", _env_names),
+        "LOOP_GUARD_READ_ONLY_TOOLS": ("read_only_tools", _env_names),
         "LOOP_GUARD_TOOL_OVERRIDES": ("tool_threshold_overrides", _env_overrides),
         "LOOP_GUARD_PROGRESS_AWARE": ("progress_aware", _env_boolean),
         "LOOP_GUARD_NO_PROGRESS_CALLS": ("no_progress_calls", _env_integer),
@@ -382,6 +392,8 @@ _ENV: Final[Mapping[str, tuple[str, Callable[[str], object]]]] = MappingProxyTyp
 _ENV_ALLOWED: Final[Mapping[str, str]] = MappingProxyType(
     {
         "ignore_tools": "comma-separated tool names, e.g. sleep,wait",
+        "acting_tools": "comma-separated tool names, e.g. run_sql,update_block",
+        "read_only_tools": "comma-separated tool names, e.g. search,get_page",
         "tool_threshold_overrides": (
             f"comma-separated name=integer pairs, integers from 2 to {MAX_COUNT}, "
             "e.g. bash=2,read=5"

@@ -19,7 +19,7 @@ import time
 from collections.abc import Iterable, Mapping, Sized
 from typing import Any
 
-from langchain_loop_guard._core._canonical import call_signature
+from langchain_loop_guard._core._canonical import call_signature, kept_call_id
 from langchain_loop_guard._core._config import LoopGuardConfig
 from langchain_loop_guard._core._detector_events import (
     DetectorEvent,
@@ -200,17 +200,32 @@ class LoopDetector:
         """A model call begins. A tripped run is aborted before the call is paid for."""
         return ALLOW if self._off else self._decided("turn_start", self._judge.turn_start())
 
-    def tool_call(self, name: str, args: object = None, call_id: str | None = None) -> Verdict:
-        """A tool call is about to run; ``"block"`` means it must not."""
+    def tool_call(
+        self,
+        name: str,
+        args: object = None,
+        call_id: str | None = None,
+        *,
+        acts: bool | None = None,
+    ) -> Verdict:
+        """A tool call is about to run; ``"block"`` means it must not.
+
+        ``acts`` says whether the tool acts (creates, changes, sends, deletes: ``True``) or
+        only reads (``False``), as its host knows it (MCP tool annotations); ``None`` when
+        unknown, and the call's name and arguments decide. ``acting_tools`` and
+        ``read_only_tools`` win over it (SPEC §14)."""
         if self._off:
             return ALLOW
-        events = self._events
+        call_id, events = kept_call_id(call_id), self._events
         # an ignored call is not kept: its signature is only needed for a listener
         if events is None and name in self._judge.ignore:
             return self._judge.tool_call(name, "", call_id)
         sig = call_signature(name, args)
         # a blocked call gets no result: the words of its arguments are not needed
-        tokens = arg_tokens(args, name) if self._record.tripped is None else None
+        if self._record.tripped is None:
+            tokens = arg_tokens(args, name, self._limits.acts(name, acts))
+        else:
+            tokens = None
         return self._call(name, sig, call_id, tokens)
 
     def digested_call(self, name: str, signature: str, call_id: str | None = None) -> Verdict:
@@ -220,7 +235,7 @@ class LoopDetector:
         :meth:`tool_call` of the arguments the signature was made of."""
         if self._off:
             return ALLOW
-        return self._call(name, signature, call_id)
+        return self._call(name, signature, kept_call_id(call_id))
 
     def tool_result(
         self, name: str, output: object = None, *, error: object = None, call_id: str | None = None
@@ -233,7 +248,7 @@ class LoopDetector:
         """
         if self._off:
             return ALLOW
-        events = self._events
+        call_id, events = kept_call_id(call_id), self._events
         if events is None and name in self._judge.ignore:
             return self._record.soft()
         call = self._view.find(name, call_id)
@@ -261,6 +276,7 @@ class LoopDetector:
         for a call of a tripped run, a blocked call or an ignored tool's)."""
         if self._off:
             return ALLOW
+        call_id = kept_call_id(call_id)
         call = self._view.find(name, call_id)
         return self._result(call, name, key, call_id, failed=failed, near=near, info=info)
 
@@ -365,7 +381,8 @@ class LoopDetector:
         """
         if self._off:
             return ALLOW
-        kind, tool, value, call_id = event.kind, event.tool or "", event.digest, event.call_id
+        kind, tool, value = event.kind, event.tool or "", event.digest
+        call_id = kept_call_id(event.call_id)
         if kind in ("reset", "user_message"):
             return self.reset() if kind == "reset" else self.user_message()
         if kind == "release":

@@ -54,6 +54,10 @@ class Limits:
     volatile: Mapping[str, VolatileFields]
     """The fields masked in each tool's results (``"*"``: any other tool's)."""
     history: int
+    acting: frozenset[str] = frozenset()
+    """Tools the user says act (``acting_tools``)."""
+    read_only: frozenset[str] = frozenset()
+    """Tools the user says only read (``read_only_tools``)."""
 
     @classmethod
     def of(cls, config: LoopGuardConfig) -> Limits:
@@ -106,6 +110,8 @@ class Limits:
             else 0,
             volatile=_volatile_of(config.volatile_fields),
             history=history,
+            acting=frozenset(config.acting_tools),
+            read_only=frozenset(config.read_only_tools),
         )
 
     def repeat_threshold(self, tool: str) -> int:
@@ -120,6 +126,16 @@ class Limits:
     def sketches_replies(self) -> bool:
         """Whether replies are compared by their words (a word sketch of each is needed)."""
         return bool(self.reply_cycle or self.reworded)
+
+    def acts(self, tool: str, hint: bool | None = None) -> bool | None:
+        """Whether ``tool`` acts: the user's word (``acting_tools``, ``read_only_tools``),
+        else ``hint`` (the tool's annotations, as an integration read them), else ``None``
+        (the call's name and arguments decide, SPEC §14)."""
+        if tool in self.acting:
+            return True
+        if tool in self.read_only:
+            return False
+        return hint
 
     def volatile_of(self, tool: str) -> VolatileFields:
         """The fields whose values are noise in ``tool``'s results."""

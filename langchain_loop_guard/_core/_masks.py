@@ -87,12 +87,15 @@ _VENDORS: tuple[bytes, ...] = tuple(
 )
 _VENDOR_SIZES = tuple(sorted({len(v) for v in _VENDORS}))
 # A vendor prefix is found from its separator, in a copy of the text where ``-`` is ``_``: a
-# search that starts with a literal skips to each ``_`` at C speed, and looks behind it only
-# when an id with a digit follows (a character class or an alternation of the prefixes would
-# be tried at every position).
+# search that starts with a literal skips to each ``_`` at C speed and looks behind it (a
+# character class or an alternation of the prefixes would be tried at every position). Whether
+# an id with a digit follows is then read once for each run of letters and ``_``, never again
+# from each separator in it (a long run of ``_`` would be read again and again).
 _SEPARATOR = bytes.maketrans(b"-", b"_")
+_LETTERS = re.compile(rb"[A-Za-z_]*+")
+_DIGIT = frozenset(b"0123456789")
 _VENDOR = re.compile(
-    rb"_(?=[A-Za-z_]*+[0-9])(?:%b)"
+    rb"_(?:%b)"
     % b"|".join(
         rb"(?<=(?:%b)_)" % b"|".join(v for v in _VENDORS if len(v) == size)
         for size in _VENDOR_SIZES
@@ -126,10 +129,16 @@ def _id_spans(data: bytes) -> list[tuple[int, int]]:
     while at >= 0:
         starts.append(at + len(_LINE))
         at = data.find(_LINE, at + 1)
-    marked, search = data.translate(_SEPARATOR), _VENDOR.search
-    vendor = search(marked)
+    marked, search, letters = data.translate(_SEPARATOR), _VENDOR.search, _LETTERS.match
+    vendor, run_end, digit_follows = search(marked), -1, False
     while vendor is not None:
         separator = vendor.start()
+        if separator >= run_end:  # the first separator of a run of letters and ``_``
+            run_end = letters(marked, separator + 1).end()  # type: ignore[union-attr]
+            digit_follows = run_end < len(marked) and marked[run_end] in _DIGIT
+        if not digit_follows:  # nor does one after any separator of the run
+            vendor = search(marked, run_end)
+            continue
         starts.extend(separator - size for size in _VENDOR_SIZES if separator >= size)
         vendor = search(marked, separator + 1)
     spans: list[tuple[int, int]] = []
@@ -172,10 +181,54 @@ DEFAULT_VOLATILE_FIELDS: tuple[str, ...] = (
 """Field names (``*`` matches any run of letters, digits and ``_``) whose values are noise in
 every tool's results; ``volatile_fields`` adds more, for all tools or for one."""
 
-_FIELD_NAME = re.compile(r"[A-Za-z0-9_*.\-]+")
 _VALUE = (
     rb"""(?:"(?:[^"\\\n]|\\.)*+"|'[^'\n]*+'|[^\s,;}\]"']++)"""  # a quoted string, or a bare token
 )
+# A quoted key and its value, from a quote: a search skips to each quote at C speed; every
+# quantifier is possessive, so a try reads the key and the value once and never gives back.
+_KEYED = re.compile(rb"""(["'])([A-Za-z0-9_\-]++)\1\s*+:\s*+(%b)""" % _VALUE)
+_MAX_PATTERN = 64  # names in one regular expression (and literal parts searched for, each)
+
+
+class _Glob:
+    """A field name with ``*`` (any run of letters, digits and ``_``), matched without a
+    regular expression: a run of ``*`` in a regular expression backtracks (``*_*_*`` takes a
+    time that grows with a power of the key's length), this never does.
+
+    A ``*`` never matches ``-``, so a name's ``-`` stand where the key's do, and each part
+    between them is matched alone: its first and last literal parts at the ends, the others
+    each where it is found first (the earliest place leaves the most room for the rest), so a
+    match takes one pass over the key whatever the pattern.
+    """
+
+    __slots__ = ("_parts",)
+
+    def __init__(self, name: bytes) -> None:
+        self._parts = tuple(tuple(part.split(b"*")) for part in name.split(b"-"))
+
+    def matches(self, key: bytes) -> bool:
+        pieces = key.split(b"-")
+        if len(pieces) != len(self._parts):
+            return False
+        return all(_glob_match(seg, piece) for seg, piece in zip(self._parts, pieces, strict=True))
+
+
+def _glob_match(segments: tuple[bytes, ...], word: bytes) -> bool:
+    """Whether ``word`` is ``segments`` joined by runs of any bytes (``word`` has no ``-``)."""
+    if len(segments) == 1:
+        return word == segments[0]
+    first, *middle, last = segments
+    if len(word) < len(first) + len(last) or not word.startswith(first):
+        return False
+    if not word.endswith(last):
+        return False
+    at, stop = len(first), len(word) - len(last)
+    for segment in middle:
+        found = word.find(segment, at, stop)
+        if found < 0:
+            return False
+        at = found + len(segment)
+    return True
 
 
 class VolatileFields:
@@ -184,39 +237,106 @@ class VolatileFields:
     scalar value: JSON (``"took_ms": 12``) or a Python ``repr`` (``'took_ms': 12``); a dict
     result is JSON by then. (A timestamp or duration is masked wherever it stands anyway.)
 
-    A search for the fields' longest literal parts, at C speed, decides whether the pattern is
-    tried at all: most results name none of them.
+    A search for the fields' longest literal parts, at C speed, decides whether the keys are
+    looked at at all: most results name none of them. Names with at most one ``*`` (the
+    built-in ones) are then matched by one regular expression, in a time linear in the text
+    (one ``*`` backtracks over one run of the key at most); a name with several ``*``, and
+    every name beyond the first 64, are looked up key by key (:class:`_KeyLookup`).
     """
 
-    __slots__ = ("_hints", "_pattern")
+    __slots__ = ("_hints", "_lookup", "_pattern")
 
     def __init__(self, names: tuple[str, ...]) -> None:
-        alternatives = b"|".join(
-            re.escape(name.encode()).replace(rb"\*", rb"[A-Za-z0-9_]*") for name in names
-        )
-        # from a quote: a search skips to each quote at C speed, and tries the names there
-        self._pattern = re.compile(rb"""(["'])(?:%b)\1\s*:\s*(%b)""" % (alternatives, _VALUE))
+        encoded = sorted({name.encode() for name in names})
+        simple = [name for name in encoded if name.count(b"*") <= 1]
+        if len(simple) > _MAX_PATTERN:
+            simple = []  # many names: a set looks each key up, an alternation would try each
+        looked_up = sorted(set(encoded).difference(simple))
+        self._pattern: re.Pattern[bytes] | None = None
+        if simple:
+            alternatives = b"|".join(
+                re.escape(name).replace(rb"\*", rb"[A-Za-z0-9_]*") for name in simple
+            )
+            # from a quote: a search skips to each quote at C speed, and tries the names there
+            self._pattern = re.compile(rb"""(["'])(?:%b)\1\s*:\s*(%b)""" % (alternatives, _VALUE))
+        self._lookup = _KeyLookup(looked_up) if looked_up else None
         # the longest literal part of each name, without those holding another (``time`` is
-        # in every text that holds ``timestamp``)
-        parts = {max(name.encode().split(b"*"), key=len) for name in names} - {b""}
-        self._hints = tuple(
-            sorted(part for part in parts if not any(o != part and o in part for o in parts))
-        )
+        # in every text that holds ``timestamp``); with many names, no search for each
+        parts = {max(name.split(b"*"), key=len) for name in encoded} - {b""}
+        self._hints: tuple[bytes, ...] | None = None
+        if len(parts) <= _MAX_PATTERN:
+            self._hints = tuple(
+                sorted(part for part in parts if not any(o != part and o in part for o in parts))
+            )
 
     def mask(self, data: bytes) -> bytes:
         """``data`` with the value of each volatile field replaced by the mask: in a text with
         quoted keys (JSON, a Python ``repr``) that names one of the fields."""
         if b'":' not in data and b"':" not in data:
             return data  # no quoted key: most results, told at C speed
-        for hint in self._hints:
-            if hint in data:
-                return self._pattern.sub(_keep_field, data)
+        if self._hints is not None and not any(hint in data for hint in self._hints):
+            return data
+        if self._pattern is not None:
+            data = self._pattern.sub(_keep_field, data)
+        if self._lookup is not None:
+            data = self._lookup.mask(data)
         return data
 
 
 def _keep_field(found: re.Match[bytes]) -> bytes:
     """The field's name and separator, its value masked."""
     return found.group(0)[: found.start(2) - found.start(0)] + _MASK
+
+
+class _KeyLookup:
+    """Volatile fields looked up key by key: each quoted key of a text is found once and
+    looked up, among the names without ``*`` in a set, among the others by their first and
+    last literal parts, then by :class:`_Glob`. Building and masking take a time linear in the
+    names and in the text, whatever the names."""
+
+    __slots__ = ("_by_first", "_by_last", "_firsts", "_inner", "_lasts", "_literal")
+
+    def __init__(self, names: list[bytes]) -> None:
+        self._literal = frozenset(name for name in names if b"*" not in name)
+        wild = [name for name in names if b"*" in name]
+        # the names with ``*`` by their first literal part, else by their last: a key that
+        # starts (ends) with none of them is none of those names, told at C speed
+        first = [name for name in wild if not name.startswith(b"*")]
+        last = [name for name in wild if name.startswith(b"*") and not name.endswith(b"*")]
+        inner = [name for name in wild if name.startswith(b"*") and name.endswith(b"*")]
+        self._firsts = tuple(name.split(b"*")[0] for name in first)
+        self._lasts = tuple(name.split(b"*")[-1] for name in last)
+        self._by_first = tuple(_Glob(name) for name in first)
+        self._by_last = tuple(_Glob(name) for name in last)
+        self._inner = tuple(_Glob(name) for name in inner)
+
+    def mask(self, data: bytes) -> bytes:
+        """``data`` with the value of each of the fields replaced by the mask."""
+        pieces: list[bytes] = []
+        kept, search = 0, _KEYED.search
+        found = search(data)
+        while found is not None:
+            if self._names(found.group(2)):
+                pieces.append(data[kept : found.start(3)])
+                kept = found.end()
+                found = search(data, kept)
+            else:  # from its value: a try at the key's closing quote would fail (a key char
+                # must follow a quote), and the value may hold quoted keys of its own
+                found = search(data, found.start(3))
+        if not pieces:
+            return data
+        pieces.append(data[kept:])
+        return _MASK.join(pieces)
+
+    def _names(self, key: bytes) -> bool:
+        """Whether ``key`` is one of the fields."""
+        if key in self._literal:
+            return True
+        if key.startswith(self._firsts) and any(glob.matches(key) for glob in self._by_first):
+            return True
+        if key.endswith(self._lasts) and any(glob.matches(key) for glob in self._by_last):
+            return True
+        return any(glob.matches(key) for glob in self._inner)
 
 
 def masked(text: str, *, digits: bool, volatile: VolatileFields | None = None) -> bytes:

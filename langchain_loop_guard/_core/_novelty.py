@@ -19,11 +19,13 @@ import zlib
 from collections.abc import Iterable
 
 __all__ = [
+    "ACK",
     "LINES",
     "NEUTRAL",
     "NEW",
     "NOTHING",
     "STALE",
+    "UNSEEN_FAILURE",
     "WORK",
     "Seen",
     "line_hashes",
@@ -45,6 +47,14 @@ MOVED = 32
 """A long result with no new line (numbers aside) whose numbers moved: no news for a near
 repeat (a counter that ticks, R15), but news enough that a call between two of them paces
 them (a rollout's counts in an indented JSON view, N10)."""
+ACK = 128
+"""Not what it brought but what it was: an answer with no content (empty, or a short
+acknowledgement): a wait, which a call whose neighbours bring news may be (SPEC §14 R19)."""
+UNSEEN_FAILURE = 64
+"""Not what a result brought but what a turn's failures did: one failed in a way the run had
+not seen (a deliberate test's own error is information, SPEC §14 N15). Read by the failing
+turns' count, never by the streak of answers that brought nothing new (an error is nothing
+there, §12 R8)."""
 LINES = 16
 """Not what it brought but how it was read: a long result, judged by its lines (the others
 are judged whole, so two different short results are never "nearly" the same)."""
@@ -53,6 +63,8 @@ _NEW_LINES = 2
 """New lines a long result must bring to count as new (a line that changes, a ticking counter
 or a rotating banner, does not: SPEC §13 R15, N11)."""
 
+_SAMPLED = 0x1F  # the line hashes every result samples have none of these bits (_signature)
+_REREAD = 4  # lines sampled by content, all seen, that make a long result a re-read
 _BITS = 2048  # bits of one generation
 _BYTES = _BITS // 8
 _CAPACITY = 160  # items one generation takes before it becomes the older one (~1% false seen)
@@ -119,6 +131,8 @@ class Seen:
         (SPEC §12 N9). It is seen from now on.
         """
         if failed:
+            if info is not None and info[:1] == "x" and self.count_new(_gists(info)) == 2:
+                return NOTHING | UNSEEN_FAILURE  # a failure the run had not seen (§14 N15)
             return NOTHING
         if info is None:
             return NEW
@@ -128,27 +142,34 @@ class Seen:
 
     def _said(self, info: str, near: str | None, outcome: int | str, again: bool) -> int:
         if not info:
-            return NOTHING
+            return NOTHING | ACK
         if info[0] == "!":  # a search that found nothing (asked again: the repeat rules')
             return NEUTRAL if again else NOTHING
         if near is not None:  # a long result (20 lines or more): are its lines new?
             hashes = line_hashes(near)
-            if self.count_new(hashes) >= min(_NEW_LINES, len(hashes)):
+            sampled = [h for h in hashes if not h & _SAMPLED]
+            new = self.count_new(sampled)
+            others = self.count_new(h for h in hashes if h & _SAMPLED)
+            # a result whose lines sampled by content were all seen re-reads what the run has
+            # read (SPEC §14 R18: a filtered part of a listing); else new lines are news
+            reread = len(sampled) >= _REREAD and not new
+            if not reread and new + others >= min(_NEW_LINES, len(hashes)):
                 return NEW | LINES
             seen = LINES
             if not self.check(number_of(outcome)):
                 seen |= MOVED  # its numbers moved (time is masked: they are counts)
         else:
             whole = info in ("=", "+")  # an older trace's: the outcome is the information
+            ack = ACK if info[0] == "=" else NEUTRAL
             if not self.check(number_of(outcome if whole else info)):
-                return NEW
-            seen = NEUTRAL
+                return NEW | ack
+            seen = ack
         if again:
             return seen  # seen again from the same call: the repeat rules' business
         if info[0] == "~":
             return seen | NOTHING  # a short answer about the arguments, seen before
-        if info[0] == "=" and not seen:
-            return NEUTRAL  # a short acknowledgement seen before: no content to bring
+        if info[0] == "=" and not seen & ~ACK:
+            return seen  # a short acknowledgement seen before: no content to bring
         return seen | STALE
 
     # --- state -------------------------------------------------------------------------------
@@ -183,6 +204,16 @@ def number_of(value: int | str) -> int:
         return int(value[-16:], 16)
     except ValueError:
         return zlib.crc32(value.encode("utf-8", "surrogatepass"))
+
+
+def _gists(info: str) -> tuple[int, int]:
+    """The two digests of a failure's information: its first line as it is and without the
+    call's argument words (the same twice when it echoes none); a malformed one is seen."""
+    try:
+        whole = int(info[1:17], 16)
+        return whole, int(info[17:33], 16) if len(info) >= 33 else whole + 1
+    except ValueError:
+        return 0, 0
 
 
 def line_hashes(sketch: str) -> list[int]:

@@ -118,13 +118,14 @@ class RunRecord:
         tr = translator(self._config.locale)
         message = tr.gettext(
             "Loop guard: this run was already stopped ({signal}); "
-            "no further tool or model calls are allowed."
+            "no further tool or model calls are allowed. {stop}"
         )
         return dataclasses.replace(
             tripped,
             action=action,
             tool=tool if tool is not None else tripped.tool,
-            message=message.format(signal=tripped.signal),
+            # the stop itself too: whoever catches a later refusal learns why (SPEC §14)
+            message=message.format(signal=tripped.signal, stop=tripped.message),
             tripped=True,
         )
 

@@ -17,7 +17,9 @@ from itertools import islice
 from typing import TypeVar
 
 from langchain_loop_guard._core._canonical import digest
-from langchain_loop_guard._core._novelty import LINES, NEW, WORK
+from langchain_loop_guard._core._novelty import ACK, LINES, NEW, WORK
+from langchain_loop_guard._core._pacing import moves as _moves
+from langchain_loop_guard._core._pacing import waits_for_an_act as _waits_for_an_act
 from langchain_loop_guard._core._replies import alike
 from langchain_loop_guard._core._view import Call, Key, RunView, key_text
 
@@ -159,11 +161,20 @@ _Check = TypeVar("_Check", ResultCheck, TurnCheck)
 def repeated_call(view: RunView, seq: Sequence[Call], sigs: list[Key]) -> Detection | None:
     """A A A: the same call ``threshold`` times in a row."""
     cur = seq[-1]
-    threshold = view.limits.repeat_threshold(cur.name)
+    limits = view.limits
+    threshold = limits.repeat_threshold(cur.name)
+    if limits.aware and cur.name not in limits.overrides and _moves(cur.name):
+        # a scroll moves the view its answer does not show: paging, until it is done as
+        # often as a near repeat (SPEC §14: a step's effect may be new)
+        threshold = limits.near_threshold(cur.name) or threshold
     if sigs[-threshold:].count(cur.sig) < threshold:
         return None
+    if limits.aware and _waits_for_an_act(seq, len(seq) - 1):
+        threshold = 2 * threshold + 1
+        if sigs[-threshold:].count(cur.sig) < threshold:
+            return None
     earlier = reversed(seq[-threshold:-1])
-    if 1 + _chain(cur.sig, earlier, view.limits.aware) < threshold:
+    if 1 + _chain(cur.sig, earlier, limits.aware) < threshold:
         return None
     key = key_text(cur.sig)
     return Detection(Signal.REPEATED_TOOL_CALL, cur.name, (cur.name,), threshold, threshold, key)
@@ -208,6 +219,8 @@ def frequency_after_change(view: RunView, call: Call | None, name: str) -> Detec
     (SPEC §11 N1)."""
     if call is None or not call.changed or not view.limits.aware or call.kind == "blocked":
         return None
+    if call.brought & WORK:
+        return None  # an act again after other work is a step of it (type, Enter): §14 R19
     seq = view.calls  # the call is there: results are only matched to calls in it
     return _frequency(view, seq, seq.index(call))
 
@@ -221,14 +234,19 @@ def _frequency(view: RunView, seq: Sequence[Call], index: int) -> Detection | No
     ]  # the calls of one answer are one decision: its siblings are not its repeats (N6)
     if 1 + len({c.batch for c in earlier if c.sig == cur.sig}) < threshold:
         return None
-    if limits.aware and cur.news:
-        return None  # something new came since its last time: pacing (SPEC §13 N10)
+    # a wait (a call answered by nothing or an acknowledgement) between calls that bring
+    # news is pacing (SPEC §13 N10); a read answered alike is the seed's window (§14 R19)
+    paced = limits.aware and bool(cur.brought & ACK)
+    if paced and cur.news:
+        return None  # something new came since its last time: pacing
+    if limits.aware and _waits_for_an_act(seq, index):
+        threshold = max(threshold, 2 * limits.repeat_threshold(cur.name) + 1)
+    elif limits.aware and (cur.news or (cur.name not in limits.overrides and _moves(cur.name))):
+        # a read re-done between reads that bring news (browsing), or a scroll (paging):
+        # one more
+        threshold += 1
     count = 1 + _chain(
-        cur.sig,
-        reversed(_first_of_each_answer(earlier)),
-        limits.aware,
-        cur.outcome,
-        paced=limits.aware,
+        cur.sig, reversed(_first_of_each_answer(earlier)), limits.aware, cur.outcome, paced=paced
     )
     if count < threshold:
         return None
@@ -269,10 +287,15 @@ def no_progress_after_change(view: RunView, call: Call | None, name: str) -> Det
 
 def _no_progress(view: RunView, seq: Sequence[Call], last: int) -> Detection | None:
     limits = view.limits
-    highest = 0
-    for count, index in enumerate(range(last, 0, -1), start=1):
+    highest = count = 0
+    batch = None
+    for index in range(last, 0, -1):
         if not _repeats_pair(seq, index, limits.window):
             return None
+        if seq[index].batch is batch:
+            continue  # an answer's calls are one step (SPEC §14 N16)
+        batch = seq[index].batch
+        count += 1
         highest = max(highest, limits.repeat_threshold(seq[index].name))
         threshold = max(limits.no_progress, highest)
         if count >= threshold:
@@ -338,7 +361,10 @@ def _walked_again(view: RunView, seq: Sequence[Call], sigs: list[Key]) -> Detect
             continue  # a result changed: the walk found something
         if len(set(sigs[-length:])) * 2 <= length:
             continue  # mostly one call again: the repeat and cycle rules' business
-        return _sequence(seq, length, laps)
+        found = _sequence(seq, length, laps)
+        # the lap begun again is the path's cycle_repeats-th: counted as such, never "1 times"
+        found.count = found.threshold = limits.cycle_repeats
+        return found
     return None
 
 
@@ -355,9 +381,14 @@ def near_repeat(view: RunView, seq: Sequence[Call], sigs: list[Key]) -> Detectio
     and a different call that succeeded in between ends the count (N5).
     """
     cur = seq[-1]
-    threshold = view.limits.near_threshold(cur.name)
+    limits = view.limits
+    threshold = limits.near_threshold(cur.name)
     if not threshold or cur.changed or sigs.count(cur.sig) < threshold:
         return None
+    if _waits_for_an_act(seq, len(seq) - 1):
+        threshold = max(threshold, 2 * limits.repeat_threshold(cur.name) + 1)
+        if sigs.count(cur.sig) < threshold:
+            return None
     count = 1 + _stale_chain(cur, reversed(seq[-2 * threshold : -1]))
     return _near(cur, count, threshold)
 
@@ -403,20 +434,27 @@ def repeated_error(view: RunView, call: Call | None, name: str) -> Detection | N
     if not limits.aware:
         return None
     key, sig = call.outcome, call.sig
-    quiet, failures, news, news_then = 1, {call.batch}, 0, 0
+    quiet, failures, counted, news, news_then, moved = 1, {call.batch}, 1, 0, 0, False
     for earlier in islice(reversed(view.calls), limits.window):
         if earlier.kind == "error" and earlier.outcome == key:
             if earlier.batch not in failures:
                 failures.add(earlier.batch)
-                news_then = news
                 quiet += earlier.sig == sig and not news
-        elif earlier.fresh:
-            news += 1
+                # the same error on another call counts only until a success that had an
+                # effect (SPEC §14 N17: the sync goes on around the products that fail);
+                # the same call's, whatever came between (§12 R4'); either, more often
+                # than news came back
+                if earlier.sig == sig or not moved:
+                    counted += 1
+                    news_then = news
+        elif earlier.kind == "ok":
+            moved = moved or bool(earlier.brought & WORK)
+            news += earlier.fresh
     if quiet >= limits.error:
         return _error(name, quiet, limits.error, key)
     often = limits.error_often
-    if len(failures) >= often and len(failures) > news_then:
-        return _error(name, len(failures), often, key)
+    if counted >= often and counted > news_then:
+        return _error(name, counted, often, key)
     return None
 
 
@@ -431,6 +469,8 @@ def failing_turns(view: RunView, *_: object) -> Detection | None:
     threshold = view.limits.failing_turns
     if not threshold or not view.failing_grew or view.failing < threshold:
         return None
+    if 2 * view.failing_new > view.failing:
+        return None  # mostly failures the run had not seen: tests of its work (SPEC §14 N15)
     tools = view.failing_tools  # none: the model only answered, and was asked again
     return Detection(
         Signal.FAILING_TURNS,

@@ -12,10 +12,10 @@ import re
 import struct
 import zlib
 from collections.abc import Iterable, Mapping
-from functools import lru_cache
 from typing import Any, NamedTuple
 
 from langchain_loop_guard._core._canonical import DIGEST_SIZE, PLAIN_HASH, canonical
+from langchain_loop_guard._core._effects import changes_something
 from langchain_loop_guard._core._masks import (
     HEAD,
     LARGE,
@@ -29,6 +29,7 @@ from langchain_loop_guard._core._masks import (
 __all__ = [
     "EFFECT",
     "NEAR_LINES",
+    "SAMPLED",
     "Outcome",
     "arg_tokens",
     "assistant_key",
@@ -103,7 +104,9 @@ _ECHOED_INPUT = re.compile(r"input_(?:value|type)=(?:'[^'\n]*'|\"[^\"\n]*\"|[^,\
 
 
 def _error_text(error: object) -> str:
-    text = error_text(error)
+    """The text an error is told by: its first and last parts when it is longer than
+    :data:`LARGE` (the error rules read no further, however large an ``Error: …`` output)."""
+    text = _bounded(error_text(error))
     if "input_" in text:
         text = _ECHOED_INPUT.sub("input_…", text)
     return text
@@ -174,31 +177,68 @@ _PACK = tuple(struct.Struct(f">{size}I").pack for size in range(_SKETCH + 1))
 
 
 def _sketch(text: str) -> str:
-    """A sample of the distinct lines of ``text`` with digits and whitespace left out (of
-    its first and last bytes only when it has more than :data:`LARGE`)."""
-    if len(text) > LARGE:  # as many bytes at least: only its first and last are encoded
-        head = text[:HEAD].encode("utf-8", "surrogatepass")[:HEAD]
-        data = head + b"\n" + text[-TAIL:].encode("utf-8", "surrogatepass")[-TAIL:]
-    else:
-        data = text.encode("utf-8", "surrogatepass")
-        if len(data) > LARGE:
-            data = data[:HEAD] + b"\n" + data[-TAIL:]
-    lines = set(data.translate(None, b"0123456789 \t\r\x0b\x0c").split(b"\n"))
+    """A sample of the distinct lines of ``text`` (of its first and last bytes only when it
+    has more than :data:`LARGE`), each line with time, ids and its first number (a line
+    number, a count of lines above) masked and its whitespace left out: the other numbers are
+    data (a price table's rows, SPEC §14 N20). The sample is chosen by content: every line
+    whose hash is in :data:`SAMPLED` (the same lines of a listing and of a filtered part of
+    it, §14 R18), and the smallest of the others."""
+    if len(text) > LARGE:  # as many bytes at least: only its first and last are read
+        text = f"{text[:HEAD]}\n{text[-TAIL:]}"
+    elif len(text) * 4 > LARGE:
+        encoded = text.encode("utf-8", "surrogatepass")
+        if len(encoded) > LARGE:
+            cut = encoded[:HEAD] + b"\n" + encoded[-TAIL:]
+            text = cut.decode("utf-8", "ignore")
+    data = masked(text.replace("\n", _EOL), digits=True)
+    lines = {_FIRST_NUMBER.sub(b"", line, 1) for line in data.split(_EOL_BYTES)}
+    lines = {line.translate(None, b" \t\r\x0b\x0c") for line in lines}
     lines.discard(b"")
     if len(lines) <= 1:
         return f"{zlib.crc32(b''.join(lines)):08x}"
-    smallest = sorted(map(zlib.crc32, lines))[:_SKETCH]  # at most 6 KB of lines: C speed
-    return _PACK[len(smallest)](*smallest).hex()
+    hashes = sorted(map(_line_hash, lines))
+    sampled = [h for h in hashes if not h & SAMPLED][:_SKETCH]
+    others = [h for h in hashes if h & SAMPLED][: max(_FEW, _SKETCH - len(sampled))]
+    chosen = sorted((*sampled, *others))
+    return _PACK_ANY(chosen).hex()
+
+
+_EOL = "\x07"
+"""Lines are masked as one text, kept apart by a byte no mask treats as a word or a space."""
+_EOL_BYTES = _EOL.encode()
+_FIRST_NUMBER = re.compile(rb"[0-9][0-9.,]*")
+SAMPLED = 0x1F
+"""A line whose hash has none of these bits set is always in its result's sample: one line in
+32, the same in every result that holds it."""
+_FEW = 8
+"""Lines of a result sampled besides those, at least."""
+_SAID = 12
+"""Bytes a line needs (whitespace left out) to be sampled by its content."""
+
+
+def _line_hash(line: bytes) -> int:
+    """A line's CRC; a line too short to say much (a bracket, a key) never in :data:`SAMPLED`."""
+    crc = zlib.crc32(line)
+    return crc | 1 if len(line) < _SAID and not crc & SAMPLED else crc
+
+
+def _pack_any(values: list[int]) -> bytes:
+    return struct.pack(f">{len(values)}I", *values)
+
+
+_PACK_ANY = _pack_any
 
 
 EFFECT = 1 << 32
 """The mark among a call's argument hashes (no CRC has it) of a call that changes something."""
 
 
-def arg_tokens(args: object, name: str = "") -> frozenset[int]:
+def arg_tokens(args: object, name: str = "", acts: bool | None = None) -> frozenset[int]:
     """CRC-32s of the words in a call's argument values (the same in every process: they are
     exported state), to find them in its result, and :data:`EFFECT` for a call that changes
-    something. At most :data:`_MAX_WORDS` words, from string values of a few KB each."""
+    something: ``acts`` when known (the user's word or the tool's annotations: ``True`` acts,
+    ``False`` only reads), else as :func:`changes_something` reads the call. At most
+    :data:`_MAX_WORDS` words, from string values of a few KB each."""
     strings: list[str] = []
     # a hostile mapping (values() raising) ends the walk: what was collected is enough (a
     # try statement: contextlib.suppress costs as much as the walk of a typical call)
@@ -207,68 +247,9 @@ def arg_tokens(args: object, name: str = "") -> frozenset[int]:
     except Exception:  # noqa: BLE001, S110
         pass
     tokens = map(zlib.crc32, _words(" ".join(strings))[:_MAX_WORDS]) if strings else ()
-    if changes_something(name, args):
+    if acts if acts is not None else changes_something(name, args):
         return frozenset((*tokens, EFFECT))
     return frozenset(tokens)
-
-
-# A call changes something when its tool's name says so (``write_file``, ``createUser``), or
-# its shell command does: a command that changes the shell or the files, a redirect into a file,
-# a here-document, an in-place ``sed``. An empty result of such a call is work done, not a search
-# that found nothing (SPEC §12 N9).
-# fmt: off
-_NAME_VERBS = frozenset([
-    "write", "create", "mkdir", "touch", "save", "store", "put", "set", "update", "upsert",
-    "insert", "append", "delete", "remove", "move", "copy", "rename", "edit", "patch",
-    "replace", "apply", "install", "uninstall", "commit", "push", "upload", "send", "post",
-])
-_SHELL_VERBS = frozenset([
-    "cd", "pushd", "popd", "export", "unset", "source", "alias",  # the shell's own state
-    "mkdir", "rmdir", "touch", "rm", "mv", "cp", "ln", "chmod", "chown", "tee", "truncate",
-    "install", "kill", "pkill",
-])
-# fmt: on
-_NAME_WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
-_COMMAND_KEYS = ("command", "cmd", "script")
-
-
-@lru_cache(maxsize=1024)
-def _name_changes(name: str) -> bool:
-    """Whether a tool's name says it changes something (a run calls few tools, often)."""
-    return any(word.lower() in _NAME_VERBS for word in _NAME_WORD.findall(name))
-
-
-# A redirect into a file (not ``2>&1``, not ``> /dev/null``), and an in-place ``sed``; each
-# pattern starts with a literal, so a search skips to its candidates at C speed.
-_REDIRECT = re.compile(r">(?<![0-9&>]>)>?(?![>&]|\s*/dev/null)")
-_SED_IN_PLACE = re.compile(r"sed(?<!\wsed)\s+(?:-\w+\s+)*-i")
-
-
-def changes_something(name: str, args: object = None) -> bool:
-    """Whether a call of ``name`` with ``args`` changes something: by its tool's name, or
-    by the shell command it runs (``args`` a string, or its ``command`` value)."""
-    if _name_changes(name):
-        return True
-    command = args if isinstance(args, str) else None
-    if type(args) is dict:
-        for key in _COMMAND_KEYS:
-            command = args.get(key)
-            if type(command) is str:
-                break
-    if not command or type(command) is not str:
-        return False
-    head = command[:1024]
-    words = head.split(None, 1)  # its first word, and the rest
-    while words and (words[0] == "sudo" or "=" in words[0]):
-        # ``sudo`` and variable assignments before the command itself
-        words = words[1].split(None, 1) if len(words) > 1 else []
-    if words and words[0].rsplit("/", 1)[-1] in _SHELL_VERBS:
-        return True
-    return (
-        "<<" in head
-        or (">" in head and _REDIRECT.search(head) is not None)
-        or ("sed" in head and _SED_IN_PLACE.search(head) is not None)
-    )
 
 
 _DELIMITERS = bytes.maketrans(b"\"'`()[]{},;:=", b" " * 13)
@@ -333,8 +314,8 @@ def _echoes(text: str, tokens: frozenset[int]) -> _Words:
 
 
 def _said(text: str, key: str, tokens: frozenset[int] | None, words: _Words | None = None) -> str:
-    if len(text) > _SHORT:
-        return "+" + key
+    """:func:`_info` of a result of at most :data:`_SHORT` characters (a longer one is what
+    it says, or :func:`_unechoed`)."""
     whole = ("+" if len(text) > _ACK else "=") + key  # content, or an acknowledgement
     if not tokens:  # only whether it has a word at all
         data = text.encode("utf-8", "surrogatepass")
@@ -437,19 +418,74 @@ def result_digests(
         text = _error_text(error)
         if tokens:  # the words it echoes, for its key and what it says
             words = _echoes(text, tokens)
-            key = _error_key(tool, masked(_without(text, words), digits=False, volatile=volatile))
+            said = _without(text, words)
         else:
-            key = _error_key(tool, masked(text, digits=False, volatile=volatile))
-    else:
-        key = _tagged(OUTCOME_HASH, masked(text, digits=True, volatile=volatile))
+            said = text
+        key = _error_key(tool, masked(said, digits=False, volatile=volatile))
+        lines = text.count("\n", 0, LARGE) + 1
+        near = _sketch(text) if lines >= NEAR_LINES else None
+        gist = _gist(text) + (_gist(said)[1:] if said is not text else "")
+        return key, near, gist, shaped
+    data = masked(text, digits=True, volatile=volatile)
+    key = _tagged(OUTCOME_HASH, data)
     # at least NEAR_LINES lines: counted in the first part, and further only when needed
     lines = text.count("\n", 0, LARGE) + 1
     if lines < NEAR_LINES and len(text) > LARGE:
         lines = text.count("\n") + 1
     near = _sketch(text) if lines >= NEAR_LINES else None
-    if len(text) > _SHORT and not tokens:  # the common case: a result that is what it says
-        return key, near, "+" + key, shaped
+    if len(text) > _SHORT:
+        if not tokens:  # the common case: a result that is what it says
+            return key, near, "+" + key, shaped
+        compact = text.count("\n", 0, _ECHO_SCAN) <= 2  # a text of lines says it by them
+        said = "+" + (_unechoed(data, tokens, key) if compact else key)
+        return key, near, "." + said if EFFECT in tokens else said, shaped
     return key, near, _info(text, key, tokens, words), shaped
+
+
+_ECHO_SCAN = 16 * 1024
+_ECHO_RUN = 3
+"""Bytes of a long result searched for the call's own argument words (SPEC §14 R16)."""
+
+
+def _unechoed(data: bytes, tokens: frozenset[int], key: str) -> str:
+    """A long result's information: its key, or, when a compact one (JSON on one line)
+    repeats words of its own call's arguments (a search that echoes its query), the digest of
+    the rest (SPEC §14 R16: what a result repeats of its call is no information)."""
+    if len(data) > _ECHO_SCAN:
+        return key
+    words = data.translate(_DELIMITERS).split()
+    echoed = [zlib.crc32(word) in tokens for word in words]
+    # an echo is a run of three words or more of the arguments (``"query": "best pizza in
+    # nyc"``); fewer are the text's own (a snippet that says "a return")
+    kept: list[bytes] = []
+    run: list[bytes] = []
+    for word, echo in zip(words, echoed, strict=True):
+        if echo:
+            run.append(word)
+            continue
+        if len(run) < _ECHO_RUN:
+            kept += run
+        run = []
+        kept.append(word)
+    if len(run) < _ECHO_RUN:
+        kept += run
+    if len(kept) == len(words) or not kept:
+        return key
+    return _tagged(_INFO_HASH, b" ".join(kept))
+
+
+def _gist(said: str) -> str:
+    """What a failure says, for whether the run has seen it (SPEC §14 N15): ``"x"`` and a
+    digest of its first line, without paths and numbers. ``/usr/lib/jvm/a/bin/java`` and
+    ``/opt/b/bin/java`` not found are one failure seen twice; a deliberate test's own message
+    is a failure the run has not seen. :func:`result_digests` adds the digest of the line
+    without the call's argument words when it echoes them (``No match for "<arg>"``)."""
+    for line in said[:1024].split("\n"):
+        words = [word for word in line.split() if "/" not in word and "\\" not in word]
+        if words:
+            gist = masked(" ".join(words), digits=False)
+            return "x" + _tagged(_INFO_HASH, gist)
+    return "x"
 
 
 _PUNCTUATION_MARKS = b".!?,;:'\"()[]{}*_#`-0123456789"
@@ -502,8 +538,8 @@ def _sketch_words(sketch: str) -> set[str]:
 
 
 def _bounded(text: str) -> str:
-    """A reply's first and last parts, when it is longer than :data:`LARGE`: its words are
-    sampled there, as a large result's lines are."""
+    """A reply's (or an error's) first and last parts, when it is longer than :data:`LARGE`:
+    its words are sampled there, as a large result's lines are."""
     return text if len(text) <= LARGE else f"{text[:HEAD]}\n{text[-TAIL:]}"
 
 

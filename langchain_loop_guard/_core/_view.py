@@ -13,12 +13,14 @@ from typing import Any, Literal, get_args
 
 from langchain_loop_guard._core._limits import Limits, limits_of
 from langchain_loop_guard._core._novelty import (
+    ACK,
     LINES,
     MOVED,
     NEUTRAL,
     NEW,
     NOTHING,
     STALE,
+    UNSEEN_FAILURE,
     WORK,
     Seen,
 )
@@ -58,7 +60,16 @@ __all__ = [
 OutcomeKind = Literal["pending", "ok", "error", "blocked"]
 
 
-_TURN = ("expected", "results", "worked", "brought", "judged", "answered", "failing")
+_TURN = (
+    "expected",
+    "results",
+    "worked",
+    "brought",
+    "judged",
+    "answered",
+    "failing",
+    "failing_new",
+)
 """The current turn's fields (:meth:`RunView.clear` says what each is), as a state lists them."""
 
 
@@ -143,6 +154,7 @@ class RunView:
         "expected",
         "failing",
         "failing_grew",
+        "failing_new",
         "failing_tools",
         "judged",
         "limits",
@@ -201,6 +213,7 @@ class RunView:
         self.judged = True
         self.answered = False
         self.failing = 0
+        self.failing_new = 0  # of which failed in a way the run had not seen (§14 N15)
         self.failing_tools: tuple[str, ...] = ()
         self.failing_grew = False
 
@@ -321,12 +334,14 @@ class RunView:
             self.error = (None, 0)  # any success ends the streak of an error in a row
         else:
             last, count = self.error
-            self.error = (call.outcome, count + 1 if last == call.outcome else 1)
+            # the same failure of one answer's calls is one failure (§14 N16)
+            same = last == call.outcome and self._batch_failed(call)
+            self.error = (call.outcome, count if same else count + 1 if last == call.outcome else 1)
         if call is not None:
             brought = self.memory.judge(
                 info, near, outcome, again=call.changed is not None, failed=failed
             )
-            call.brought = brought
+            call.brought = brought & ~UNSEEN_FAILURE  # the turn's, not the call's
             self.brought |= brought
             if brought & (NEW | WORK):
                 self.replies.tool_news()
@@ -343,6 +358,13 @@ class RunView:
             self._judge()
         return call
 
+    def _batch_failed(self, call: Call) -> bool:
+        """Whether the newest failure before ``call`` is one of its answer's calls."""
+        for earlier in reversed(self.calls):
+            if earlier is not call and earlier.kind == "error":
+                return earlier.batch is call.batch
+        return False
+
     def user_message(self) -> None:
         """A new human message: new information for every count of calls and errors (SPEC §13
         N13, which withdrew §11 R7): no call before it is a repeat of a call after it. What the
@@ -353,6 +375,7 @@ class RunView:
         self.batch, self.due = None, 0
         self.error = (None, 0)
         self.failing, self.failing_tools, self.failing_grew = 0, (), False
+        self.failing_new = 0
         self.judged, self.answered = True, False
         self.quiet, self.stale, self.quiet_tools, self.quiet_grew, self.brought = 0, 0, (), False, 0
         self.replies.human_news()
@@ -361,19 +384,21 @@ class RunView:
         if self.judged or (self.results == 0 and not self.worked):
             return  # judged already, or a turn without results: it says nothing
         self.judged = True
+        unseen = self.brought & UNSEEN_FAILURE
         self._count_quiet()
         if self.worked:
-            self.failing, self.failing_tools = 0, ()
+            self.failing, self.failing_new, self.failing_tools = 0, 0, ()
         else:
-            self._failed_turn()
+            self._failed_turn(new=bool(unseen))
 
-    def _failed_turn(self) -> None:
+    def _failed_turn(self, *, new: bool = False) -> None:
         self.failing += 1
+        self.failing_new += new
         self.failing_grew = True
 
     def _count_quiet(self) -> None:
         """One answer's calls (or one unannounced call) judged: did they bring anything?"""
-        brought, self.brought = self.brought & ~(LINES | MOVED), 0
+        brought, self.brought = self.brought & ~(LINES | MOVED | UNSEEN_FAILURE | ACK), 0
         if brought & (NEW | WORK) or not brought:  # something new, or work done
             if brought:
                 self.quiet, self.stale, self.quiet_tools = 0, 0, ()
@@ -423,7 +448,8 @@ class RunView:
         reader = _call_from_state if version == 5 else _call_from_v4
         calls = [reader(item) for item in items_of(state["calls"])]
         if calls and calls[0].batch is _JOINED:
-            calls[0].batch = calls[0]  # its answer's first call is out of the history
+            # its answer's first call is out of the history: it stays joined to that answer
+            calls[0].batch = Call("", "", None)
         for previous, call in pairwise(calls):
             if call.batch is _JOINED:  # joined the answer of the call before it
                 call.batch = previous.batch
@@ -443,16 +469,7 @@ class RunView:
             failing_tools = ()
         quiet, stale = count_of(count), count_of(stale)
         quiet_tools = tuple(text_of(tool) for tool in items_of(tools))
-        expected, results, worked, brought, judged, answered, failing = items_of(state["turn"])
-        turn = (
-            None if expected is None else count_of(expected),
-            count_of(results),
-            flag_of(worked),
-            count_of(brought),
-            flag_of(judged),
-            flag_of(answered),
-            count_of(failing),
-        )
+        turn = _turn_from_state(state["turn"])
         replies = Replies.restore(state, version=version)
         key, streak = items_of(state["error"])
         error = (None if key is None else key_of(text_of(key)), count_of(streak))
@@ -502,11 +519,29 @@ _JOINED = Call("", "", None)
 """The mark of a restored call that joined the answer of the call before it."""
 
 
+def _turn_from_state(item: object) -> tuple[object, ...]:
+    """The current turn's fields (:data:`_TURN`) of a state; 0.1's has no ``failing_new``."""
+    items = items_of(item)
+    if len(items) == len(_TURN) - 1:
+        items = [*items, 0]  # no failure of 0.1's streak counted as new
+    expected, results, worked, brought, judged, answered, failing, failing_new = items
+    return (
+        None if expected is None else count_of(expected),
+        count_of(results),
+        flag_of(worked),
+        count_of(brought),
+        flag_of(judged),
+        flag_of(answered),
+        count_of(failing),
+        min(count_of(failing_new), count_of(failing)),
+    )
+
+
 def _call_from_state(item: object) -> Call:
     name, sig, outcome, kind, call_id, changed, news, tokens, joined, brought = items_of(item)
     call = _call((name, sig, outcome, kind, call_id, changed, tokens, joined))
     call.news = flag_of(news)
-    call.brought = count_of(brought) & (NEW | NOTHING | WORK | STALE | LINES | MOVED)
+    call.brought = count_of(brought) & (NEW | NOTHING | WORK | STALE | LINES | MOVED | ACK)
     return call
 
 

@@ -116,11 +116,15 @@ class CallbackRun(Run):
         self.announced.clear()
         self.paused.clear()
 
-    def model_called(self, model_run: UUID, sent: Sequence[BaseMessage]) -> list[Verdict]:
+    def model_called(
+        self, model_run: UUID, sent: Sequence[BaseMessage], *, below_tool: bool = False
+    ) -> list[Verdict]:
         """A chat model was called with ``sent``, and a turn begins: calls the model named that
         never reached a tool are counted first, and (with ``scope="thread"``) a human message the
-        thread's model has not seen yet releases a stopped thread."""
-        released = self.human_message(_latest_human(sent)) if self.per_thread else None
+        thread's model has not seen yet releases a stopped thread; not a sub-agent's, inside a
+        tool call (``below_tool``): its input is the tool's (SPEC §14 R20)."""
+        human = self.per_thread and not below_tool
+        released = self.human_message(_latest_human(sent)) if human else None
         bounded_put(self.in_context, model_run, _holds(sent, self.said), _MAX_TOOLS)
         verdicts = ([] if released is None else [released]) + self.unexecuted_calls(sent)
         if not any(v.stops for v in verdicts):
@@ -234,6 +238,9 @@ class RunTree:
         """Runs that ended recently."""
         self.shed: dict[UUID, None] = {}
         """Ids of runs not tracked (shed, or forgotten): their events are ignored."""
+        self.below_tools: dict[UUID, None] = {}
+        """Runs inside a tool call (a sub-agent a supervisor's tool invokes): their human
+        messages are the tool's input, never the user's (SPEC §14 R20)."""
         self._warned_attached_below = False
         self.threads = ThreadStore(None)
         """Where threads' state lives between invocations (the handler's ``store``)."""
@@ -292,6 +299,8 @@ class RunTree:
             if found is None:
                 return None  # its run ended (or was forgotten): nothing left to track
             run = found
+            if parent_run_id in run.tools or parent_run_id in self.below_tools:
+                bounded_put(self.below_tools, run_id, None, _MAX_CLOSED)
         if root.thread is not None and event != "chain":
             run = self.settle_scope(root, run)
         self.open[run_id] = root  # run ids are unique: this is the newest entry
@@ -399,6 +408,7 @@ class RunTree:
         if root is not None:
             root.members.discard(run_id)
             bounded_put(self.closed, run_id, root, _MAX_CLOSED)
+        self.below_tools.pop(run_id, None)
         top = self.roots.pop(run_id, None)
         if top is None:
             return None
@@ -447,9 +457,11 @@ class RunTree:
             run = self.start(run_id, parent_run_id, metadata, "model")
             if run is None:
                 return
-            verdicts = (
-                [run.decide("turn_start")] if sent is None else run.model_called(run_id, sent)
-            )
+            if sent is None:
+                verdicts = [run.decide("turn_start")]
+            else:
+                nested = run_id in self.below_tools
+                verdicts = run.model_called(run_id, sent, below_tool=nested)
         where = "on_llm_start" if sent is None else "on_chat_model_start"
         if sent is not None and run.per_thread and run.said is None:
             self.threads.model_called(run, sent)  # a thread's answers this process never saw

@@ -55,6 +55,7 @@ IDLE_S = 300.0  # a run with no event for this long may be forgotten when the re
 HARD_FACTOR = 4  # runs in flight are tracked up to this many times the capacity
 _MAX_FINISHED = 32  # inspections of ended runs kept for ``inspect``
 _MAX_STOPPED = 32  # records of ended, stopped runs kept for their late events
+_MAX_HUMANS = 64  # human messages remembered per run (as many as its invocations in flight)
 
 _K = TypeVar("_K")
 _V = TypeVar("_V")
@@ -95,8 +96,10 @@ class Run:
     invocations: dict[Any, None] = field(default_factory=dict)
     """Invocations in flight that feed the run (several only with ``scope="thread"``), oldest
     first. A run without one is between invocations: the registry may forget it."""
-    human: object = None
-    """The last human message the run's model was called with (its id, or position and text)."""
+    humans: dict[object, None] = field(default_factory=dict)
+    """The human messages the run's model was called with (ids, or positions and texts), the
+    newest last: each releases a thread once, however the model calls of invocations that
+    overlap on the thread (double texting) interleave."""
     held: Held | None = None
     nudged: int = 0
     last_nudge: object = None
@@ -124,11 +127,14 @@ class Run:
 
     def human_message(self, latest: object) -> Verdict | None:
         """A model was called with ``latest`` as its last human message: a new one releases a
-        thread (the first one a run sees is only remembered); the verdict when released."""
-        if latest is None or latest == self.human:
+        thread (the first one a run sees is only remembered); the verdict when released. A
+        message seen before is no new one: an invocation that overlaps another on the thread
+        calls the model with its own latest message, which does not lift the other's stop."""
+        if latest is None or latest in self.humans:
             return None
-        seen, self.human = self.human, latest
-        return None if seen is None else self.release()
+        first = not self.humans
+        bounded_put(self.humans, latest, None, _MAX_HUMANS)
+        return None if first else self.release()
 
     def release(self) -> Verdict:
         """A new human message on a thread: the detector lifts the trip and keeps the history

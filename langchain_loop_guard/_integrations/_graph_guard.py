@@ -49,6 +49,7 @@ from langchain_loop_guard._integrations._stop import (
     resume_action,
     stop_state,
 )
+from langchain_loop_guard._integrations._tool_kinds import ToolKinds
 
 if TYPE_CHECKING:
     from langchain_loop_guard._core._config import LoopGuardConfig
@@ -78,9 +79,10 @@ class GraphGuard(GuardRuntime):
         clock: Callable[[], float] | None = None,
         record_to: str | os.PathLike[str] | None = None,
         state_key: str = STATE_KEY,
+        settings: Mapping[str, Any] | None = None,
     ) -> None:
         _check_arguments(nudges, on_stop, clock, state_key)
-        super().__init__(config, clock=clock, record_to=record_to)
+        super().__init__(config, clock=clock, record_to=record_to, settings=settings)
         self._nudges = nudges
         self._on_stop: OnStop = on_stop
         self._state_key = state_key
@@ -88,11 +90,11 @@ class GraphGuard(GuardRuntime):
         # Each bounded by ``_MAX_THREADS``, oldest first (see ``_take_written``, ``_pending_halt``).
         self._threads: dict[str, GuardData] = {}
         self._resets: dict[str, float] = {}
-        # The states this guard wrote, by id, with the detector that exported them (None
-        # when recording: a recorded pass replays into a detector of its own).
+        # The states it wrote, by id, with the detector that exported them (None: recording)
         self._written: dict[int, tuple[GuardData, LoopDetector | None]] = {}
         self._halts: dict[str, LoopDetected] = {}
         self._interrupted: dict[tuple[object, ...], None] = {}
+        self._tool_kinds = ToolKinds()  # which tools act, as the tools it saw say (MCP)
         # what each pass asks of this guard (the pass holds these, never the guard itself)
         self._host = PassHost(
             on_stop=on_stop,
@@ -100,6 +102,7 @@ class GraphGuard(GuardRuntime):
             reported_before=self._reported_before,
             site=self._site,
             in_context=self._in_context,
+            tool_acts=self._tool_kinds.acts,
         )
 
     # --- settings -------------------------------------------------------------------------------

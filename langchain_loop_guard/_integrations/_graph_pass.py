@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, ToolMessage
 
+from langchain_loop_guard._core._canonical import kept_call_id
 from langchain_loop_guard._core._detector import Signal
 from langchain_loop_guard._core._messages import not_executed, nudge
 from langchain_loop_guard._core._public import safe_tool_name
@@ -61,6 +62,8 @@ class PassHost:
     """Where the verdict being reported happened."""
     in_context: Callable[[Sequence[AnyMessage], int, str | None], bool]
     """Whether the model saw the previous answer before ``messages[index]`` (SPEC §11 N2)."""
+    tool_acts: Callable[[str], bool | None] = lambda _name: None
+    """Whether a tool acts as its annotations said (``None``: unknown), by name (SPEC §14)."""
 
 
 class GraphPass:
@@ -189,9 +192,13 @@ class GraphPass:
         self.data["pending"] = []
         hard: Verdict | None = None
         for message in tail:
-            if not isinstance(message, ToolMessage) or message.tool_call_id not in pending:
+            if not isinstance(message, ToolMessage):
                 continue
-            name = pending.pop(message.tool_call_id)
+            name = pending.pop(kept_call_id(message.tool_call_id), None)
+            if name is None:  # a huge id saved whole before ids were digested, or none
+                name = pending.pop(message.tool_call_id, None)
+            if name is None:
+                continue
             outcome = tool_outcome(message)
             verdict = self._feed(
                 "tool_result",
@@ -253,16 +260,17 @@ class GraphPass:
                 self.messages.append(standalone_nudge(hard, self.config.locale))
                 self.jump = "model"
         ours = {getattr(m, "tool_call_id", None) for m in (*self.messages, *self.ending)}
-        self.data["pending"] = [
-            [call_id, name]
+        self.data["pending"] = [  # ids as the detector keeps them: a huge one as a digest
+            [kept_call_id(call_id), name]
             for call_id, name, _, malformed in calls
             if not malformed and call_id not in ours
         ][-_MAX_PENDING:]
 
     def _check_calls(self, calls: list[_CallInfo], answered: set[str]) -> None:
         """Feed each tool call of the answer; refuse (nudge) or stop on a hard detection."""
+        acts = self.host.tool_acts
         for call_id, name, args, malformed in calls:
-            verdict = self._feed("tool_call", name, args, call_id=call_id)
+            verdict = self._feed("tool_call", name, args, call_id=call_id, acts=acts(name))
             if malformed and not verdict.stops:  # it fails without reaching a tool
                 verdict = self._feed("tool_result", name, error=_MALFORMED, call_id=call_id)
             if not verdict.stops:

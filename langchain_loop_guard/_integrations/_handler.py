@@ -23,15 +23,22 @@ from langchain_loop_guard._integrations._callback_runs import CallbackRun, RunTr
 from langchain_loop_guard._integrations._cost import answer_usage
 from langchain_loop_guard._integrations._engine import RunEngine
 from langchain_loop_guard._integrations._outcomes import Outcome, tool_outcome
-from langchain_loop_guard._integrations._publish import TRACE_EVENT, install_callback_stop_filter
+from langchain_loop_guard._integrations._publish import (
+    TRACE_EVENT,
+    Site,
+    install_callback_stop_filter,
+)
 from langchain_loop_guard._integrations._runtime import ConfigInput, GuardRuntime, bad_argument
 from langchain_loop_guard._integrations._thread_store import ThreadStore
+from langchain_loop_guard._integrations._tool_kinds import ToolKinds
+from langchain_loop_guard._integrations._unrepaired import StoppedThreads
 
 if TYPE_CHECKING:
     from langchain_core.outputs import LLMResult
     from langgraph.store.base import BaseStore
 
     from langchain_loop_guard._core._config import LoopGuardConfig
+    from langchain_loop_guard._core._detector import Verdict
     from langchain_loop_guard._core._status import RunInspection
 
 __all__ = ["TRACE_EVENT", "LoopGuardCallbackHandler"]
@@ -107,6 +114,9 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
             joins the thread, written when it ends, digests and counters only. For a thread
             whose turns several processes serve (a deployment's workers). Without one, the
             handler guards its own process's share of such a thread, and says so once.
+        **settings: any :class:`~langchain_loop_guard.LoopGuardConfig` key, snake_case
+            (``mode="observe"``, ``tool_threshold_overrides={"search": 5}``): values passed in
+            code, over ``config`` and over files and environment, validated at once like them.
 
     Attributes:
         max_open_runs: nested runs in flight tracked at once, over all top-level runs.
@@ -126,10 +136,11 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
         record_to: str | os.PathLike[str] | None = None,
         max_runs: int = _DEFAULT_MAX_RUNS,
         store: BaseStore | None = None,
+        **settings: Any,
     ) -> None:
         if type(max_runs) is not int or max_runs < 1:
             raise bad_argument("max_runs", max_runs, "a whole number of at least 1", "int >= 1")
-        super().__init__(config, clock=clock, record_to=record_to)
+        super().__init__(config, clock=clock, record_to=record_to, settings=settings)
         install_callback_stop_filter(type(self).__name__)  # the guard logs its stops itself
         self.max_runs = max_runs
         """Runs (or threads) tracked at once; see the ``max_runs`` argument."""
@@ -144,6 +155,9 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
             self._engine, lambda: self.max_open_runs, lock=self._lock, site=self._site
         )
         self._tree.threads = ThreadStore(store)
+        self._unrepaired = StoppedThreads()  # checked once at their next model call
+        # what each tool's annotations said at its start, for the calls of a model's answer
+        self._tool_kinds = ToolKinds()
 
     @property
     def ignore_custom_event(self) -> bool:
@@ -249,8 +263,19 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
         metadata: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
-        """A model turn begins; a stopped run is aborted here, before the model is paid for."""
+        """A model turn begins; a stopped run is aborted here, before the model is paid for.
+        The first model turn on a thread after one of this handler's stops warns (once) when
+        the stop left calls unanswered that no repair answered."""
+        self._unrepaired.check(metadata, messages[0] if messages else ())
         self._tree.model_started(run_id, parent_run_id, metadata, messages[0] if messages else ())
+
+    def _report_verdict(
+        self, run_id: str, verdict: Verdict, *, site: Site | None = None, nudge: bool = False
+    ) -> None:
+        super()._report_verdict(run_id, verdict, site=site, nudge=nudge)
+        thread = site.thread_id if site is not None else None
+        if verdict.stops and not verdict.tripped and not nudge and thread is not None:
+            self._unrepaired.stopped(thread)
 
     @_guarded
     def on_llm_start(
@@ -283,9 +308,10 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
             compared = thread or limits_of(self.config).sketches_replies
             sketched = key is not None and not tool_calls and compared
             sketch = reply_sketch(text) if sketched else None
+            acts, hinted = limits_of(self.config).acts, self._tool_kinds.acts
             named = [
-                (name, call_signature(name, args), call_id, arg_tokens(args, name))
-                for name, args, call_id in tool_calls
+                (n, call_signature(n, args), i, arg_tokens(args, n, acts(n, hinted(n))))
+                for n, args, i in tool_calls
             ]
         with self._lock:
             run = self._tree.resolve(run_id, parent_run_id)
@@ -339,7 +365,8 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
         # digested before the lock is taken: other runs' callbacks need not wait for it
         arguments = inputs if inputs is not None else input_str
         signature = call_signature(name, arguments)
-        tokens = arg_tokens(arguments, name)
+        hint = self._tool_kinds.started(name, metadata, serialized)  # its MCP annotations
+        tokens = arg_tokens(arguments, name, limits_of(self.config).acts(name, hint))
         with self._lock:
             run = self._tree.place(run_id, parent_run_id, metadata, "tool")
             if run is None:

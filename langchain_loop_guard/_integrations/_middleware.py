@@ -85,10 +85,13 @@ class LoopGuardMiddleware(GraphGuard, AgentMiddleware[LoopGuardAgentState, Any, 
             detector's :func:`time.monotonic` within one).
         record_to: as for :class:`~langchain_loop_guard.LoopGuardCallbackHandler`; a
             thread's events are recorded under its ``thread_id``.
+        **settings: any :class:`~langchain_loop_guard.LoopGuardConfig` key, as for
+            :class:`~langchain_loop_guard.LoopGuardCallbackHandler`
+            (``LoopGuardMiddleware(on_stop="end", tool_threshold_overrides={"search": 5})``).
 
     Raises:
-        LoopGuardConfigError: a bad ``config``, ``nudges``, ``on_stop`` or ``clock``, naming
-            the parameter.
+        LoopGuardConfigError: a bad ``config``, ``nudges``, ``on_stop``, ``clock`` or
+            setting, naming the parameter or key.
     """
 
     state_schema = LoopGuardAgentState
@@ -102,8 +105,16 @@ class LoopGuardMiddleware(GraphGuard, AgentMiddleware[LoopGuardAgentState, Any, 
         on_stop: OnStop = "raise",
         clock: Callable[[], float] | None = None,
         record_to: str | os.PathLike[str] | None = None,
+        **settings: Any,
     ) -> None:
-        super().__init__(config, nudges=nudges, on_stop=on_stop, clock=clock, record_to=record_to)
+        super().__init__(
+            config,
+            nudges=nudges,
+            on_stop=on_stop,
+            clock=clock,
+            record_to=record_to,
+            settings=settings,
+        )
         # Whether the request held the previous answer, by answer id (SPEC §11 N2), bounded.
         self._seen_previous: dict[str, bool] = {}
         # Answers an after-model pass began to read, by id, bounded (SPEC §13 C3).
@@ -217,6 +228,9 @@ class LoopGuardMiddleware(GraphGuard, AgentMiddleware[LoopGuardAgentState, Any, 
         state = request.state
         if not state:  # a request built outside an agent run
             return None
+        if self.mode != "off":  # which of the offered tools act, as they say (SPEC §14)
+            with self.failing_open("LoopGuardMiddleware.wrap_model_call"):
+                self._tool_kinds.learn(request.tools)
         messages, stored = state["messages"], state.get(STATE_KEY)
         halt = self._pending_halt(messages, stored)
         if halt is not None:  # held, and an app's hook sent the run back to the model

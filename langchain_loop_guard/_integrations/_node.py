@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, cast
 
 from langchain_core.messages import AIMessage, AnyMessage, ToolMessage
@@ -15,7 +15,7 @@ from langchain_loop_guard._integrations._graph_pass import last_ai
 from langchain_loop_guard._integrations._graph_state import STATE_KEY
 from langchain_loop_guard._integrations._guard_messages import is_human_input
 from langchain_loop_guard._integrations._repair import repair_update
-from langchain_loop_guard._integrations._runtime import ConfigInput
+from langchain_loop_guard._integrations._runtime import ConfigInput, bad_argument
 from langchain_loop_guard._integrations._stop import OnStop
 
 __all__ = ["LoopGuardNode"]
@@ -53,14 +53,20 @@ class LoopGuardNode(GraphGuard):
     left. Nudges, ``on_stop``, scopes and reports behave as for
     :class:`~langchain_loop_guard.LoopGuardMiddleware`. The node does not see the model's
     prompt: add the anti-loop hint there with :func:`~langchain_loop_guard.with_loop_hint`.
+    Nor does it see the tools: give it them (``known_tools=``, the tools or the ``ToolNode``)
+    for their MCP annotations to say which of them act (``docs/mcp.md``).
 
     Args:
-        config, nudges, on_stop, clock, record_to: as for
-            :class:`~langchain_loop_guard.LoopGuardMiddleware`.
+        config, nudges, on_stop, clock, record_to, settings: as for
+            :class:`~langchain_loop_guard.LoopGuardMiddleware` (``**settings``: any
+            :class:`~langchain_loop_guard.LoopGuardConfig` key, ``LoopGuardNode(mode="observe")``).
         model: the name of the model node (where :meth:`route` goes back to).
         tools: the name of the ``ToolNode`` (any node that accepts a list of tool calls).
         messages_key: the state key of the message list.
         state_key: the state key of the guard's own state.
+        known_tools: the graph's tools (LangChain tools, or the ``ToolNode``), whose MCP
+            annotations (``readOnlyHint``, ``destructiveHint``) tell the guard which act; tools
+            the ``acting_tools`` and ``read_only_tools`` keys name go by those.
 
     Raises:
         LoopGuardConfigError: a bad argument, naming the parameter.
@@ -81,9 +87,12 @@ class LoopGuardNode(GraphGuard):
         tools: str = "tools",
         messages_key: str = "messages",
         state_key: str = STATE_KEY,
+        known_tools: Iterable[Any] = (),
+        **settings: Any,
     ) -> None:
         for key, value in (("model", model), ("tools", tools), ("messages_key", messages_key)):
             check_name(key, value)
+        _check_tools(known_tools)
         super().__init__(
             config,
             nudges=nudges,
@@ -91,10 +100,12 @@ class LoopGuardNode(GraphGuard):
             clock=clock,
             record_to=record_to,
             state_key=state_key,
+            settings=settings,
         )
         self._model = model
         self._tools = tools
         self._messages_key = messages_key
+        self._tool_kinds.learn(known_tools)
 
     @property
     def destinations(self) -> tuple[str, str, str]:
@@ -162,6 +173,16 @@ class LoopGuardNode(GraphGuard):
         if not open_calls:
             return self._model
         return [Send(self._tools, open_calls)]
+
+
+def _check_tools(known_tools: object) -> None:
+    """Raise :class:`LoopGuardConfigError` unless ``known_tools`` is tools or a ``ToolNode``."""
+    if hasattr(known_tools, "tools_by_name"):
+        return
+    if isinstance(known_tools, str | bytes | Mapping) or not isinstance(known_tools, Iterable):
+        raise bad_argument(
+            "known_tools", known_tools, "LangChain tools or a ToolNode", "Iterable[BaseTool]"
+        )
 
 
 def _own_node() -> str | None:

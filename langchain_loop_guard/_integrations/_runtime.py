@@ -41,8 +41,10 @@ __all__ = [
     "GuardRuntime",
     "VerdictListener",
     "bad_argument",
+    "guard_number",
     "live_guards",
     "logger",
+    "numbered_guards",
     "resolve_config",
 ]
 
@@ -85,6 +87,19 @@ def live_guards() -> list[GuardRuntime]:
         return [guard for _, guard in sorted(_registry.items())]
 
 
+def numbered_guards() -> list[tuple[int, GuardRuntime]]:
+    """The guard objects that still exist with their numbers, oldest first: a guard's number
+    is its place in creation order (from 1), kept for its life, so a guard collected before it
+    never renumbers it."""
+    with _registry_lock:
+        return [(key + 1, guard) for key, guard in sorted(_registry.items())]
+
+
+def guard_number(guard: GuardRuntime) -> int:
+    """``guard``'s number in :func:`numbered_guards` (0 for none)."""
+    return next((number for number, known in numbered_guards() if known is guard), 0)
+
+
 def bad_argument(
     key: str, value: object, expected: str, allowed: str, *, shown: object = None
 ) -> LoopGuardConfigError:
@@ -99,8 +114,21 @@ def bad_argument(
     )
 
 
-def resolve_config(config: ConfigInput) -> LoopGuardConfig:
-    """A config from what a guard constructor received (:data:`ConfigInput`)."""
+def resolve_config(
+    config: ConfigInput, settings: Mapping[str, Any] | None = None
+) -> LoopGuardConfig:
+    """A config from what a guard constructor received (:data:`ConfigInput`), with its
+    keyword settings (``mode="observe"``, ``cycle_repeats=4``) over it: values passed in code,
+    validated by the configuration's own reader, so a field added to :class:`LoopGuardConfig`
+    is a keyword of every guard at once."""
+    if not settings:
+        return _resolve_config_input(config)
+    if config is None:  # files and environment, then the keywords: one reading, one error
+        return LoopGuardConfig._load(settings)
+    return _resolve_config_input(config).merged(source="code", **settings)
+
+
+def _resolve_config_input(config: ConfigInput) -> LoopGuardConfig:
     if config is None:
         return LoopGuardConfig.load()
     if isinstance(config, LoopGuardConfig):
@@ -132,8 +160,9 @@ class GuardRuntime:
         *,
         clock: Callable[[], float] | None = None,
         record_to: str | os.PathLike[str] | None = None,
+        settings: Mapping[str, Any] | None = None,
     ):
-        self._config = resolve_config(config)
+        self._config = resolve_config(config, settings)
         self._clock = clock
         self._recorder: TraceRecorder | None = None
         if record_to is not None:
@@ -329,8 +358,8 @@ class GuardRuntime:
         """Without arguments: the guard's ``record_to=`` trace replayed under its configuration
         (mode ``"on"``), a :class:`~langchain_loop_guard.ReplayReport` that Jupyter draws
         (``%loop_guard report``). With a run and a verdict (what adapters call): log the verdict
-        (a stop at ``WARNING``, warnings, observe-mode reports and nudges at ``INFO``, a stopped
-        run's blocks at ``DEBUG``), count it for ``status``, tell the verdict listeners (not of a
+        (stops, warnings, observe-mode reports and nudges at ``INFO``, a stopped run's blocks at
+        ``DEBUG``), count it for ``status``, tell the verdict listeners (not of a
         ``nudge``, which let the run go on) and publish it (:mod:`~._publish`).
 
         Raises:
@@ -384,7 +413,7 @@ class GuardRuntime:
             None if site.run_id is None else safe_tool_name(site.run_id),
             None if site.thread_id is None else safe_tool_name(site.thread_id),
         )
-        _log_verdict(verdict, action, site.run_id or safe_tool_name(run_id), site.thread_id, nudge)
+        _log_verdict(verdict, action, site.run_id or safe_tool_name(run_id), site.thread_id)
         if not nudge:
             for listener in self._listeners:
                 try:
@@ -479,16 +508,12 @@ def _is_graph_control_flow(exc: BaseException) -> bool:
     return isinstance(exc, GraphBubbleUp)
 
 
-def _log_verdict(
-    verdict: Verdict, action: Action, run: str, thread: str | None, nudge: bool
-) -> None:
-    """The verdict's log line: a stop at WARNING, a stopped run's blocks at DEBUG, else INFO."""
-    if verdict.tripped:
-        level = logging.DEBUG
-    elif verdict.stops and not nudge:
-        level = logging.WARNING
-    else:
-        level = logging.INFO
+def _log_verdict(verdict: Verdict, action: Action, run: str, thread: str | None) -> None:
+    """The verdict's log line: a stopped run's blocks at DEBUG, else INFO. A stop is expected
+    behaviour that reaches the app as ``LoopDetected`` (or its ``loop_guard_stop``): silent
+    by default, as Python's ``logging`` shows only WARNING and above without configuration;
+    WARNING is for what needs the user (the guard's own failures, a thread left invalid)."""
+    level = logging.DEBUG if verdict.tripped else logging.INFO
     signal = verdict.signal.value if verdict.signal is not None else None
     logger.log(
         level,

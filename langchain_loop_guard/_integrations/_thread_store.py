@@ -6,9 +6,9 @@ workers. The middleware and the node guard keep their state in the graph state, 
 checkpointer shares; the handler keeps its runs in memory. Given a store, it reads a thread's
 state from it when an invocation joins the thread and writes it back when the invocation ends
 (the detector's exported state, digests and counters only, and the digests that tell the
-thread's last answer and human message: never content). Without one, the first time it is
-called on a thread whose history holds an answer it never saw, it logs one WARNING saying
-that it guards this process's share of the thread only.
+thread's last answer and the human messages it was called with: never content). Without one,
+the first time it is called on a thread whose history holds an answer it never saw, it logs
+one WARNING saying that it guards this process's share of the thread only.
 
 Runs of one thread are served one at a time (a LangGraph server queues them), so reading at
 an invocation's start and writing at its end is enough; a thread served by two processes at
@@ -37,6 +37,7 @@ __all__ = ["NAMESPACE", "ThreadStore"]
 NAMESPACE = ("langchain_loop_guard", "threads")
 """Where the handler keeps threads in the store: one item per thread, keyed by thread id."""
 _VERSION = 1
+_MAX_HUMANS = 64  # human messages restored per thread (as many as a run remembers)
 
 
 class CallbackRun(Protocol):
@@ -47,7 +48,7 @@ class CallbackRun(Protocol):
     detector: LoopDetector
     guard: GuardRuntime
     said: tuple[str | None, str] | None
-    human: object
+    humans: dict[object, None]
 
 
 class ThreadStore:
@@ -76,7 +77,9 @@ class ThreadStore:
         if not run.detector.restore_state(value.get("detector") or {}):
             return
         run.said = _pair(value.get("said"))
-        run.human = _human(value.get("human"))
+        found = value.get("humans")
+        humans = [_human(h) for h in found] if isinstance(found, list) else []
+        run.humans = {human: None for human in humans[-_MAX_HUMANS:] if human is not None}
 
     def left(self, run: CallbackRun) -> None:
         """An invocation of the thread ``run`` ended: write the thread's state to the store."""
@@ -86,7 +89,7 @@ class ThreadStore:
             "v": _VERSION,
             "detector": run.detector.export_state(),
             "said": None if run.said is None else list(run.said),
-            "human": list(run.human) if isinstance(run.human, tuple) else run.human,
+            "humans": [list(h) if isinstance(h, tuple) else h for h in run.humans],
         }
         try:
             self.store.put(NAMESPACE, run.key, value, index=False)
@@ -120,7 +123,8 @@ def _pair(value: Any) -> tuple[str | None, str] | None:
 
 
 def _human(value: Any) -> object:
-    """The stored last human message: its id, or ``[position, digest]``."""
+    """A stored human message the thread's model was called with: its id, or
+    ``[position, digest]``."""
     if isinstance(value, str):
         return value
     if isinstance(value, list | tuple) and len(value) == 2:

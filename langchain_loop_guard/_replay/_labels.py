@@ -16,6 +16,7 @@ import io
 import json
 import math
 import os
+import stat
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -89,15 +90,37 @@ def read_labels(path: str | os.PathLike[str]) -> dict[str, Label]:
     """The labels of a file: a JSON object ``{"run": "loop" | "fine"}``, or CSV ``run,label``;
     :class:`~langchain_loop_guard._replay._trace.TraceFormatError` naming the line of a problem."""
     file = Path(path)
-    if file.stat().st_size > MAX_LABELS_BYTES:
-        raise TraceFormatError(file, 0, f"a labels file larger than {MAX_LABELS_BYTES:,} bytes")
+    data = _read_bounded(file)
     try:
-        text = file.read_text(encoding="utf-8-sig")
+        text = data.decode("utf-8-sig")
     except UnicodeDecodeError:
         raise TraceFormatError(file, 0, "a labels file that is not UTF-8 text") from None
     if text.lstrip()[:1] in ("{", "["):
         return _json_labels(file, text)
     return _csv_labels(file, text)
+
+
+_OPEN_FLAGS: Final = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+"""Non-blocking, so that opening a FIFO returns at once (and is then refused)."""
+
+
+def _read_bounded(file: Path) -> bytes:
+    """The bytes of a regular file of at most :data:`MAX_LABELS_BYTES`, checked once open (as
+    the configuration loader reads): a FIFO, a device (``/dev/zero``) or a directory is refused
+    unread, and a file that grows is read no further than the limit."""
+    descriptor = os.open(file, _OPEN_FLAGS)
+    try:
+        mode = os.fstat(descriptor).st_mode
+        if not stat.S_ISREG(mode):
+            what = "a directory" if stat.S_ISDIR(mode) else "not a regular file"
+            raise TraceFormatError(file, 0, f"a labels file must be a regular file: {what}")
+        with open(descriptor, "rb", closefd=False) as opened:
+            data = opened.read(MAX_LABELS_BYTES + 1)
+    finally:
+        os.close(descriptor)
+    if len(data) > MAX_LABELS_BYTES:
+        raise TraceFormatError(file, 0, f"a labels file larger than {MAX_LABELS_BYTES:,} bytes")
+    return data
 
 
 def _json_labels(file: Path, text: str) -> dict[str, Label]:

@@ -20,6 +20,7 @@ import contextlib
 import datetime as _dt
 import functools
 import json
+import math
 import sys
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -35,6 +36,7 @@ from langchain_loop_guard._core._signature import (
     reply_sketch,
 )
 from langchain_loop_guard._replay._langsmith_messages import (
+    Volatile,
     model_answer,
     model_tokens,
     tool_answers,
@@ -98,26 +100,47 @@ class FeedbackScores:
         stats = obj.get("feedback_stats")
         if not isinstance(stats, Mapping):
             return None
-        if len(self.keys) < _KEYS_NAMED:
-            self.keys.update(str(key) for key in list(stats)[:_KEYS_NAMED])
+        if len(self.keys) < _KEYS_NAMED:  # cut: a key of 20 MB is not copied into a message
+            self.keys.update(map(_cut_key, list(stats)[:_KEYS_NAMED]))
         found = stats.get(self.key)
         if isinstance(found, Mapping):
             average, count = found.get("avg"), found.get("n", 1)
         else:
             average, count = found, 1
-        numbers = (int, float)
-        if not isinstance(average, numbers) or isinstance(average, bool):
+        score, weight = _number(average), _number(count)
+        if score is None:  # not a number, a huge integer, NaN or infinite: no score
             return None
-        if not isinstance(count, numbers) or isinstance(count, bool) or count <= 0:
-            count = 1
-        return float(average), float(count)
+        return score, weight if weight is not None and weight > 0 else 1.0
 
     def add(self, trace: str, runs: Iterable[_Run]) -> None:
         """Note the average score of ``trace`` (its runs' scores weighted by their counts)."""
         scored = [run.feedback for run in runs if run.feedback is not None]
         total = sum(count for _, count in scored)
         if total > 0:
-            self.by_trace[trace] = sum(average * count for average, count in scored) / total
+            average = sum(average * count for average, count in scored) / total
+            if math.isfinite(average):  # counts so large that the sum overflows: no score
+                self.by_trace[trace] = average
+
+
+_KEY_SHOWN: Final = 60  # characters of a feedback key an error message shows
+
+
+def _cut_key(key: object) -> str:
+    """A feedback key as an error message names it: cut to :data:`_KEY_SHOWN` characters."""
+    text = str(key)
+    return text if len(text) <= _KEY_SHOWN else text[: _KEY_SHOWN - 1] + "…"
+
+
+def _number(value: object) -> float | None:
+    """A finite number of a feedback's ``avg`` or ``n`` as a float, else ``None`` (an integer
+    of more than 309 digits has no float: ``float()`` would raise ``OverflowError``)."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
 
 
 @dataclass(slots=True)
@@ -159,16 +182,17 @@ def read_langsmith(
     *,
     scope: str = "run",
     feedback: FeedbackScores | None = None,
+    volatile: Volatile | None = None,
 ) -> Iterator[TraceItem]:
     """The events of every trace of a LangSmith export, trace after trace, from ``(file, line,
     value)`` of each JSON value read. :class:`TraceFormatError`, naming the file and line, for a
     value that is no run, a run missing a field or with one of the wrong type, or an export
     without inputs and outputs. ``feedback`` is told each trace's score (before the first
-    event)."""
+    event). Results are digested with ``volatile``'s fields masked (``volatile_fields``)."""
     runs: dict[str, _Run] = {}
     for path, line, value in values:
         for obj in _flatten(path, line, value):
-            run = _run(path, line, obj, len(runs))
+            run = _run(path, line, obj, len(runs), volatile)
             if feedback is not None:
                 run.feedback = feedback.of(obj)
             known = runs.get(run.id)
@@ -207,7 +231,9 @@ def _flatten(path: str, line: int, value: object) -> Iterator[Mapping[str, Any]]
         yield item
 
 
-def _run(path: str, line: int, obj: Mapping[str, Any], order: int) -> _Run:
+def _run(
+    path: str, line: int, obj: Mapping[str, Any], order: int, volatile: Volatile | None = None
+) -> _Run:
     fail = functools.partial(TraceFormatError, path, line)  # fail(problem) names the line
     if _ids_only(obj):
         raise fail(_IDS_ONLY)
@@ -259,10 +285,10 @@ def _run(path: str, line: int, obj: Mapping[str, Any], order: int) -> _Run:
         answered = run.end is not None or bool(calls)
         run.key = assistant_key(text) if answered and not failed else None
         run.sketch = reply_sketch(text) if run.key is not None and not calls else None
-        run.answers = tool_answers(inputs or {}) or None
+        run.answers = tool_answers(inputs or {}, volatile) or None
         run.tokens = model_tokens(obj, outputs or {})
     elif kind == "tool":
-        _digest_tool(run, obj, inputs, outputs, error)
+        _digest_tool(run, obj, inputs, outputs, error, volatile=volatile)
     return run
 
 
@@ -272,6 +298,8 @@ def _digest_tool(
     inputs: Mapping[str, Any] | None,
     outputs: Mapping[str, Any] | None,
     error: str | None,
+    *,
+    volatile: Volatile | None = None,
 ) -> None:
     """Fill in a tool run's call signature, call id and outcome."""
     name, failed = run.name, run.failed
@@ -283,10 +311,11 @@ def _digest_tool(
     if run.stopped or not (done or failed):
         run.result = None  # blocked by the guard, or never finished: no outcome
     elif failed:
-        run.result = (True, outcome(error=error or "", tool=name, tokens=tokens))
+        fields = None if volatile is None else volatile(name)
+        run.result = (True, outcome(error=error or "", tool=name, tokens=tokens, volatile=fields))
     else:
         found = outputs or {}
-        run.result = tool_outcome(name, found.get("output", found), tokens)
+        run.result = tool_outcome(name, found.get("output", found), tokens, volatile)
 
 
 def _interned(value: str | None) -> str | None:

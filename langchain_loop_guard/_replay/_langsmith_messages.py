@@ -6,15 +6,26 @@ answer and tool calls, the tool results its input holds, a tool run's call id an
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from langchain_loop_guard._core._canonical import call_signature
 from langchain_loop_guard._core._cost import usage_of
+from langchain_loop_guard._core._masks import VolatileFields
 from langchain_loop_guard._core._signature import Outcome, arg_tokens, outcome
 from langchain_loop_guard._replay._trace import cut_tool_name
 
-__all__ = ["model_answer", "model_tokens", "tool_answers", "tool_call_id", "tool_outcome"]
+__all__ = [
+    "Volatile",
+    "model_answer",
+    "model_tokens",
+    "tool_answers",
+    "tool_call_id",
+    "tool_outcome",
+]
+
+Volatile = Callable[[str], VolatileFields]
+"""The fields whose values are noise in a tool's results (``volatile_fields``), by tool."""
 
 
 def tool_call_id(obj: Mapping[str, Any], outputs: Mapping[str, Any]) -> str | None:
@@ -26,19 +37,24 @@ def tool_call_id(obj: Mapping[str, Any], outputs: Mapping[str, Any]) -> str | No
     return call_id if isinstance(call_id, str) and call_id else None
 
 
-def tool_outcome(name: str, output: object, tokens: frozenset[int] | None) -> tuple[bool, Outcome]:
+def tool_outcome(
+    name: str, output: object, tokens: frozenset[int] | None, volatile: Volatile | None = None
+) -> tuple[bool, Outcome]:
     """A tool's output (or tool message): whether it failed (an error ``ToolMessage``) and its
-    digests."""
+    digests, ``volatile``'s fields of the tool masked."""
+    fields = None if volatile is None else volatile(name)
     message = _message(output)
     if message is None:
-        return False, outcome(output, tool=name, tokens=tokens)
+        return False, outcome(output, tool=name, tokens=tokens, volatile=fields)
     content = _text(message.get("content"))
     if message.get("status") == "error":
-        return True, outcome(error=content, tool=name, tokens=tokens)
-    return False, outcome(content, tool=name, tokens=tokens)
+        return True, outcome(error=content, tool=name, tokens=tokens, volatile=fields)
+    return False, outcome(content, tool=name, tokens=tokens, volatile=fields)
 
 
-def tool_answers(inputs: Mapping[str, Any]) -> dict[str, tuple[bool, Outcome]]:
+def tool_answers(
+    inputs: Mapping[str, Any], volatile: Volatile | None = None
+) -> dict[str, tuple[bool, Outcome]]:
     """The tool messages after the last model message of a model's input, by call id."""
     answers: dict[str, tuple[bool, Outcome]] = {}
     messages = inputs.get("messages")
@@ -63,7 +79,7 @@ def tool_answers(inputs: Mapping[str, Any]) -> dict[str, tuple[bool, Outcome]]:
             if not isinstance(call_id, str):
                 continue
             name = names.get(call_id) or _tool_name(message.get("name"))
-            answers[call_id] = tool_outcome(name, candidate, tokens.get(call_id))
+            answers[call_id] = tool_outcome(name, candidate, tokens.get(call_id), volatile)
     return answers
 
 

@@ -8,21 +8,29 @@ format is read as a stream of JSON values (:mod:`~langchain_loop_guard._replay._
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import itertools
 import os
 from collections import Counter
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Any, Final
 
 from langchain_loop_guard._core._config import LoopGuardConfig
 from langchain_loop_guard._core._cost import CostLedger, LoopCost, Usage
 from langchain_loop_guard._core._detector import DetectorEvent, LoopDetector, Signal, Verdict
+from langchain_loop_guard._core._limits import limits_of
 from langchain_loop_guard._core._messages import translator
 from langchain_loop_guard._core._public import json_text, terminal_safe
+from langchain_loop_guard._core._remedy import remedy_text
 from langchain_loop_guard._core._verdict import reason_of
+from langchain_loop_guard._replay._files import (
+    TRACE_FORMATS,
+    TraceFormat,
+    detect,
+    detect_format,
+    screened,
+)
 from langchain_loop_guard._replay._labels import (
     Feedback,
     Label,
@@ -34,24 +42,31 @@ from langchain_loop_guard._replay._labels import (
 )
 from langchain_loop_guard._replay._langsmith import (
     FeedbackScores,
-    looks_like_langsmith,
     read_langsmith,
 )
 from langchain_loop_guard._replay._replay_results import ReplayVerdict, RunReplay, Timeline
 from langchain_loop_guard._replay._report import report_html
 from langchain_loop_guard._replay._report_text import (
+    caveat_text,
     cost_line,
+    cut_runs,
     describe_run,
     label_text,
     run_line,
     runs_text,
     score_lines,
+    skipped_lines,
     trace_line,
 )
-from langchain_loop_guard._replay._sources import json_type, json_values, trace_files
+from langchain_loop_guard._replay._sources import json_type, json_values
 from langchain_loop_guard._replay._streamed import Streamed, json_chunks
-from langchain_loop_guard._replay._trace import TraceFormatError, TraceItem, decode_event
-from langchain_loop_guard._replay._trajectories import looks_like_trajectory, read_trajectories
+from langchain_loop_guard._replay._trace import (
+    TraceFormatError,
+    TraceItem,
+    cut_run_id,
+    decode_event,
+)
+from langchain_loop_guard._replay._trajectories import read_trajectories
 
 __all__ = [
     "TRACE_FORMATS",
@@ -60,6 +75,7 @@ __all__ = [
     "ReplayVerdict",
     "RunReplay",
     "TraceFormat",
+    "detect_format",
     "json_text",
     "replay",
     "replay_items",
@@ -67,19 +83,11 @@ __all__ = [
     "terminal_safe",
 ]
 
-TraceFormat = Literal["loop-guard", "langsmith", "trajectories"]
-"""``"loop-guard"``: the JSON Lines a guard records; ``"langsmith"``: LangSmith runs (any export
-shape); ``"trajectories"``: recorded agent runs as detector events (one run and its
-``events`` per line)."""
-
-TRACE_FORMATS: Final[tuple[TraceFormat, ...]] = ("loop-guard", "langsmith", "trajectories")
-
 Progress = Callable[[int, int], None]
 """Told ``(done, total)`` as a replay goes on: bytes of the trace's files read so far."""
 
 _HARD: Final = frozenset({"block", "abort", "observe"})
 _POOL: Final = 16  # reset detectors kept for the next runs, per configuration
-_MAX_RUN_ID: Final = 200
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -97,6 +105,8 @@ class ReplayReport:
     locale: str = "en"
     config: LoopGuardConfig = field(default_factory=LoopGuardConfig)
     labels: Mapping[str, Label] | None = field(default=None, repr=False)
+    skipped: tuple[tuple[str, str], ...] = ()
+    """The files of a trace directory left out, each with why: ``(file, problem)``."""
 
     @property
     def score(self) -> LabelScore | None:
@@ -151,6 +161,8 @@ class ReplayReport:
     def _json(self) -> Iterator[tuple[str, Any]]:
         yield "trace", self.path
         yield "format", self.format
+        if self.skipped:
+            yield "skipped", [{"file": file, "problem": problem} for file, problem in self.skipped]
         if self.labels is None:
             yield "runs", Streamed(run.to_json() for run in self.runs)
         else:
@@ -175,6 +187,7 @@ class ReplayReport:
     def _lines(self) -> Iterator[str]:
         tr = translator(self.locale)
         yield trace_line(tr, self.path, self.format, len(self.runs), self.events)
+        yield from skipped_lines(tr, self.skipped)
         for run in self.runs:
             label = self.label(run)
             yield run_line(tr, run) + (f" ({label_text(tr, label)})" if label else "")
@@ -189,6 +202,9 @@ class ReplayReport:
         found = self.score
         if found is not None:
             yield from score_lines(tr, found)
+        cut = cut_runs((self,))
+        if cut:
+            yield caveat_text(tr, cut)
 
     def __str__(self) -> str:
         return "\n".join(self.lines())
@@ -320,6 +336,9 @@ class _Run:
     ) -> ReplayVerdict:
         assert verdict.signal is not None  # only verdicts with a signal are kept
         text = "" if locale is None else reason_of(verdict, locale=locale, window=window)
+        remedy = remedy_text(verdict.signal, verdict.tool, locale) if text else ""
+        if remedy:  # what would have let the run go on, as the live stop says it
+            text = f"{text} {remedy}"
         return ReplayVerdict(
             event=self.events,
             call=self.calls,
@@ -408,14 +427,8 @@ def _close(
         run.retire(pool)
 
 
-def _shown_id(run: str) -> str:
-    """A run id as reports keep it: one longer than 200 characters cut, ending in its digest."""
-    if len(run) <= _MAX_RUN_ID:
-        return run
-    hasher = hashlib.blake2b(digest_size=8)
-    for start in range(0, len(run), 1 << 20):  # a piece at a time: no copy of a huge id
-        hasher.update(run[start : start + (1 << 20)].encode("utf-8", "surrogatepass"))
-    return f"{run[:160]}…{hasher.hexdigest()}"
+_shown_id = cut_run_id
+"""A run id as reports keep it (a trace's ids are cut as they are read, other formats' here)."""
 
 
 def replay(
@@ -473,22 +486,24 @@ def replay_many(
     labels: LabelsInput | None = None,
     feedback: str | Feedback | None = None,
 ) -> list[ReplayReport]:
-    """Replay ``path`` under each of ``configs`` (which share one ``scope``) in one pass
-    (two for a loop-guard trace); the reports in the order of ``configs``, scored against
-    ``labels`` or ``feedback`` (as :func:`replay` takes them)."""
+    """Replay ``path`` under each of ``configs`` (which share one ``scope`` and one
+    ``volatile_fields``: both decide how the trace is read) in one pass (two for a loop-guard
+    trace); the reports in the order of ``configs``, scored against ``labels`` or ``feedback``
+    (as :func:`replay` takes them)."""
     name = os.fspath(path)
     given = resolve_labels(labels)
     wanted = Feedback.parse(feedback) if isinstance(feedback, str) else feedback
     scores = None if wanted is None else FeedbackScores(wanted.key)
-    files = trace_files(path)
+    files, skipped = screened(path, format)
     total = sum(file.stat().st_size for file in files)
     values = _values(files, total, progress)
     first = next(values, None)
     if first is None:
         raise TraceFormatError(name, 0, "the trace is empty")
-    detected = format or _detect(*first)
+    detected = format or detect(*first)
     # a trace does not tell whether its app had a checkpointer: "auto" reads it run by run
     scope = "thread" if configs[0].scope == "thread" else "run"
+    volatile = limits_of(configs[0]).volatile_of  # results with content are digested here
     items: Iterable[TraceItem]
     ends = None
     if detected == "loop-guard":  # runs interleave: a first pass finds where each one ends
@@ -498,9 +513,11 @@ def replay_many(
         stream = itertools.islice(_values(files, total, _half(progress, 1)), len(ends))
         items = (_loop_guard_item(*value) for value in stream)
     elif detected == "langsmith":
-        items = read_langsmith(itertools.chain([first], values), scope=scope, feedback=scores)
+        items = read_langsmith(
+            itertools.chain([first], values), scope=scope, feedback=scores, volatile=volatile
+        )
     else:
-        items = read_trajectories(itertools.chain([first], values), scope=scope)
+        items = read_trajectories(itertools.chain([first], values), scope=scope, volatile=volatile)
     if scores is not None and detected != "langsmith":
         msg = "feedback scores come only with LangSmith exports (feedback_stats): use labels"
         raise TraceFormatError(name, 0, msg)
@@ -511,6 +528,8 @@ def replay_many(
         given = {**_feedback_labels(name, wanted, scores), **(given or {})}
     if given is not None:
         reports = [dataclasses.replace(report, labels=given) for report in reports]
+    if skipped:
+        reports = [dataclasses.replace(report, skipped=skipped) for report in reports]
     return reports
 
 
@@ -563,18 +582,3 @@ def _loop_guard_item(path: str, line: int, value: Any) -> TraceItem:
     if not isinstance(value, dict):
         raise TraceFormatError(path, line, f"expected a JSON object, found {json_type(value)}")
     return decode_event(path, line, value)
-
-
-def _detect(path: str, line: int, value: object) -> TraceFormat:
-    if isinstance(value, dict):
-        if looks_like_langsmith(value):
-            return "langsmith"
-        if looks_like_trajectory(value):
-            return "trajectories"
-        if "e" in value or "v" in value:
-            return "loop-guard"
-    msg = (
-        "neither a loop-guard trace event, LangSmith runs nor a recorded trajectory "
-        "(use --format to say which)"
-    )
-    raise TraceFormatError(path, line, msg)

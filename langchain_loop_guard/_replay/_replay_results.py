@@ -12,6 +12,7 @@ from typing import Any, Final
 
 from langchain_loop_guard._core._cost import LoopCost
 from langchain_loop_guard._core._detector import DetectorEvent, Signal
+from langchain_loop_guard._core._remedy import remedy_keys
 
 __all__ = ["MAX_MARKS", "ReplayVerdict", "RunReplay", "Timeline"]
 
@@ -69,8 +70,9 @@ class ReplayVerdict:
         line: the trace file's line the event comes from.
         action, signal, tool, count, threshold: the verdict's, as :class:`LoopDetected` has
             them (``action`` ``"observe"`` for a live run in observe mode).
-        reason: the localized reason (tool names and counts, never content); empty for a live
-            verdict read from a trace.
+        reason: the localized reason (tool names and counts, never content) and, for a stop,
+            the sentence naming the setting that would have let the run go on; empty for a
+            live verdict read from a trace.
         cost: what the loop cost up to this stop (model calls, and the tokens the trace
             recorded for them), or ``None``.
     """
@@ -91,7 +93,14 @@ class ReplayVerdict:
         data = {f.name: getattr(self, f.name) for f in fields(self)}
         data["signal"] = self.signal.value
         data["cost"] = None if self.cost is None else self.cost.to_json()
+        data["remedy"] = list(self.remedy)
         return data
+
+    @property
+    def remedy(self) -> tuple[str, ...]:
+        """The configuration keys that would have let the run go on, the likeliest first (as
+        :attr:`LoopDetected.remedy` names them)."""
+        return remedy_keys(self.signal)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

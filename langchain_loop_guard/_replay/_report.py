@@ -20,10 +20,14 @@ from typing import TYPE_CHECKING, Final, Protocol
 from langchain_loop_guard._core._detector import Signal
 from langchain_loop_guard._core._messages import translator
 from langchain_loop_guard._core._public import safe_tool_name, terminal_safe
+from langchain_loop_guard._replay._report_style import CSS as _CSS
 from langchain_loop_guard._replay._report_text import (
+    caveat_text,
     changes_text,
+    cut_runs,
     describe_run,
     label_text,
+    recommendation_text,
     run_line,
     run_name,
     score_lines,
@@ -56,35 +60,6 @@ _SIGNALS: Final = (  # in the order of Signal, cycled past the twelfth
 )  # fmt: skip
 _W: Final = 1000  # a timeline's length in SVG units, stretched to the page's width
 _CSP: Final = "default-src 'none'; style-src 'unsafe-inline'"
-_FONTS: Final = (
-    'system-ui,-apple-system,"Segoe UI",Roboto,"Apple SD Gothic Neo","Malgun Gothic",'
-    '"Noto Sans KR","Noto Sans CJK KR","Source Han Sans K","NanumGothic","Nanum Gothic",'
-    '"Baekmuk Gulim","UnDotum",sans-serif'
-)
-"""The page's fonts: each platform's own, then the Korean families of macOS, Windows, Android
-and Linux (a Latin font lacks Hangul: a Korean page falls through to the first that has it)."""
-_CSS: Final = (
-    """.lgr{font:14px/1.45 """
-    + _FONTS
-    + """;color:#1d2330;
-max-width:1180px;margin:0 auto;padding:12px 20px;box-sizing:border-box;overflow-wrap:anywhere}
-.lgr h1{font-size:22px;margin:0}.lgr h2{font-size:17px;margin:24px 0 8px;padding-bottom:4px;
-border-bottom:1px solid #dde2ea}.lgr h3{font-size:14px;margin:12px 0 4px}.lgr .meta{color:#5b6577}
-.lgr .cards,.lgr .cols{display:flex;flex-wrap:wrap;gap:10px 40px;margin:10px 0}
-.lgr .card{border:1px solid #dde2ea;border-radius:6px;padding:6px 14px;margin-right:-30px}
-.lgr .card b{display:block;font-size:22px}.lgr td{padding:1px 14px 1px 0;vertical-align:top}
-.lgr .bar{display:inline-block;height:10px;border-radius:2px;margin-right:6px}
-.lgr .run{border:1px solid #dde2ea;border-left:5px solid #c62828;border-radius:6px;
-padding:8px 12px;margin:10px 0}.lgr .live{border-left-color:#1565c0}.lgr .id{font:600 13px
-ui-monospace,Menlo,Consolas,monospace}.lgr svg{display:block;width:100%;margin:6px 0}
-.lgr ul{margin:2px 0;padding-left:18px}.lgr .key{display:inline-block}
-.lgr .sw{display:inline-block;width:11px;height:11px;border-radius:2px;margin:0 4px 0 10px;
-vertical-align:-1px}.lgr summary{cursor:pointer;
-font-weight:600;margin:12px 0}.lgr a{color:#0b57d0}.lgr code{font:12.5px ui-monospace,Menlo,
-Consolas,"D2Coding",monospace;background:#eef1f5;border-radius:3px;padding:0 3px}
-.lgr .tag{font:600 12px/1.6 system-ui,sans-serif;border-radius:9px;padding:1px 8px;color:#fff}
-.lgr .tag.fine{background:#c62828}.lgr .tag.loop{background:#2e7d32}"""
-)
 
 
 class Drawn(Protocol):
@@ -125,6 +100,11 @@ class Swept(Protocol):
     @property
     def reports(self) -> Sequence[Drawn]: ...
     def setting(self, index: int) -> str: ...
+    @property
+    def current_index(self) -> int | None: ...
+    def current_setting(self) -> str: ...
+    @property
+    def recommended(self) -> int | None: ...
 
 
 def report_html(report: Drawn, *, sweep: Swept | None = None, page: bool) -> str:
@@ -194,6 +174,8 @@ class _Page:
                 counts.update(timeline.names[code] for code in timeline.codes)
         self.colors = {name: _TOOLS[i] for i, (name, _) in enumerate(counts.most_common(7))}
         self.signal_colors = {s: _SIGNALS[i % len(_SIGNALS)] for i, s in enumerate(Signal)}
+        self.current = sweep.current_index if sweep is not None else None
+        """The step of the configuration as run among the sweep's values (``None``: none)."""
 
     def _stops(self, index: int) -> bool:
         return any(report.runs[index].stop is not None for report in self.reports)
@@ -213,17 +195,21 @@ class _Page:
         )
         yield _e(what)
         rows = report.config.describe()
+        swept = self.sweep.key if self.sweep is not None else None
         changed = [
             f"{row.field}={json.dumps(row.value, ensure_ascii=False)}"
             for row in rows
-            if row.source not in ("default", "calibrate")  # a sweep's values are its chart's
+            if row.source not in ("default", "calibrate", "--sweep") and row.field != swept
         ]
+        if self.sweep is not None:  # the headline is the configuration as run
+            changed.insert(0, self.sweep.current_setting())
         if changed:
             settings = tr.gettext("settings: {settings}").format(settings=", ".join(changed))
             yield f"<br>{_e(settings)}"
         yield "</p>"
         yield from self._overview()
         yield from self._costs()
+        yield from self._advice()
         if self.report.labels is not None:
             yield from _verdicts(self)
         if self.sweep is not None:
@@ -234,7 +220,7 @@ class _Page:
 
     def _overview(self) -> Iterator[str]:
         tr, runs = self.tr, self.report.runs
-        setting = f" ({self.setting(0)})" if self.sweep is not None else ""
+        setting = f" ({self.sweep.current_setting()})" if self.sweep is not None else ""
         cards: list[tuple[object, str]] = [
             (f"{len(runs):,}", tr.gettext("runs read")),
             (f"{self.report.events:,}", tr.gettext("events")),
@@ -280,6 +266,28 @@ class _Page:
         cells = (f'<div class="card"><b>{_e(value)}</b>{_e(label)}</div>' for value, label in cards)
         yield f'<div class="cards cost">{"".join(cells)}</div>'
 
+    def _advice(self) -> Iterator[str]:
+        """Which value to choose, and why (a sweep with labels); the caveat of traces a live
+        stop cut."""
+        tr, sweep = self.tr, self.sweep
+        recommended = sweep.recommended if sweep is not None else None
+        if sweep is not None and recommended is not None:
+            found = sweep.reports[recommended].score
+            assert found is not None  # a recommendation needs labels
+            text = recommendation_text(
+                tr, sweep.setting(recommended), found, recommended == self.current
+            )
+            yield f'<p class="advice recommended">{_code(text)}</p>'
+        elif sweep is not None and self.report.labels is None:
+            hint = tr.gettext(
+                "No recommendation without your verdicts: say which runs looped with --labels "
+                "FILE (or --feedback KEY for a LangSmith export)."
+            )
+            yield f'<p class="meta">{_e(hint)}</p>'
+        cut = cut_runs(self.reports)
+        if cut:
+            yield f'<p class="advice caveat">{_e(caveat_text(tr, cut))}</p>'
+
     def _signals(self, counts: Counter[Signal]) -> list[tuple[str, int, str]]:
         return [(s.value, counts[s], self.signal_colors[s]) for s in Signal]
 
@@ -298,7 +306,7 @@ class _Page:
         title = tr.gettext("runs stopped by each value of {key}").format(key=sweep.key)
         signals = [s for s in Signal if any(r.by_signal.get(s.value) for r in sweep.reports)]
         top, width = max(1, *(r.would_stop for r in sweep.reports)), 60 + 110 * len(sweep.reports)
-        yield f'<h2>{_e(title)}</h2><svg viewBox="0 0 {width} 230" style="max-width:{width}px">'
+        yield f'<h2>{_e(title)}</h2><svg viewBox="0 0 {width} 250" style="max-width:{width}px">'
         for step, report in enumerate(sweep.reports):
             x, y = 60 + 110 * step, 200.0
             for signal in signals:
@@ -311,8 +319,12 @@ class _Page:
             yield f'<text x="{x + 35}" y="{y - 5:.1f}" text-anchor="middle" font-weight="600">'
             yield f'{report.would_stop}</text><text x="{x + 35}" y="220" text-anchor="middle">'
             yield f"<title>{_e(value)}</title>{_e(short)}</text>"
+            if step == self.current:
+                yield from self.current_mark(x - 8, 86)
         yield f'<line x1="50" x2="{width}" y1="200" y2="200" stroke="#5b6577"/></svg><p>'
-        yield "".join(_sw(colors[signal], signal.value) for signal in signals) + "</p>"
+        yield "".join(_sw(colors[signal], signal.value) for signal in signals)
+        yield from self.current_key()
+        yield "</p>"
         drawn = set(self.shown)
         for step in range(1, len(sweep.reports)):
             before, after = sweep.reports[step - 1].runs, sweep.reports[step].runs
@@ -326,6 +338,28 @@ class _Page:
                 change = f"{stop_text(tr, before[i].stop)} → {stop_text(tr, after[i].stop)}"
                 yield f"<li>{link}: {_e(change)}</li>"
             yield from self.more(len(moved))
+
+    def current_mark(self, x: float, width: float) -> Iterator[str]:
+        """The frame around the bars of the current value, and its label above them."""
+        label = _e(self.tr.gettext("current"))
+        yield f'<rect class="current" x="{x}" y="4" width="{width}" height="224" fill="none" '
+        yield f'stroke="{_LIVE}" stroke-width="2" stroke-dasharray="5 3" rx="4">'
+        yield f"<title>{label}</title></rect>"
+        yield f'<text x="{x + width / 2}" y="244" text-anchor="middle" fill="{_LIVE}" '
+        yield f'font-size="12" font-weight="600">{label}</text>'
+
+    def current_key(self) -> Iterator[str]:
+        """The legend of the current value's frame, or where it stands when not swept."""
+        if self.sweep is None:
+            return
+        if self.current is None:
+            note = self.tr.gettext("current: {setting} (not among the values swept)")
+            yield f'<br><span class="meta">{_e(note.format(setting=self.sweep.current_setting()))}'
+            yield "</span>"
+            return
+        frame = f"border:2px dashed {_LIVE};background:none;box-sizing:border-box"
+        label = self.tr.gettext("current: {setting}").format(setting=self.sweep.current_setting())
+        yield f'<span class="key"><span class="sw" style="{frame}"></span>{_e(label)}</span>'
 
     def more(self, count: int) -> Iterator[str]:
         """The end of a list of ``count`` runs: how many it leaves out, then ``</ul>``."""
@@ -460,7 +494,11 @@ class _Page:
                 run = runs[i]
                 warned = ", ".join(w.signal.value for w in run.warnings)
                 text = run_line(tr, run)
-                yield f"<li>{_e(text)}{_e(f' ({warned})' if warned else '')}</li>"
+                label = self.report.label(run)
+                tag = "" if label is None else f' <span class="tag {label}">'
+                tag += "" if label is None else f"{_e(label_text(tr, label))}</span>"
+                yield f'<li id="run-{i}">{_e(text)}{_e(f" ({warned})" if warned else "")}'
+                yield f"{tag}</li>"
             yield from self.more(len(quiet))
             yield "</details>"
 
@@ -497,9 +535,40 @@ def _verdicts(page: _Page) -> Iterator[str]:
         where = f" ({_e(', '.join(values))})" if page.sweep is not None else ""
         yield f"<li>{link}{where}: {_e(stop_text(tr, _first_stop(page, index)))}</li>"
     yield from page.more(len(false))
+    yield from _missed(page)
     notes = list(score_lines(tr, found[0]))[1:]  # what the labels could not match
     if notes:
         yield f'<p class="meta">{"<br>".join(_e(note.strip()) for note in notes)}</p>'
+
+
+def _missed(page: _Page) -> Iterator[str]:
+    """The loops the configuration as run would let run, named and linked (to their timeline
+    when another value stops them, else to their line among the runs that would not stop)."""
+    tr, current = page.tr, page.report.score
+    if current is None:
+        return
+    missed = list(current.missed_runs)
+    title = tr.ngettext(
+        "{count} labelled loop would not stop", "{count} labelled loops would not stop", len(missed)
+    ).format(count=f"{len(missed):,}")
+    setting = f" ({page.sweep.current_setting()})" if page.sweep is not None else ""
+    yield f"<h3>{_e(title + setting)}</h3><ul>"
+    for index in missed[:MAX_LISTED]:
+        run = page.report.runs[index]
+        name = _e(run_name(tr, run.run))
+        stopped = [
+            page.setting(step)
+            for step, report in enumerate(page.reports)
+            if report.runs[index].stop is not None
+        ]
+        where = ""
+        if stopped:
+            where = " — " + _e(
+                tr.gettext("stopped with {settings}").format(settings=", ".join(stopped))
+            )
+        size = _e(size_text(tr, run.events, run.calls))
+        yield f'<li><a href="#run-{index}">{name}</a>: {size}{where}</li>'
+    yield from page.more(len(missed))
 
 
 def _first_stop(page: _Page, index: int) -> ReplayVerdict | None:
@@ -513,7 +582,7 @@ def _verdict_chart(page: _Page, found: list[LabelScore]) -> Iterator[str]:
     tr = page.tr
     top = max(1, *(max(score.loops, score.fine) for score in found))
     width = 60 + 130 * len(found)
-    yield f'<svg class="verdicts" viewBox="0 0 {width} 230" style="max-width:{width}px">'
+    yield f'<svg class="verdicts" viewBox="0 0 {width} 250" style="max-width:{width}px">'
     caught_label, false_label = tr.gettext("loops stopped"), tr.gettext("good runs stopped")
     for step, score in enumerate(found):
         x = 60 + 130 * step
@@ -530,5 +599,9 @@ def _verdict_chart(page: _Page, found: list[LabelScore]) -> Iterator[str]:
         value, short = _setting_value(page.setting(step))
         yield f'<text x="{x + 42}" y="220" text-anchor="middle"><title>{_e(value)}</title>'
         yield f"{_e(short)}</text>"
+        if step == page.current:
+            yield from page.current_mark(x - 8, 100)
     yield f'<line x1="50" x2="{width}" y1="200" y2="200" stroke="#5b6577"/></svg><p>'
-    yield _sw(_CAUGHT, caught_label) + _sw(_FALSE, false_label) + "</p>"
+    yield _sw(_CAUGHT, caught_label) + _sw(_FALSE, false_label)
+    yield from page.current_key()
+    yield "</p>"

@@ -14,16 +14,20 @@ if TYPE_CHECKING:
 
 __all__ = [
     "NO_THREAD",
+    "caveat_text",
     "changes_text",
     "cost_line",
+    "cut_runs",
     "describe_run",
     "label_text",
+    "recommendation_text",
     "run_line",
     "run_name",
     "runs_text",
     "score_lines",
     "score_text",
     "size_text",
+    "skipped_lines",
     "stop_place",
     "stop_text",
     "tokens_over_calls",
@@ -75,6 +79,12 @@ def tokens_over_calls(tr: Any, cost: LoopCost | None) -> str:
     return str(tr.gettext("{tokens} tokens ({calls})").format(tokens=tokens, calls=shown))
 
 
+def skipped_lines(tr: Any, skipped: tuple[tuple[str, str], ...]) -> Iterator[str]:
+    """A line per file of a trace directory the replay left out, with why."""
+    for file, problem in skipped:
+        yield str(tr.gettext("skipped {file}: {problem}").format(file=file, problem=problem))
+
+
 def run_name(tr: Any, run: str) -> str:
     """A run's id as reports show it: a run a graph guard recorded without a thread id (``-``)
     is said to be one."""
@@ -88,8 +98,8 @@ def run_line(tr: Any, run: RunReplay) -> str:
 
 
 def label_text(tr: Any, label: Label) -> str:
-    """How a run's label is shown: ``labelled a loop``, ``labelled good``."""
-    return str(tr.gettext("labelled a loop") if label == "loop" else tr.gettext("labelled good"))
+    """How a run's label is shown: ``labelled a loop``, ``labelled fine`` (the user's word)."""
+    return str(tr.gettext("labelled a loop") if label == "loop" else tr.gettext("labelled fine"))
 
 
 def score_text(tr: Any, found: LabelScore) -> str:
@@ -118,6 +128,62 @@ def score_lines(tr: Any, found: LabelScore) -> Iterator[str]:
     if found.unknown:
         text = tr.gettext("labels naming no run of the trace: {count} (ids of another kind?)")
         yield "  " + str(text.format(count=f"{found.unknown:,}"))
+
+
+def recommendation_text(tr: Any, setting: str, found: LabelScore, current: bool) -> str:
+    """``recommended: `cycle_repeats=3`: stops 2 of the 2 labelled loops, and no labelled good
+    run``: the value a sweep recommends, and why."""
+    if found.false_stops:
+        text = tr.ngettext(
+            "recommended: `{setting}`: stops {caught} of the {loops} labelled loop, and "
+            "{false} of the {fine} labelled good runs (no value stops fewer)",
+            "recommended: `{setting}`: stops {caught} of the {loops} labelled loops, and "
+            "{false} of the {fine} labelled good runs (no value stops fewer)",
+            found.loops,
+        )
+    else:
+        text = tr.ngettext(
+            "recommended: `{setting}`: stops {caught} of the {loops} labelled loop, and no "
+            "labelled good run",
+            "recommended: `{setting}`: stops {caught} of the {loops} labelled loops, and no "
+            "labelled good run",
+            found.loops,
+        )
+    shown = text.format(
+        setting=setting,
+        caught=f"{found.caught:,}",
+        loops=f"{found.loops:,}",
+        false=f"{found.false_stops:,}",
+        fine=f"{found.fine:,}",
+    )
+    return str(shown + (" " + tr.gettext("(current)") if current else ""))
+
+
+def cut_runs(reports: Any) -> int:
+    """Runs the live guard stopped (in mode ``on``, not an observed loop) that a replay among
+    ``reports`` lets go on: their trace ends at the live stop, so a value that would stop
+    later looks as if it stopped nothing."""
+    return sum(
+        1
+        for runs in zip(*(report.runs for report in reports), strict=True)
+        if runs[0].live is not None
+        and runs[0].live.action in ("block", "abort")
+        and any(run.stop is None for run in runs)
+    )
+
+
+def caveat_text(tr: Any, count: int) -> str:
+    """Why a looser value seems to stop nothing on runs a live stop cut."""
+    text = tr.ngettext(
+        "caveat: {count} run ends where the live guard stopped it, so its trace holds nothing "
+        "after that stop: a value that would stop later shows it as not stopping. Record in "
+        "observe mode to tune on whole runs.",
+        "caveat: {count} runs end where the live guard stopped them, so their traces hold "
+        "nothing after those stops: a value that would stop later shows them as not stopping. "
+        "Record in observe mode to tune on whole runs.",
+        count,
+    )
+    return str(text.format(count=f"{count:,}"))
 
 
 def changes_text(tr: Any, before: str, after: str, count: int) -> str:

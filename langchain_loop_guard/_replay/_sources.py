@@ -122,15 +122,18 @@ class _Scanner:
 
     def _more(self) -> bool:
         """Read on: at least as much as is buffered (to stay linear), in chunks joined once:
-        a long value peaks near twice its size (its text and the value decoded from it)."""
+        a long value peaks near twice its size (its text and the value decoded from it). What
+        is buffered being one long line with no end yet (a JSON Lines value of many MB), the
+        reading stops at the line's end, not at twice the buffer: the window is the line."""
         if self._eof:
             return False
         pending = len(self._text) - self._pos
         if pending > MAX_VALUE_CHARS:
             raise self.fail(f"a JSON value longer than {MAX_VALUE_CHARS:,} characters")
+        by_line = pending >= _CHUNK and self._text.find("\n", self._pos) < 0
         chunks = [self._text[self._pos :]]
         size = 0
-        while size < max(_CHUNK, pending):
+        while size < max(_CHUNK, pending) and not (by_line and "\n" in chunks[-1]):
             try:
                 data = self._binary.read(_CHUNK)
             except (OSError, EOFError, zlib.error) as exc:  # a truncated or corrupt gzip stream

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 import json
 import logging
 import math
@@ -47,6 +48,7 @@ __all__ = [
     "TraceFormatError",
     "TraceItem",
     "TraceRecorder",
+    "cut_run_id",
     "cut_tool_name",
     "decode_event",
     "encode_event",
@@ -333,6 +335,22 @@ def cut_tool_name(name: str | None) -> str | None:
     return name[: MAX_TOOL_NAME - 1] + "…"
 
 
+MAX_RUN_ID: Final = 200
+"""The longest run id a replay keeps as it is."""
+
+
+def cut_run_id(run: str) -> str:
+    """A run id as replay keeps it: one longer than :data:`MAX_RUN_ID` characters cut, ending in
+    its digest (two long ids that share their start stay apart). Cut as soon as it is read, so
+    that an id of 300 MB is not kept through the replay."""
+    if len(run) <= MAX_RUN_ID:
+        return run
+    hasher = hashlib.blake2b(digest_size=8)
+    for start in range(0, len(run), 1 << 20):  # a piece at a time: no copy of a huge id
+        hasher.update(run[start : start + (1 << 20)].encode("utf-8", "surrogatepass"))
+    return f"{run[:160]}…{hasher.hexdigest()}"
+
+
 def read_trace(path: str | os.PathLike[str], lines: Iterable[str]) -> Iterator[TraceItem]:
     """The events of a loop-guard trace read from ``lines`` (an open text file will do; blank
     lines allowed), in file order; ``path`` names the file in a :class:`TraceFormatError`."""
@@ -400,7 +418,7 @@ def decode_event(path: str | os.PathLike[str], number: int, line: Mapping[str, A
         elapsed=float(elapsed),
         verdict=_decode_verdict(line.get("verdict"), fail),
     )
-    return TraceItem(run=run, line=number, event=event)
+    return TraceItem(run=cut_run_id(run), line=number, event=event)
 
 
 def _optional_str(

@@ -25,6 +25,7 @@ from typing import Any, Final
 from langchain_loop_guard._core._canonical import call_signature
 from langchain_loop_guard._core._detector import DetectorEvent
 from langchain_loop_guard._core._signature import arg_tokens, assistant_key, outcome, reply_sketch
+from langchain_loop_guard._replay._langsmith_messages import Volatile
 from langchain_loop_guard._replay._sources import json_type
 from langchain_loop_guard._replay._trace import TraceFormatError, TraceItem, cut_tool_name, quoted
 
@@ -41,15 +42,18 @@ def looks_like_trajectory(obj: Mapping[str, Any]) -> bool:
 
 
 def read_trajectories(
-    values: Iterable[tuple[str, int, Any]], *, scope: str = "run"
+    values: Iterable[tuple[str, int, Any]], *, scope: str = "run", volatile: Volatile | None = None
 ) -> Iterator[TraceItem]:
     """The events of each run, run after run; :class:`TraceFormatError`, naming the file and
-    line, for a line that is not a run or an event of none of the kinds above."""
+    line, for a line that is not a run or an event of none of the kinds above. Results are
+    digested with ``volatile``'s fields masked (``volatile_fields``)."""
     for path, line, value in values:
-        yield from _run(path, line, value, scope)
+        yield from _run(path, line, value, scope, volatile)
 
 
-def _run(path: str, line: int, value: object, scope: str) -> Iterator[TraceItem]:
+def _run(
+    path: str, line: int, value: object, scope: str, volatile: Volatile | None = None
+) -> Iterator[TraceItem]:
     fail = functools.partial(TraceFormatError, path, line)  # fail(problem) names the line
     if not isinstance(value, Mapping):
         raise fail(f"expected a run with its events, found {json_type(value)}")
@@ -64,12 +68,18 @@ def _run(path: str, line: int, value: object, scope: str) -> Iterator[TraceItem]
             raise fail(
                 f"event {index} of {quoted(run)}: expected an object, found {json_type(event)}"
             )
-        item = _event(event, index, fail, scope, tokens)
+        item = _event(event, index, fail, scope, tokens, volatile=volatile)
         yield TraceItem(run=run, line=line, event=item, recorded=False)
 
 
 def _event(
-    event: Mapping[str, Any], index: int, fail: Any, scope: str, tokens: dict[str, frozenset[int]]
+    event: Mapping[str, Any],
+    index: int,
+    fail: Any,
+    scope: str,
+    tokens: dict[str, frozenset[int]],
+    *,
+    volatile: Volatile | None = None,
 ) -> DetectorEvent:
     kind = event.get("t")
     if kind not in _KINDS:
@@ -113,5 +123,6 @@ def _event(
         error=(event.get("error") or "") if failed else None,
         tool=name,
         tokens=tokens.pop(key, None),
+        volatile=None if volatile is None else volatile(name),
     )
     return DetectorEvent(**result.event(name, call_id, failed=failed))
