@@ -1062,7 +1062,7 @@ def test_handler_failure_fails_open_with_one_warning(
     caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A bug in the handler's own code is logged once and never raises."""
-    import langchain_loop_guard._integrations._handler as module
+    import langchain_loop_guard._integrations._model_answer as module
 
     def broken(response: Any) -> Any:
         msg = "handler bug"

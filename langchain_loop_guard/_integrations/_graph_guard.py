@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -89,7 +90,7 @@ class GraphGuard(GuardRuntime):
         self._wall: Callable[[], float] = clock if clock is not None else time.time
         # Each bounded by ``_MAX_THREADS``, oldest first (see ``_take_written``, ``_pending_halt``).
         self._threads: dict[str, GuardData] = {}
-        self._resets: dict[str, float] = {}
+        self._resets = _ResetRequests()
         # The states it wrote, by id, with the detector that exported them (None: recording)
         self._written: dict[int, tuple[GuardData, LoopDetector | None]] = {}
         self._halts: dict[str, LoopDetected] = {}
@@ -156,7 +157,7 @@ class GraphGuard(GuardRuntime):
             name = thread_id if thread_id is not None else next(reversed(self._threads), None)
             if name is None:
                 return False
-            bounded_put(self._resets, name, self._wall(), _MAX_THREADS)
+            self._resets.ask(name, self._wall())
             return name in self._threads
 
     def _active_runs(self) -> int:
@@ -348,7 +349,7 @@ class GraphGuard(GuardRuntime):
         else:
             data, detector = written
         data["scope"] = [choice.scope, choice.reason]
-        if thread is not None and self._reset_due(thread, data):
+        if thread is not None and self._resets.due(thread, data.get("at", float("-inf"))):
             data, fresh, detector = load_state(None), True, None
         exported = data.get("detector")
         if fresh or not exported:
@@ -402,15 +403,33 @@ class GraphGuard(GuardRuntime):
             self.recorder.write(thread or "-", events)
             events.clear()
 
-    def _reset_due(self, thread: str, data: GuardData) -> bool:
+
+class _ResetRequests:
+    """The threads whose reset was asked for (:meth:`GraphGuard.reset`), each with when,
+    bounded by ``_MAX_THREADS``, oldest first: a thread's state written before then starts
+    afresh at its next pass."""
+
+    __slots__ = ("_asked", "_lock")
+
+    def __init__(self) -> None:
+        self._asked: dict[str, float] = {}
+        self._lock = threading.Lock()
+
+    def ask(self, thread: str, at: float) -> None:
+        """Reset ``thread``'s state written at or before ``at`` (a wall-clock time)."""
         with self._lock:
-            requested = self._resets.get(thread)
-        if requested is None:
-            return False
-        if data.get("at", float("-inf")) <= requested:
-            return True
+            bounded_put(self._asked, thread, at, _MAX_THREADS)
+
+    def due(self, thread: str, written_at: float) -> bool:
+        """Whether ``thread``'s state, written at ``written_at``, is to start afresh; a state
+        written after the request was already reset, and the request is forgotten."""
         with self._lock:
-            self._resets.pop(thread, None)
+            requested = self._asked.get(thread)
+            if requested is None:
+                return False
+            if written_at <= requested:
+                return True
+            self._asked.pop(thread, None)
         return False
 
 

@@ -10,18 +10,18 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, cast
 from uuid import UUID
 
 from langchain_core.callbacks import BaseCallbackHandler
-from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.messages import BaseMessage
 from langgraph.errors import GraphBubbleUp, GraphInterrupt
 
 from langchain_loop_guard._core._canonical import call_signature
 from langchain_loop_guard._core._detector import ALLOW
 from langchain_loop_guard._core._errors import LoopGuardError
 from langchain_loop_guard._core._public import safe_tool_name
-from langchain_loop_guard._core._signature import arg_tokens, assistant_key, outcome, reply_sketch
+from langchain_loop_guard._core._signature import arg_tokens, outcome
 from langchain_loop_guard._core._view import limits_of
 from langchain_loop_guard._integrations._callback_runs import CallbackRun, RunTree
-from langchain_loop_guard._integrations._cost import answer_usage
 from langchain_loop_guard._integrations._engine import RunEngine
+from langchain_loop_guard._integrations._model_answer import ModelAnswer
 from langchain_loop_guard._integrations._outcomes import Outcome, tool_outcome
 from langchain_loop_guard._integrations._publish import (
     TRACE_EVENT,
@@ -300,29 +300,19 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
             found = self._tree.resolve(run_id, parent_run_id)
             tracked, thread = found is not None, found is not None and found.per_thread
         if tracked:  # digested outside the lock: other runs' callbacks need not wait
-            text, tool_calls, answer_id = _answer(response)
-            usage = answer_usage(response)
-            key = assistant_key(text)
-            # a reply's word sketch: only for a reply the reply rules compare (SPEC §12 R9,
-            # §13 R14)
-            compared = thread or limits_of(self.config).sketches_replies
-            sketched = key is not None and not tool_calls and compared
-            sketch = reply_sketch(text) if sketched else None
-            acts, hinted = limits_of(self.config).acts, self._tool_kinds.acts
-            named = [
-                (n, call_signature(n, args), i, arg_tokens(args, n, acts(n, hinted(n))))
-                for n, args, i in tool_calls
-            ]
+            limits = limits_of(self.config)
+            compared = thread or limits.sketches_replies
+            answer = ModelAnswer(response, limits, self._tool_kinds.acts, compared=compared)
         with self._lock:
             run = self._tree.resolve(run_id, parent_run_id)
             verdict = ALLOW
             held = False
             if run is not None and tracked:
-                ignored = run.detector.config.ignore_tools
-                tools = [name for name, *_ in named if name not in ignored]
-                run.ledger.answer(usage, tools, reply=key is not None and not named)
-                tokens = None if usage is None else usage.total
-                verdict = run.answer(key, sketch, answer_id, named, run_id, tokens=tokens)
+                answer.spent(run.ledger, run.detector.config.ignore_tools)
+                key, named = answer.key, answer.named
+                verdict = run.answer(
+                    key, answer.sketch, answer.answer_id, named, run_id, tokens=answer.tokens
+                )
                 if verdict.stops:  # its calls are refused, never counted as unexecuted ones
                     held = self._tree.hold(run, run_id, parent_run_id, verdict)
                 else:
@@ -428,15 +418,3 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
             self._tree.end(run_id)
         if run is not None and verdict.action != "allow":
             self._tree.act(run.key, (verdict,), where, run_id, parent_run_id)
-
-
-def _answer(response: LLMResult) -> tuple[str, list[tuple[str, Any, str | None]], str | None]:
-    """The text, tool calls ``(name, args, id)`` and message id of a model's first generation."""
-    if not response.generations or not response.generations[0]:
-        return "", [], None
-    generation = response.generations[0][0]
-    message = getattr(generation, "message", None)
-    if not isinstance(message, AIMessage):
-        return generation.text, [], None
-    calls = [(safe_tool_name(tc["name"]), tc["args"], tc.get("id")) for tc in message.tool_calls]
-    return message.text, calls, message.id

@@ -14,12 +14,13 @@ import html
 import json
 import re
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Final, Protocol
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Final
 
 from langchain_loop_guard._core._detector import Signal
 from langchain_loop_guard._core._messages import translator
 from langchain_loop_guard._core._public import safe_tool_name, terminal_safe
+from langchain_loop_guard._replay._report_drawn import Drawn, Swept
 from langchain_loop_guard._replay._report_style import CSS as _CSS
 from langchain_loop_guard._replay._report_text import (
     caveat_text,
@@ -39,9 +40,7 @@ from langchain_loop_guard._replay._report_text import (
 )
 
 if TYPE_CHECKING:
-    from langchain_loop_guard._core._config import LoopGuardConfig
-    from langchain_loop_guard._core._cost import LoopCost
-    from langchain_loop_guard._replay._labels import Label, LabelScore
+    from langchain_loop_guard._replay._labels import LabelScore
     from langchain_loop_guard._replay._replay_results import ReplayVerdict, RunReplay
 
 __all__ = ["MAX_DRAWN", "MAX_LISTED", "Drawn", "Swept", "report_html"]
@@ -60,51 +59,6 @@ _SIGNALS: Final = (  # in the order of Signal, cycled past the twelfth
 )  # fmt: skip
 _W: Final = 1000  # a timeline's length in SVG units, stretched to the page's width
 _CSP: Final = "default-src 'none'; style-src 'unsafe-inline'"
-
-
-class Drawn(Protocol):
-    """What the page draws of a replay's report (:class:`~._replay.ReplayReport` is one)."""
-
-    @property
-    def path(self) -> str: ...
-    @property
-    def format(self) -> str: ...
-    @property
-    def locale(self) -> str: ...
-    @property
-    def config(self) -> LoopGuardConfig: ...
-    @property
-    def runs(self) -> tuple[RunReplay, ...]: ...
-    @property
-    def labels(self) -> Mapping[str, Label] | None: ...
-    @property
-    def events(self) -> int: ...
-    @property
-    def would_stop(self) -> int: ...
-    @property
-    def by_signal(self) -> dict[str, int]: ...
-    @property
-    def score(self) -> LabelScore | None: ...
-    @property
-    def loop_cost(self) -> LoopCost | None: ...
-    @property
-    def spared(self) -> LoopCost | None: ...
-    def label(self, run: RunReplay) -> Label | None: ...
-
-
-class Swept(Protocol):
-    """What the page draws of a sweep (:class:`~._calibrate.Calibration` is one)."""
-
-    @property
-    def key(self) -> str: ...
-    @property
-    def reports(self) -> Sequence[Drawn]: ...
-    def setting(self, index: int) -> str: ...
-    @property
-    def current_index(self) -> int | None: ...
-    def current_setting(self) -> str: ...
-    @property
-    def recommended(self) -> int | None: ...
 
 
 def report_html(report: Drawn, *, sweep: Swept | None = None, page: bool) -> str:
