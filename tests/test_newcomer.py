@@ -189,6 +189,15 @@ def test_the_version_is_0_2_0_and_the_readme_names_it() -> None:
         assert vague not in upgrading.lower(), vague
 
 
+def test_the_changelog_has_a_section_for_the_version_in_pyproject() -> None:
+    """The CHANGELOG is cut into a release: the version ``pyproject.toml`` names has its own
+    dated section right under ``[Unreleased]``, as Keep a Changelog lays them out."""
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))["project"]["version"]
+    headings = re.findall(r"^## \[(.+?)\](.*)$", (ROOT / "CHANGELOG.md").read_text("utf-8"), re.M)
+    assert [name for name, _ in headings[:2]] == ["Unreleased", version]
+    assert re.fullmatch(r" - \d{4}-\d{2}-\d{2}", headings[1][1])
+
+
 # --- point 11: no absolute path in a skip reason -------------------------------------------------
 
 _SKIP_REASON = re.compile(r"""reason=f["'][^"']*\{(\w+)[^}]*\}""")
