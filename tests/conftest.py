@@ -53,3 +53,15 @@ def browser() -> ModuleType:
             pytest.fail(f"{reason}, and CI requires them")
         pytest.skip(reason)
     return script
+
+
+def postgres_uri() -> str:
+    """The test PostgreSQL server's URI (``source .ci/postgres.sh`` starts one and exports
+    it): missing, it fails the test under CI, which must run it, and skips it elsewhere."""
+    uri = os.environ.get("LOOP_GUARD_TEST_POSTGRES_URI")
+    if uri:
+        return uri
+    message = "LOOP_GUARD_TEST_POSTGRES_URI is not set (run `source .ci/postgres.sh`)"
+    if os.environ.get("CI"):
+        pytest.fail(message)
+    pytest.skip(message)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import postgres_uri
 from langchain.agents import create_agent
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.store.memory import InMemoryStore
@@ -31,24 +32,13 @@ SHARE_ONLY = "guards this process's share of the thread only"
 REPLY = "Sorry, I didn't understand that. Could you rephrase it?"
 
 
-def _postgres_uri() -> str:
-    """The test server's URI: missing fails the test on CI and skips it elsewhere."""
-    uri = os.environ.get("LOOP_GUARD_TEST_POSTGRES_URI")
-    if uri:
-        return uri
-    message = "LOOP_GUARD_TEST_POSTGRES_URI is not set (run `source .ci/postgres.sh`)"
-    if os.environ.get("CI"):
-        pytest.fail(message)
-    pytest.skip(message)
-
-
 class Worker:
     """A worker process (``tests/thread_worker.py``), started and ready for turns."""
 
     def __init__(self, integration: str, *options: str) -> None:
         environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), *sys.path])}
         self.process = subprocess.Popen(
-            [sys.executable, str(WORKER), _postgres_uri(), integration, *options],
+            [sys.executable, str(WORKER), postgres_uri(), integration, *options],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

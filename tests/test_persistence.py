@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import postgres_uri
 from guard_scenarios import KINDS, Kind, harness, model_of, scripted
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import ToolException
@@ -185,22 +186,11 @@ def test_loop_spread_across_two_processes_is_caught_with_sqlite(tmp_path: Path) 
     _two_processes("sqlite", str(tmp_path / "checkpoints.sqlite"))
 
 
-def _postgres_uri() -> str:
-    """The test server's URI: missing fails the test on CI and skips it elsewhere."""
-    uri = os.environ.get("LOOP_GUARD_TEST_POSTGRES_URI")
-    if uri:
-        return uri
-    message = "LOOP_GUARD_TEST_POSTGRES_URI is not set (run `source .ci/postgres.sh`)"
-    if os.environ.get("CI"):
-        pytest.fail(message)
-    pytest.skip(message)
-
-
 @pytest.mark.slow
 @pytest.mark.postgres
 def test_loop_spread_across_two_processes_is_caught_with_postgres() -> None:
     """Both guards: the same two processes, sharing a real PostgreSQL server."""
-    _two_processes("postgres", _postgres_uri())
+    _two_processes("postgres", postgres_uri())
 
 
 # --- what the state holds -----------------------------------------------------------------------

@@ -4,7 +4,6 @@ history a provider accepts, for each integration, each ``on_stop`` and each chec
 from __future__ import annotations
 
 import asyncio
-import os
 import sqlite3
 import uuid
 from collections.abc import Iterator, Sequence
@@ -12,6 +11,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import pytest
+from conftest import postgres_uri
 from guard_scenarios import node_graph
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
@@ -64,16 +64,6 @@ def _looping(messages: Sequence[BaseMessage]) -> AIMessage | str:
     return FINE if _humans(messages) >= 2 else call("read_file", {"path": "a.txt"})
 
 
-def _postgres_uri() -> str:
-    uri = os.environ.get("LOOP_GUARD_TEST_POSTGRES_URI")
-    if uri:
-        return uri
-    message = "LOOP_GUARD_TEST_POSTGRES_URI is not set (run `source .ci/postgres.sh`)"
-    if os.environ.get("CI"):
-        pytest.fail(message)
-    pytest.skip(message)
-
-
 @pytest.fixture(params=["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def saver(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[BaseCheckpointSaver[Any]]:
     """InMemorySaver, SqliteSaver on a file, PostgresSaver on the test server."""
@@ -90,7 +80,7 @@ def saver(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[BaseCheckp
     else:
         from langgraph.checkpoint.postgres import PostgresSaver
 
-        with PostgresSaver.from_conn_string(_postgres_uri()) as postgres:
+        with PostgresSaver.from_conn_string(postgres_uri()) as postgres:
             postgres.setup()
             yield postgres
 
