@@ -668,9 +668,6 @@ def test_huge_run_ids_are_cut_as_a_trace_is_read(tmp_path: Path) -> None:
     """Forty runs in flight at once, each with a 1 MB id: replay cuts each id as its line is
     read (as reports show it), so it holds a few MB, not the 40 MB of ids, and the runs stay
     apart."""
-    import tracemalloc
-
-    from langchain_loop_guard import replay
 
     path = tmp_path / "trace.jsonl"
     with path.open("w") as file:
@@ -678,12 +675,7 @@ def test_huge_run_ids_are_cut_as_a_trace_is_read(tmp_path: Path) -> None:
             for run in range(40):
                 event = {"v": 1, "e": "tool_call", "t": 0.1 * step, "tool": "read", "d": "ab12"}
                 file.write(json.dumps({**event, "run": f"{run}-" + "r" * 1_000_000}) + "\n")
-    tracemalloc.start()
-    try:
-        report = replay(path, LoopGuardConfig())
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    report, peak = _replayed_with_peak(path)
     assert len(report.runs) == 40
     assert len({run.run for run in report.runs}) == 40
     assert max(len(run.run) for run in report.runs) <= 200
@@ -694,21 +686,13 @@ def test_a_trace_line_of_many_mb_is_read_into_a_window_of_about_its_size(tmp_pat
     """Lines of 10 MB (a huge run id each): the reader stops at each line's end instead of
     doubling its window past it, so replay peaks near three times a line (the line, its window
     and the value decoded), not five (53 MB before, for these three lines)."""
-    import tracemalloc
-
-    from langchain_loop_guard import replay
 
     path, line = tmp_path / "trace.jsonl", 10_000_000
     with path.open("w") as file:
         for step in range(3):
             event = {"v": 1, "e": "tool_call", "t": 0.1 * step, "tool": "read", "d": "ab12"}
             file.write(json.dumps({**event, "run": "r" * line}) + "\n")
-    tracemalloc.start()
-    try:
-        report = replay(path, LoopGuardConfig())
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    report, peak = _replayed_with_peak(path)
     assert len(report.runs) == 1
     assert peak < 4 * line, peak
 
@@ -728,3 +712,18 @@ def test_volatile_fields_looked_up_key_by_key_match_each_part_and_end() -> None:
     assert '"abef": 4' in masked_text  # shorter than "ab" and "efg" together
     assert '"abXcdYefg": <#>' in masked_text
     assert '"abcdXefX": 6' in masked_text  # its end is not the name's
+
+
+def _replayed_with_peak(path: Path) -> tuple[Any, int]:
+    """``replay`` of the trace at ``path`` under the defaults, and the peak of the memory
+    Python allocated meanwhile."""
+    import tracemalloc
+
+    from langchain_loop_guard import replay
+
+    tracemalloc.start()
+    try:
+        report = replay(path, LoopGuardConfig())
+        return report, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
