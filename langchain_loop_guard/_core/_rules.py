@@ -74,6 +74,9 @@ class Detection:
     count: int
     threshold: int
     key: str | None
+    raised: str = ""
+    """Why ``threshold`` is not the value of the signal's own key, when it is not (a key of
+    ``_verdict.RAISED``): the reason says so, so that a limit never contradicts the settings."""
 
 
 # --- progress-aware counting -----------------------------------------------------------------
@@ -163,21 +166,25 @@ def repeated_call(view: RunView, seq: Sequence[Call], sigs: list[Key]) -> Detect
     cur = seq[-1]
     limits = view.limits
     threshold = limits.repeat_threshold(cur.name)
+    raised = ""
     if limits.aware and cur.name not in limits.overrides and _moves(cur.name):
         # a scroll moves the view its answer does not show: paging, until it is done as
         # often as a near repeat (SPEC §14: a step's effect may be new)
-        threshold = limits.near_threshold(cur.name) or threshold
+        paging = limits.near_threshold(cur.name) or threshold
+        raised, threshold = ("paging" if paging != threshold else ""), paging
     if sigs[-threshold:].count(cur.sig) < threshold:
         return None
     if limits.aware and _waits_for_an_act(seq, len(seq) - 1):
-        threshold = 2 * threshold + 1
+        threshold, raised = 2 * threshold + 1, "wait"
         if sigs[-threshold:].count(cur.sig) < threshold:
             return None
     earlier = reversed(seq[-threshold:-1])
     if 1 + _chain(cur.sig, earlier, limits.aware) < threshold:
         return None
     key = key_text(cur.sig)
-    return Detection(Signal.REPEATED_TOOL_CALL, cur.name, (cur.name,), threshold, threshold, key)
+    return Detection(
+        Signal.REPEATED_TOOL_CALL, cur.name, (cur.name,), threshold, threshold, key, raised
+    )
 
 
 def cycle(view: RunView, seq: Sequence[Call], sigs: list[Key]) -> Detection | None:
@@ -229,6 +236,7 @@ def _frequency(view: RunView, seq: Sequence[Call], index: int) -> Detection | No
     cur = seq[index]
     limits = view.limits
     threshold = limits.window_threshold(cur.name)
+    raised = "tool" if threshold > limits.frequency else ""
     earlier = [
         c for c in seq[max(0, index - limits.window + 1) : index] if c.batch != cur.batch
     ]  # the calls of one answer are one decision: its siblings are not its repeats (N6)
@@ -240,18 +248,20 @@ def _frequency(view: RunView, seq: Sequence[Call], index: int) -> Detection | No
     if paced and cur.news:
         return None  # something new came since its last time: pacing
     if limits.aware and _waits_for_an_act(seq, index):
-        threshold = max(threshold, 2 * limits.repeat_threshold(cur.name) + 1)
+        waiting = max(threshold, 2 * limits.repeat_threshold(cur.name) + 1)
+        raised, threshold = ("wait" if waiting > threshold else raised), waiting
     elif limits.aware and (cur.news or (cur.name not in limits.overrides and _moves(cur.name))):
         # a read re-done between reads that bring news (browsing), or a scroll (paging):
         # one more
         threshold += 1
+        raised = "news" if cur.news else "paging"
     count = 1 + _chain(
         cur.sig, reversed(_first_of_each_answer(earlier)), limits.aware, cur.outcome, paced=paced
     )
     if count < threshold:
         return None
     key = key_text(cur.sig)
-    return Detection(Signal.TOOL_FREQUENCY, cur.name, (cur.name,), count, threshold, key)
+    return Detection(Signal.TOOL_FREQUENCY, cur.name, (cur.name,), count, threshold, key, raised)
 
 
 def _first_of_each_answer(calls: list[Call]) -> list[Call]:
@@ -302,7 +312,10 @@ def _no_progress(view: RunView, seq: Sequence[Call], last: int) -> Detection | N
             streak = seq[index : last + 1]
             tools = tuple(dict.fromkeys(c.name for c in streak))
             key = digest(*sorted({key_text(c.sig) for c in streak}))
-            return Detection(Signal.NO_PROGRESS, streak[-1].name, tools, count, threshold, key)
+            raised = "tools" if threshold > limits.no_progress else ""
+            return Detection(
+                Signal.NO_PROGRESS, streak[-1].name, tools, count, threshold, key, raised
+            )
     return None
 
 
@@ -385,19 +398,21 @@ def near_repeat(view: RunView, seq: Sequence[Call], sigs: list[Key]) -> Detectio
     threshold = limits.near_threshold(cur.name)
     if not threshold or cur.changed or sigs.count(cur.sig) < threshold:
         return None
+    raised = ""
     if _waits_for_an_act(seq, len(seq) - 1):
-        threshold = max(threshold, 2 * limits.repeat_threshold(cur.name) + 1)
+        waiting = max(threshold, 2 * limits.repeat_threshold(cur.name) + 1)
+        raised, threshold = ("wait" if waiting > threshold else ""), waiting
         if sigs.count(cur.sig) < threshold:
             return None
     count = 1 + _stale_chain(cur, reversed(seq[-2 * threshold : -1]))
-    return _near(cur, count, threshold)
+    return _near(cur, count, threshold, raised)
 
 
-def _near(cur: Call, count: int, threshold: int) -> Detection | None:
+def _near(cur: Call, count: int, threshold: int, raised: str = "") -> Detection | None:
     if count < threshold:
         return None
     key = digest("near", key_text(cur.sig))
-    return Detection(Signal.NEAR_REPEAT, cur.name, (cur.name,), count, threshold, key)
+    return Detection(Signal.NEAR_REPEAT, cur.name, (cur.name,), count, threshold, key, raised)
 
 
 def no_new_info(view: RunView, *_: object) -> Detection | None:
@@ -501,7 +516,9 @@ def reply_cycle(view: RunView) -> Detection | None:
     laps, replies, reworded = limits.reply_laps, view.replies.recent, view.replies.reworded
     if limits.reworded and reworded >= limits.reworded:
         key = digest("replies", replies[-1][0])
-        return Detection(Signal.REPLY_CYCLE, None, (), reworded, limits.reworded, key)
+        return Detection(
+            Signal.REPLY_CYCLE, None, (), reworded, limits.reworded, key, "reworded"
+        )
     for length in range(1, limits.reply_cycle + 1):
         span = length * laps
         if len(replies) < span:

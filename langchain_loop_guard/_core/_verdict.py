@@ -10,7 +10,7 @@ from langchain_loop_guard._core._cost import LoopCost
 from langchain_loop_guard._core._messages import translator
 from langchain_loop_guard._core._rules import Detection, Signal
 
-__all__ = ["ALLOW", "Action", "Verdict", "reason", "reason_of", "verdict_on"]
+__all__ = ["ALLOW", "RAISED", "Action", "Verdict", "reason", "reason_of", "verdict_on"]
 
 Action = Literal["allow", "warn", "observe", "block", "abort"]
 
@@ -34,6 +34,8 @@ class Verdict:
         tripped: ``True`` when the run was already stopped by an earlier verdict.
         cost: what the loop cost (model calls and tokens since it began), when an
             integration or a replay counted it; the detector itself never does.
+        raised: why ``threshold`` is not its signal's configured value, when it is not (a
+            key of :data:`RAISED`, explained in ``message``); empty otherwise.
     """
 
     action: Action = "allow"
@@ -46,6 +48,7 @@ class Verdict:
     key: str | None = None
     tripped: bool = False
     cost: LoopCost | None = None
+    raised: str = ""
 
     @property
     def stops(self) -> bool:
@@ -115,6 +118,22 @@ _REASONS: dict[Signal, str] = {
 }
 
 
+RAISED: dict[str, str] = {
+    "paging": N_("The limit is higher for a call that pages, as a scroll does."),
+    "wait": N_(
+        "The limit is higher for the same read right after an act: it waits for the act to land."
+    ),
+    "news": N_("The limit is one higher: new results came between these calls."),
+    "tool": N_("The limit is this tool's repeat limit, above `repeat_frequency_threshold`."),
+    "tools": N_("The limit is the highest repeat limit of these tools, above `no_progress_calls`."),
+    "reworded": N_(
+        "The limit is one above `repeat_assistant_threshold`: these replies were reworded, "
+        "not repeated."
+    ),
+}
+"""Why a detection's limit is not its key's value (``Detection.raised``): the sentence after
+its reason, so that a stop's limit never contradicts the configuration it names."""
+
 _ANSWERED_AGAIN = N_(
     "the model answered {count} times in a row without calling a tool and was asked again, "
     "with nothing new in between (limit {threshold})."
@@ -132,14 +151,20 @@ def reason(
     count: int = 0,
     threshold: int = 0,
     window: int = 0,
+    raised: str = "",
 ) -> str:
-    """The localized, user-facing reason of ``signal``: tool names and counts, no content."""
+    """The localized, user-facing reason of ``signal``: tool names and counts, no content;
+    with ``raised`` (a key of :data:`RAISED`), why the limit is what it is."""
     message = _REASONS[signal]
     if signal is Signal.FAILING_TURNS and not tools:
         message = _ANSWERED_AGAIN
-    text = translator(locale).gettext(message)
+    tr = translator(locale)
     cycle = " → ".join(f"`{name}`" for name in tools)
-    return text.format(tool=tool, cycle=cycle, count=count, threshold=threshold, window=window)
+    text = tr.gettext(message).format(
+        tool=tool, cycle=cycle, count=count, threshold=threshold, window=window
+    )
+    why = RAISED.get(raised)
+    return text if why is None else f"{text} {tr.gettext(why)}"
 
 
 def reason_of(found: Detection | Verdict, *, locale: str | None, window: int) -> str:
@@ -153,6 +178,7 @@ def reason_of(found: Detection | Verdict, *, locale: str | None, window: int) ->
         count=found.count,
         threshold=found.threshold,
         window=window,
+        raised=found.raised,
     )
 
 
@@ -170,4 +196,5 @@ def verdict_on(
         count=found.count,
         threshold=found.threshold,
         key=found.key,
+        raised=found.raised,
     )
