@@ -82,7 +82,7 @@ def drive(scenario: Scenario, **config: Any) -> Outcome:
 
     for step in scenario.script:
         if isinstance(step, User):
-            detector.user_message() if scenario.scope == "thread" else detector.reset()
+            detector.user_message(step.text) if scenario.scope == "thread" else detector.reset()
             continue
         seen.turns += 1
         if stopped(detector.turn_start()):
@@ -727,3 +727,55 @@ def apology_cycle(length: int = 2, replies: int = 18) -> Scenario:
     for n in range(replies):
         script += [User(_QUESTIONS[n % len(_QUESTIONS)]), Turn(text=_APOLOGIES[n % length])]
     return Scenario(f"apology-cycle-{length}", script, {}, scope="thread")
+
+
+# --- N18: the same question asked again -----------------------------------------------------------
+
+_ORDER = {
+    "order_id": "A-10234",
+    "status": "shipped",
+    "carrier": "UPS",
+    "tracking": "1Z999AA10123456784",
+    "shipped_at": "2026-12-02",
+    "items": [{"sku": "DESK-48", "qty": 1}],
+}
+_STATUS = (
+    "Your order A-10234 shipped on December 2 with UPS. The tracking number is "
+    "1Z999AA10123456784, and it should arrive within 3-5 business days."
+)
+_ASKED = [
+    "Hi, what's the status of my order A-10234?",
+    "hi what's the status of my order A-10234",
+    "Hi, what's the status of my order A-10234?",
+    "Hi!! What's the status of my order A-10234??",
+    "hi, what's the status of my order a-10234?",
+    "Hi, what's the status of my order A-10234?",
+]
+
+
+def same_question(*, lookup: bool = True, asks: int = 6) -> Scenario:
+    """N18: a customer asks for an order's status again and again (case and punctuation
+    aside, the same words); each time the bot looks it up (or answers from the thread) and
+    gives the same true answer."""
+    script: list[Turn | User] = []
+    for question in _ASKED[:asks]:
+        script.append(User(question))
+        if lookup:
+            script.append(Turn((("get_order_status", {"order_id": "A-10234"}),)))
+        script.append(Turn(text=_STATUS))
+    return Scenario(
+        f"same-question-{'lookup' if lookup else 'reply'}",
+        script,
+        {"get_order_status": lambda order_id: json.dumps(_ORDER)},
+        scope="thread",
+    )
+
+
+def same_reply_to_other_questions() -> Scenario:
+    """R9 beside N18: one question asked twice, then other questions all given that answer:
+    the same reply to messages that change is still the loop."""
+    questions = [_ASKED[0], _ASKED[0], "Can I change the delivery address?", "Can I cancel it?"]
+    script: list[Turn | User] = []
+    for question in questions:
+        script += [User(question), Turn(text=_STATUS)]
+    return Scenario("same-reply-to-other-questions", script, {}, scope="thread")

@@ -29,6 +29,8 @@ from conversations import (
     pod_poller,
     reapplied_edit,
     rephrase_loop,
+    same_question,
+    same_reply_to_other_questions,
     rerun_after_fixes,
     shell_setup,
     support_chat,
@@ -489,3 +491,54 @@ def test_a_restored_state_keeps_which_calls_one_answer_made() -> None:
     assert all(call.batch is calls[0].batch for call in calls)  # one answer, still
     assert other._view.batch is calls[0].batch
     assert other.export_state() == d.export_state()  # joined to it as the live run was
+
+
+# --- SPEC §14 N18: the same question asked again ----------------------------------------------
+
+
+@pytest.mark.parametrize("lookup", [True, False], ids=["lookup", "reply"])
+def test_n18_the_same_question_answered_as_before_is_never_stopped(lookup: bool) -> None:
+    """N18: six times the same question (case and punctuation aside), six times the same
+    true answer, looked up or not: consistency, not a repeated response."""
+    seen = drive(same_question(lookup=lookup))
+    assert seen.stop is None
+    assert seen.turns == (12 if lookup else 6)
+
+
+def test_n18_without_the_message_s_words_the_same_reply_is_r9() -> None:
+    """A host that does not pass the human message's text gets §12 R9 as before: the third
+    identical reply in a row is stopped."""
+    detector = LoopDetector(LoopGuardConfig(scope="thread"), clock=lambda: 0.0)
+    verdicts = []
+    for _ in range(3):
+        detector.user_message()
+        detector.turn_start()
+        verdicts.append(detector.assistant_message("Your order A-10234 shipped on December 2.", []))
+    assert [v.signal for v in verdicts] == [None, None, Signal.REPEATED_ASSISTANT_RESPONSE]
+
+
+def test_n18_the_same_reply_to_other_questions_is_still_r9() -> None:
+    """R9 beside N18: a question asked twice answered alike, then the same answer to two
+    other questions: stopped at the 3rd reply that answered a new message."""
+    seen = drive(same_reply_to_other_questions())
+    assert seen.stop is not None
+    assert seen.stop.signal is Signal.REPEATED_ASSISTANT_RESPONSE
+    assert seen.turns == 4
+
+
+def test_n18_the_question_survives_the_detector_s_state() -> None:
+    """The question a reply answered is part of the exported state: a detector restored from
+    it (a restarted server) still knows the next message asks it again (with a threshold of
+    2, one reply not known to answer the same question would stop)."""
+    config = LoopGuardConfig(scope="thread", repeat_assistant_threshold=2)
+    first = LoopDetector(config, clock=lambda: 0.0)
+    reply = "Your order A-10234 shipped on December 2."
+    first.user_message("What's the status of order A-10234?")
+    first.turn_start()
+    first.assistant_message(reply, [])
+    second = LoopDetector(config, clock=lambda: 0.0)
+    second.restore_state(first.export_state())
+    for _ in range(3):
+        second.user_message("what's the status of order A-10234")
+        second.turn_start()
+        assert not second.assistant_message(reply, []).stops

@@ -33,6 +33,8 @@ from conversations import (
     log_tail_poller,
     pod_poller,
     rephrase_loop,
+    same_question,
+    same_reply_to_other_questions,
     rerun_after_fixes,
     shell_setup,
     support_chat,
@@ -508,3 +510,30 @@ def test_reruns_after_changes_and_silent_work_run_to_their_end(
     """N1 and N9: a re-run after each fix, files written one after another, mkdir, touch and
     sed in a row: never stopped."""
     assert_ran_to_its_end(run_agent(case, integration), case)
+
+
+# --- SPEC §14 N18: the same question asked again --------------------------------------------------
+
+
+@pytest.mark.parametrize("integration", EVERY_INTEGRATION)
+@pytest.mark.parametrize("lookup", [True, False], ids=["lookup", "reply"])
+def test_n18_the_same_question_answered_as_before_runs_to_its_end(
+    lookup: bool, integration: Integration
+) -> None:
+    """N18: a customer asks for an order's status six times on one thread; the bot looks it
+    up (or answers from the thread) and gives the same true answer each time. Every
+    integration reads the human message's words and lets each invocation answer."""
+    case = partial(same_question, lookup=lookup)
+    assert_ran_to_its_end(run_agent(case, integration), case)
+
+
+@pytest.mark.parametrize(("integration", "on_stop"), EVERY_GUARD)
+def test_n18_the_same_reply_to_other_questions_is_still_stopped(
+    integration: Integration, on_stop: Literal["raise", "end"]
+) -> None:
+    """R9 beside N18: after one question asked twice, the same answer to new questions is
+    stopped, as the detector stops it (no later)."""
+    case = same_reply_to_other_questions
+    ran = run_agent(case, integration, on_stop=on_stop)
+    assert ran.stop is Signal.REPEATED_ASSISTANT_RESPONSE
+    assert_stopped_as_the_detector_does(ran, case)

@@ -197,6 +197,31 @@ def test_replay_reproduces_elapsed_time_warnings(tmp_path: Path, clock: FakeCloc
     assert run.same_as_live is True
 
 
+@pytest.mark.parametrize("asked", ["the same question", "other questions"])
+def test_replay_knows_a_question_asked_again(asked: str, tmp_path: Path) -> None:
+    """A human message is recorded with its words' digest (never its text), so the replay
+    tells the same question answered as before (SPEC §14 N18) from the same reply to other
+    questions (§12 R9), as the live detector did."""
+    trace = tmp_path / "trace.jsonl"
+    recorder = TraceRecorder(trace)
+    config = LoopGuardConfig(scope="thread")
+    detector = LoopDetector(config, clock=lambda: 0.0, listener=recorder.listener("t1"))
+    questions = ["Where is my order A-10234?", "Can I cancel it?", "Can I change the address?"]
+    live = []
+    for n in range(4):
+        question = questions[0] if asked == "the same question" else questions[n % 3]
+        detector.user_message(question)
+        detector.turn_start()
+        live.append(detector.assistant_message("It shipped on December 2 with UPS.", []))
+        if live[-1].stops:
+            break
+    recorder.close()
+    assert "Where is my order" not in trace.read_text()
+    run = replay(trace, config).runs[0]
+    assert run.same_as_live is True
+    assert (run.stop is None) == (asked == "the same question") == (not live[-1].stops)
+
+
 def test_recording_appends_and_interleaved_runs_replay_apart(tmp_path: Path) -> None:
     """Two runs in one file (appended, interleaved) are replayed with a detector each."""
     trace = tmp_path / "trace.jsonl"

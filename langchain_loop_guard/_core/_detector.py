@@ -39,6 +39,7 @@ from langchain_loop_guard._core._rules import Signal
 from langchain_loop_guard._core._signature import (
     arg_tokens,
     assistant_key,
+    question_key,
     reply_sketch,
     result_digests,
 )
@@ -350,19 +351,30 @@ class LoopDetector:
         events.emit("assistant_message", verdict, tokens=tokens, **fields)
         return verdict
 
-    def user_message(self) -> Verdict:
+    def user_message(self, text: object = None) -> Verdict:
         """A new human message in the same run (``scope="thread"``): the user moved it on.
 
         It lifts a trip (the user saw the stop and answered), and the successful calls before
         it no longer count as repeats of the calls after it (asking for the same thing in a
         new turn is no loop, SPEC §11 N3). Failures still do: the same failing call after
         every new message is a loop (R7), and so are the error and response streaks.
+
+        Args:
+            text: the message's text (or content blocks), when known: the same question
+                asked again and answered as before is consistency, not a repeated response
+                (SPEC §14 N18). Only a digest of its words is kept.
         """
         if self._off:
             return ALLOW
+        return self._user_message(question_key(text) if text is not None else None)
+
+    def _user_message(self, question: str | None) -> Verdict:
         self._record.release()
-        self._view.user_message()
-        return self._decided("user_message", self._record.soft())
+        self._view.user_message(question)
+        verdict = self._record.soft()
+        if self._events is not None:
+            self._events.emit("user_message", verdict, digest=question)
+        return verdict
 
     def tick(self) -> Verdict:
         """A clock tick: only the elapsed-time warning can fire."""
@@ -384,7 +396,7 @@ class LoopDetector:
         kind, tool, value = event.kind, event.tool or "", event.digest
         call_id = kept_call_id(event.call_id)
         if kind in ("reset", "user_message"):
-            return self.reset() if kind == "reset" else self.user_message()
+            return self.reset() if kind == "reset" else self._user_message(value)
         if kind == "release":
             self.release()
             return ALLOW

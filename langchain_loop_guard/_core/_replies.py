@@ -18,8 +18,9 @@ __all__ = ["Replies", "Reply", "alike"]
 Reply = tuple[str, str | None]
 """A reply as the run keeps it: its key, and its word sketch (``None``: not sketched)."""
 
-TOOL_NEWS, HUMAN_NEWS = 1, 2
-"""What came since the last reply (bits of :attr:`Replies.informed`)."""
+TOOL_NEWS, HUMAN_NEWS, ASKED_AGAIN = 1, 2, 4
+"""What came since the last reply (bits of :attr:`Replies.informed`): news from a tool, a
+human message, and whether the latest human message is the one the last reply answered."""
 
 
 class Replies:
@@ -28,10 +29,12 @@ class Replies:
     ``streak`` is the last reply's key and how many identical replies in a row end with it;
     ``recent`` the last few replies, newest last, for cycles of nearly identical ones;
     ``reworded`` how many replies in a row were each nearly the one before, with nothing new
-    between; ``informed`` whether something new came from a tool or a human since the last.
+    between; ``informed`` whether something new came from a tool or a human since the last;
+    ``asked`` the key of the human message the last reply answered, and ``question`` of the
+    latest human message (``None``: unknown).
     """
 
-    __slots__ = ("informed", "recent", "reworded", "streak")
+    __slots__ = ("asked", "informed", "question", "recent", "reworded", "streak")
 
     def __init__(self) -> None:
         self.clear()
@@ -41,6 +44,8 @@ class Replies:
         self.recent: tuple[Reply, ...] = ()
         self.reworded = 0
         self.informed = 0
+        self.asked: str | None = None
+        self.question: str | None = None
 
     def keep(self, kept: int) -> None:
         """Keep only the last ``kept`` replies (at least the last one)."""
@@ -51,9 +56,15 @@ class Replies:
         """A tool brought something new (or did work) since the last reply."""
         self.informed |= TOOL_NEWS
 
-    def human_news(self) -> None:
-        """A new human message came since the last reply."""
+    def human_news(self, question: str | None = None) -> None:
+        """A new human message came since the last reply; ``question`` is its key
+        (:func:`~._signature.question_key`), when known."""
         self.informed |= HUMAN_NEWS
+        if question is not None and question == self.asked:
+            self.informed |= ASKED_AGAIN
+        else:
+            self.informed &= ~ASKED_AGAIN
+        self.question = question
 
     def add(self, reply: Reply, *, in_context: bool, aware: bool, kept: int) -> None:
         """A reply. After something new from a tool (with progress awareness) or to a helper
@@ -61,11 +72,16 @@ class Replies:
         human message ends only the streak of replies each nearly the last (the same reply to
         every message is R9's loop)."""
         informed, self.informed = self.informed, 0
+        self.asked = self.question
         key = reply[0]
         last, count = self.streak
         fresh = bool(informed & TOOL_NEWS and aware) or not in_context
-        self.streak = (key, 1 if fresh or key != last else count + 1)
         previous = self.recent[-1] if self.recent else None
+        if informed & ASKED_AGAIN and aware and previous is not None and alike(previous, reply):
+            # the same question again, answered as before: consistency (SPEC §14 N18); the
+            # exchange is the one the streaks hold already, repeated by the human
+            return
+        self.streak = (key, 1 if fresh or key != last else count + 1)
         if (
             fresh
             or informed
@@ -88,6 +104,7 @@ class Replies:
             "assistant": list(self.streak),
             "replies": [list(reply) for reply in self.recent],
             "reworded": [self.reworded, self.informed],
+            "asked": [self.asked, self.question],
         }
 
     @classmethod
@@ -103,6 +120,9 @@ class Replies:
         )
         if version >= 5:
             replies.reworded, replies.informed = map(count_of, items_of(state["reworded"]))
+        asked = state.get("asked")  # an older state has none: no question is known
+        if asked is not None:
+            replies.asked, replies.question = map(optional_text_of, items_of(asked))
         return replies
 
 

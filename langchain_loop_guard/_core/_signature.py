@@ -39,6 +39,7 @@ __all__ = [
     "error_text",
     "near_reply",
     "normalize_outcome",
+    "question_key",
     "outcome",
     "outcome_digest",
     "reply_sketch",
@@ -49,6 +50,7 @@ __all__ = [
 # the domain's fresh hasher, which is cheaper than building one.
 _ASSISTANT_HASH = hashlib.blake2b(digest_size=DIGEST_SIZE, person=b"assistant")
 _INFO_HASH = hashlib.blake2b(digest_size=DIGEST_SIZE, person=b"info")
+_QUESTION_HASH = hashlib.blake2b(digest_size=8, person=b"question")
 
 
 def _tagged(domain: hashlib.blake2b, data: bytes) -> str:
@@ -562,3 +564,16 @@ def assistant_key(text: object) -> str | None:
     if not collapsed:
         return None
     return _tagged(_ASSISTANT_HASH, collapsed.encode("utf-8", "surrogatepass"))
+
+
+_WORD = re.compile(r"\w+")
+
+
+def question_key(text: object) -> str | None:
+    """The key of a human message: its words, case and punctuation aside (``None`` when it
+    has none), so that the same question asked again has the same key (SPEC §14 N18). Only
+    equality is asked of it: a short digest."""
+    words = _WORD.findall(_bounded(_text_of(text)).casefold())
+    if not words:
+        return None
+    return _tagged(_QUESTION_HASH, " ".join(words).encode("utf-8", "surrogatepass"))

@@ -365,11 +365,12 @@ class RunView:
                 return earlier.batch is call.batch
         return False
 
-    def user_message(self) -> None:
-        """A new human message: new information for every count of calls and errors (SPEC §13
-        N13, which withdrew §11 R7): no call before it is a repeat of a call after it. What the
-        run has seen stays seen (a lookup answered as before brings nothing new to a reply), and
-        the replies' streaks go on (R9, R14 say when they stop)."""
+    def user_message(self, question: str | None = None) -> None:
+        """A new human message (``question``: its key, when known): new information for every
+        count of calls and errors (SPEC §13 N13, which withdrew §11 R7): no call before it is a
+        repeat of a call after it. What the run has seen stays seen (a lookup answered as before
+        brings nothing new to a reply), and the replies' streaks go on (R9, R14 say when they
+        stop; §14 N18 that the same question answered as before is no repeat)."""
         self.calls.clear()  # no call before it repeats one after it, nor fails the same way
         self.sigs.clear()
         self.batch, self.due = None, 0
@@ -378,7 +379,7 @@ class RunView:
         self.failing_new = 0
         self.judged, self.answered = True, False
         self.quiet, self.stale, self.quiet_tools, self.quiet_grew, self.brought = 0, 0, (), False, 0
-        self.replies.human_news()
+        self.replies.human_news(question)
 
     def _judge(self) -> None:
         if self.judged or (self.results == 0 and not self.worked):

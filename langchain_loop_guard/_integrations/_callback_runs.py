@@ -124,7 +124,7 @@ class CallbackRun(Run):
         thread's model has not seen yet releases a stopped thread; not a sub-agent's, inside a
         tool call (``below_tool``): its input is the tool's (SPEC §14 R20)."""
         human = self.per_thread and not below_tool
-        released = self.human_message(_latest_human(sent)) if human else None
+        released = self.human_message(*_latest_human(sent)) if human else None
         bounded_put(self.in_context, model_run, _holds(sent, self.said), _MAX_TOOLS)
         verdicts = ([] if released is None else [released]) + self.unexecuted_calls(sent)
         if not any(v.stops for v in verdicts):
@@ -518,16 +518,16 @@ class RunTree:
             tracked.clear()
 
 
-def _latest_human(messages: Sequence[BaseMessage]) -> object:
+def _latest_human(messages: Sequence[BaseMessage]) -> tuple[object, object]:
     """The last human message of ``messages`` (not the guard's own): its id, or its position
-    and a digest of its text; or ``None``."""
+    and a digest of its text; and its content. ``(None, None)`` without one."""
     for index in range(len(messages) - 1, -1, -1):
         message = messages[index]
         if isinstance(message, HumanMessage) and message.name != MESSAGE_NAME:
             if message.id:
-                return message.id
-            return (index, digest("human", str(message.content)))
-    return None
+                return message.id, message.content
+            return (index, digest("human", str(message.content))), message.content
+    return None, None
 
 
 def _holds(messages: Sequence[BaseMessage], said: tuple[str | None, str] | None) -> bool:

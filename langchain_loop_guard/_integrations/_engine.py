@@ -125,29 +125,31 @@ class Run:
         self.last_nudge = None
         self.ledger.clear()
 
-    def human_message(self, latest: object) -> Verdict | None:
-        """A model was called with ``latest`` as its last human message: a new one releases a
-        thread (the first one a run sees is only remembered); the verdict when released. A
-        message seen before is no new one: an invocation that overlaps another on the thread
-        calls the model with its own latest message, which does not lift the other's stop."""
+    def human_message(self, latest: object, text: object = None) -> Verdict | None:
+        """A model was called with ``latest`` as its last human message (``text``: its
+        content): a new one releases a thread (the first one a run sees is only remembered);
+        the verdict when released. A message seen before is no new one: an invocation that
+        overlaps another on the thread calls the model with its own latest message, which
+        does not lift the other's stop."""
         if latest is None or latest in self.humans:
             return None
         first = not self.humans
         bounded_put(self.humans, latest, None, _MAX_HUMANS)
-        return None if first else self.release()
+        return None if first else self.release(text)
 
-    def release(self) -> Verdict:
-        """A new human message on a thread: the detector lifts the trip and keeps the history
-        (SPEC §11 N3). The same for every integration (SPEC §13 C2): the message is answered;
-        a loop that goes on (the same reply again) is stopped at once, as the history still
-        holds it; a different course clears it."""
-        return self.decide("user_message")
+    def release(self, text: object = None) -> Verdict:
+        """A new human message on a thread (``text``: its content, when known): the detector
+        lifts the trip and keeps the history (SPEC §11 N3). The same for every integration
+        (SPEC §13 C2): the message is answered; a loop that goes on (the same reply again) is
+        stopped at once, as the history still holds it; a different course clears it; the
+        same question answered as before is consistency (§14 N18)."""
+        return self.decide("user_message", text)
 
-    def human_turn(self) -> Verdict | None:
-        """A human message starts the next turn of the conversation: a thread is released
-        (:meth:`release`), a run restarts; the verdict when released."""
+    def human_turn(self, text: object = None) -> Verdict | None:
+        """A human message (``text``: its content) starts the next turn of the conversation:
+        a thread is released (:meth:`release`), a run restarts; the verdict when released."""
         if self.per_thread:
-            return self.release()
+            return self.release(text)
         self.restart()
         return None
 

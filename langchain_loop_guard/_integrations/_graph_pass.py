@@ -136,8 +136,9 @@ class GraphPass:
             if target.name == MESSAGE_NAME:
                 return False  # the guard's own final message, in the model's place
         tail = _tail(messages, self.data.get("ai"), end)
-        if any(is_human_input(m) for m in tail):
-            self._new_run()
+        humans = [m for m in tail if is_human_input(m)]
+        if humans:
+            self._new_run(humans[-1].content)
         hard = self._feed_results(tail)
         if target is None:
             self._before_model(messages, hard)
@@ -145,11 +146,12 @@ class GraphPass:
             self._after_model(messages, end, hard)
         return True
 
-    def _new_run(self) -> None:
-        """A human message arrived: a new run (``scope="run"``) or a released thread."""
+    def _new_run(self, text: object) -> None:
+        """A human message arrived (``text``: its content): a new run (``scope="run"``) or a
+        released thread."""
         self.clear_stop = self.clear_stop or bool(self.data.pop("stopped", False))
         self.data["run"] = new_run_id()
-        released = self.run.human_turn()
+        released = self.run.human_turn(text)
         if released is None:  # a new run: its state starts afresh
             scope = self.data.get("scope")
             self.data = fresh_state()

@@ -9,7 +9,8 @@ One line per detector event, for example::
      "threshold":3}}
 
 (each object on one line). ``t`` is the run's elapsed time in seconds; ``d`` the call
-signature, outcome digest or error key, or assistant key; ``id`` a digest of the tool-call id.
+signature, outcome digest or error key, assistant key, or a human message's key (its words,
+digested); ``id`` a digest of the tool-call id.
 Never arguments, output, errors or message text (SPEC §8); every digest is keyed with a secret
 the recorder never writes. :func:`decode_event` reads a line back, or raises
 :class:`TraceFormatError` naming the line.
@@ -66,15 +67,16 @@ _ACTIONS: Final = frozenset(get_args(Action))
 _SIGNALS: Final = frozenset(Signal)
 _OUTCOMES: Final = ("ok", "error")
 _COMMON: Final = frozenset({"v", "run", "t", "e", "verdict"})
-_BARE: Final = ("turn_start", "tick", "reset", "release", "user_message")  # no fields of their own
+_BARE: Final = ("turn_start", "tick", "reset", "release")  # no fields of their own
 _FIELDS: Final[Mapping[str, frozenset[str]]] = {
     **{kind: frozenset() for kind in _BARE},
+    "user_message": frozenset({"d"}),  # the digest of its words, when the host knew them
     "tool_call": frozenset({"tool", "d", "id"}),
     "tool_result": frozenset({"tool", "d", "id", "outcome", "n", "i"}),
     "assistant_message": frozenset({"d", "calls", "ctx", "n", "u"}),
 }
 _REQUIRED: Final[Mapping[str, frozenset[str]]] = {
-    **{kind: frozenset() for kind in _BARE},
+    **{kind: frozenset() for kind in (*_BARE, "user_message")},
     "tool_call": frozenset({"tool", "d"}),
     "tool_result": frozenset({"tool", "d", "outcome"}),
     "assistant_message": frozenset({"d", "calls"}),
@@ -145,6 +147,8 @@ def encode_event(run: str, event: DetectorEvent, *, secret: bytes | None = None)
                 line["n"] = _public_sketch(event.near, secret)
             if event.info is not None:
                 line["i"] = _public_info(event.info, secret)
+    elif event.kind == "user_message" and event.digest is not None:
+        line["d"] = public_digest(event.digest, secret)
     elif event.kind == "assistant_message":
         line["d"] = public_digest(event.digest, secret)
         line["calls"] = event.calls
