@@ -156,7 +156,7 @@ def test_r3_turns_whose_calls_all_fail_stop_within_8_whatever_the_texts() -> Non
     assert (stop.signal, stop.count, n + 1) == (Signal.FAILING_TURNS, 6, 6)
 
 
-_REJECTED = [
+_TALK = [
     "I will now run the tests.",
     "Let me look at the failing module first.",
     "Next I should check the configuration file.",
@@ -167,12 +167,32 @@ _REJECTED = [
     "Perhaps the environment needs a restart.",
     "I will inspect the logs for more detail.",
 ]
+_COMMANDS = [
+    "pytest -x",
+    "sed -n 1,40p app/models.py",
+    "cat setup.cfg",
+    "grep -rn 'import app' tests",
+    "ls tests/fixtures",
+    "env | grep DATABASE",
+    "make build",
+    "systemctl restart app",
+    "tail -n 50 logs/app.log",
+]
+_REJECTED = [
+    f"{text}\n<function=bash>\n<parameter=command>{command}\n"
+    if n % 2
+    else f"{text}\n```bash\n{command}\n```"
+    for n, (text, command) in enumerate(zip(_TALK, _COMMANDS, strict=True))
+]
+"""Answers a harness rejects: each holds a call in its text (call markup, a fenced command)
+that the model should have made as a tool call."""
 
 
 def test_r3_turns_without_a_valid_call_stop_within_8() -> None:
-    """R3: 9 turns in a row with no tool call at all (a format check rejecting each): an
-    answer fails its turn when the model is asked again without a new human message (SPEC
-    §12 N8), so the 6th fails when the 7th model call starts."""
+    """R3: 9 turns in a row with no valid tool call at all (a format check rejecting each
+    answer's call written as text): an answer fails its turn when the model is asked again
+    without a new human message (SPEC §12 N8), so the 6th fails when the 7th model call
+    starts."""
     agent = Agent()
     answered = 0
     for text in _REJECTED:
@@ -182,6 +202,14 @@ def test_r3_turns_without_a_valid_call_stop_within_8() -> None:
             break
     assert stop is not None
     assert (stop.signal, answered) == (Signal.FAILING_TURNS, 7)
+
+
+def test_r3_talk_is_no_turn_without_a_valid_call() -> None:
+    """§14 N19 beside R3: the same answers without the calls written in them are talk (an
+    agent thinking aloud, agents planning together), and fail no turn."""
+    agent = Agent()
+    for text in _TALK:
+        assert agent.answer(text) is None
 
 
 def test_r3_one_success_ends_the_failing_streak() -> None:
@@ -580,8 +608,8 @@ def test_restoring_a_state_with_a_malformed_turn_or_call_starts_afresh() -> None
 def test_a_near_repeat_needs_one_kind_and_two_short_results_to_be_equal() -> None:
     """A success is never nearly a failure; two short results are nearly the same only when
     equal; two long ones read by their lines are."""
+    from langchain_loop_guard._core._counting import alike_results as _alike_results
     from langchain_loop_guard._core._novelty import LINES
-    from langchain_loop_guard._core._rules import _alike_results
     from langchain_loop_guard._core._view import Call
 
     ok, error, other, long_a, long_b = (Call("t", "s", None) for _ in range(5))

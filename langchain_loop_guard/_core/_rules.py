@@ -10,14 +10,18 @@ Nothing here imports LangChain, LangGraph or pydantic.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from itertools import islice
 from typing import TypeVar
 
 from langchain_loop_guard._core._canonical import digest
-from langchain_loop_guard._core._novelty import ACK, LINES, NEW, WORK
+from langchain_loop_guard._core._counting import chain as _chain
+from langchain_loop_guard._core._counting import repeats_pair as _repeats_pair
+from langchain_loop_guard._core._counting import same as _same
+from langchain_loop_guard._core._counting import stale_chain as _stale_chain
+from langchain_loop_guard._core._novelty import ACK, WORK
 from langchain_loop_guard._core._pacing import moves as _moves
 from langchain_loop_guard._core._pacing import waits_for_an_act as _waits_for_an_act
 from langchain_loop_guard._core._replies import alike
@@ -77,77 +81,6 @@ class Detection:
     raised: str = ""
     """Why ``threshold`` is not the value of the signal's own key, when it is not (a key of
     ``_verdict.RAISED``): the reason says so, so that a limit never contradicts the settings."""
-
-
-# --- progress-aware counting -----------------------------------------------------------------
-
-
-def _same(a: Key | None, b: Key | None) -> bool:
-    """Outcomes equal, an unknown one (pending, blocked) equal to any."""
-    return a is None or b is None or a == b
-
-
-def _chain(
-    sig: Key, earlier: Iterable[Call], aware: bool, ref: Key | None = None, *, paced: bool = False
-) -> int:
-    """How many of the ``earlier`` calls (newest first) count as repeats of ``sig``: with
-    progress awareness, back to the first whose outcome differs from the newer one's (SPEC §3,
-    §11 N4). ``ref`` is the outcome of the call being decided, when known. With ``paced``, also
-    back to the first made after a different call brought something new: a call whose
-    neighbours bring new information is pacing, not a loop (§13 N10)."""
-    count = 0
-    for call in earlier:
-        if call.sig != sig:
-            continue
-        if aware and call.outcome is not None:
-            if ref is not None and call.outcome != ref:
-                break
-            ref = call.outcome
-        count += 1
-        if paced and call.news:
-            break
-    return count
-
-
-def _stale_chain(cur: Call, earlier: Iterable[Call]) -> int:
-    """How many of the ``earlier`` occurrences of ``cur``'s signature (newest first) brought
-    nothing new, back to (and counting) the first that did, or the first made after a
-    different call brought something new or did work; an answer counts once (SPEC §12 N6,
-    §13 N11, R15). A change applied again brings nothing new, whatever its output shows: an
-    edit that re-inserts its block shifts the view, and that is no progress (§11 R1)."""
-    count, sig, batch, ref = 0, cur.sig, cur.batch, None
-    for call in earlier:
-        if call.sig != sig or call.batch == batch:
-            continue
-        if call.kind in ("ok", "error"):
-            if ref is not None and not _alike_results(call, ref):
-                break
-            ref = call
-        count += 1
-        batch = call.batch
-        if call.changed or call.brought & (NEW | WORK) == NEW:
-            break  # the first that brought something new (a change re-applied brings nothing)
-    return count
-
-
-def _alike_results(a: Call, b: Call) -> bool:
-    """Two results of one kind, and, unless both were long and read by their lines, one
-    outcome: two different short results are never nearly the same (§12 N7, §13 N4)."""
-    if a.kind != b.kind:
-        return False
-    return bool(a.brought & b.brought & LINES) or a.outcome == b.outcome
-
-
-def _repeats_pair(seq: Sequence[Call], index: int, window: int) -> bool:
-    """Whether ``seq[index]`` repeats the latest (call, outcome) pair of its signature among
-    the ``window`` calls before it."""
-    call = seq[index]
-    sig = call.sig
-    for position in range(index - 1, max(-1, index - window - 1), -1):
-        earlier = seq[position]
-        if earlier.sig == sig:
-            return _same(earlier.outcome, call.outcome)
-    return False
 
 
 # --- the rules -------------------------------------------------------------------------------
@@ -516,9 +449,7 @@ def reply_cycle(view: RunView) -> Detection | None:
     laps, replies, reworded = limits.reply_laps, view.replies.recent, view.replies.reworded
     if limits.reworded and reworded >= limits.reworded:
         key = digest("replies", replies[-1][0])
-        return Detection(
-            Signal.REPLY_CYCLE, None, (), reworded, limits.reworded, key, "reworded"
-        )
+        return Detection(Signal.REPLY_CYCLE, None, (), reworded, limits.reworded, key, "reworded")
     for length in range(1, limits.reply_cycle + 1):
         span = length * laps
         if len(replies) < span:
