@@ -325,3 +325,104 @@ def reread_between_work(reads: int = 6) -> Scenario:
     return Scenario(
         "reread-between-work", script, {"get_config": get_config, "read_file": read_file}
     )
+
+
+# --- N19: agents that talk --------------------------------------------------------------------
+
+GROUP_CHAT = [
+    (
+        "planner",
+        "Plan for the churn analysis: the analyst pulls last quarter's cancellations, the "
+        "engineer writes the cohort query, and I will review the findings before we report.",
+    ),
+    (
+        "analyst",
+        "Cancellations rose mostly among annual plans bought during the spring promotion; "
+        "monthly customers look stable. I suggest we split cohorts by acquisition channel.",
+    ),
+    (
+        "engineer",
+        "Agreed. I can join subscriptions with the marketing attribution table on account id. "
+        "Expect one row per account with channel, plan, start date and cancel date.",
+    ),
+    (
+        "critic",
+        "Careful with accounts that switched plans mid-year: counting them twice would inflate "
+        "churn. Deduplicate on the latest plan before computing rates.",
+    ),
+    (
+        "analyst",
+        "Good catch. Besides that, refunds issued within fourteen days should count as "
+        "cancellations, since finance books them that way.",
+    ),
+    (
+        "planner",
+        "Then the order is: deduplicate plans, fold early refunds into cancellations, compute "
+        "monthly churn per channel, and chart spring promotion cohorts separately.",
+    ),
+    (
+        "critic",
+        "One more risk: the attribution table misses partner referrals before April. Flag "
+        "those rows as unknown instead of dropping them.",
+    ),
+    (
+        "engineer",
+        "Understood, unknown channel it is. Running the cohort query now against the "
+        "warehouse replica so production stays untouched.",
+    ),
+]
+"""Eight messages of agents planning and agreeing, each bringing its own words, no tool."""
+
+
+def _cohorts(query: str) -> str:
+    return json.dumps(
+        {
+            "rows": [
+                {"channel": "paid_search", "plan": "annual", "churn": 0.082},
+                {"channel": "spring_promo", "plan": "annual", "churn": 0.214},
+                {"channel": "unknown", "plan": "monthly", "churn": 0.047},
+            ],
+            "rowCount": 3,
+        }
+    )
+
+
+def group_chat() -> Scenario:
+    """N19: a group of agents plans, reports and agrees for eight messages without a tool,
+    then one runs the query and the planner reports."""
+    script: list[Any] = [Turn(text=f"{speaker}: {text}") for speaker, text in GROUP_CHAT]
+    script.append(call("run_sql", query="SELECT channel, plan, churn FROM churn_cohorts"))
+    script.append(
+        Turn(
+            text="planner: Spring promotion annual plans churn at 21.4%, almost triple paid "
+            "search. Recommend a retention offer at month ten for that cohort."
+        )
+    )
+    return Scenario("group-chat", script, {"run_sql": _cohorts})
+
+
+_THOUGHTS = [
+    "THOUGHT: I will look at the failing test first.",
+    "THOUGHT: The previous reply was rejected; I will send the edit and the test together.",
+    "THOUGHT: It still says more than one action. Maybe the heredoc counts twice.",
+    "THOUGHT: I am confused by the format check, so I will try a simpler command.",
+    "THOUGHT: Perhaps the comment line is parsed as an action; removing it.",
+    "THOUGHT: Trying once more with the sed command and the test run.",
+    "THOUGHT: This is frustrating. One more attempt with python instead of sed.",
+    "THOUGHT: Final attempt: write the file, then run it.",
+]
+
+
+def rejected_replies(replies: int = 8) -> Scenario:
+    """§14 N19's other side: replies a harness rejects (each holds two fenced command blocks
+    where one is allowed; each says something new), with no call run between. Still a
+    failing turn each: stopped by ``failing_turns``."""
+    script: list[Any] = []
+    for n, thought in enumerate(_THOUGHTS[:replies]):
+        script.append(
+            Turn(
+                text=f"{thought}\n\n```bash\nsed -n '{60 + n},{80 + n}p' tests/constraints/"
+                f"tests.py\n```\n\n```bash\npython -m pytest tests/constraints -k check_{n}\n```"
+            )
+        )
+    return Scenario("rejected-replies", script, {})

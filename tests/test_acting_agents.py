@@ -7,9 +7,11 @@ and the same error on other targets are never stopped; the same act again is, as
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 from acting_agents import (
+    GROUP_CHAT,
     block_updates,
     calendar_events,
     deliberate_failures,
@@ -17,10 +19,12 @@ from acting_agents import (
     failing_batch,
     files_written,
     grades,
+    group_chat,
     insert_batches,
     inventory_sync,
     listing_then_filtered,
     price_pages,
+    rejected_replies,
     reread_between_work,
     same_block_update,
     same_insert_resent,
@@ -186,9 +190,11 @@ def test_n20_pages_of_numbers_are_information() -> None:
 
 
 def test_r19_the_same_read_between_other_work_is_the_seeds_window_one_call_later() -> None:
-    """R19: the same read with the same content, between reads that bring news, is stopped
-    by the window rule: at its 5th time in the window (one more than the seed's 4, as a
-    browse between new reads is given; a wait between polls is still pacing, §13 N10)."""
+    """R19: the same read with the same content, between other reads, is stopped by the
+    window rule at its 4th time in the window, on its result, as the seed's window (the
+    reads between repeat their own paths and nothing else: no news). Between reads that do
+    bring news, a browse is given one call more (``test_wording``); a wait between polls is
+    still pacing (§13 N10)."""
     seen = drive(reread_between_work(6))
     assert seen.stop is not None
     assert seen.stop.signal is Signal.TOOL_FREQUENCY
@@ -242,3 +248,25 @@ def test_what_a_compact_result_echoes_is_left_out_wherever_it_stands() -> None:
     assert two.info == "+" + two.key  # "new york" alone is the result's own
     huge = json.dumps({"query": query, "rows": ["x" * 80] * 300})
     assert outcome(huge, tool="s", tokens=tokens).info == "+" + outcome(huge, tool="s").key
+
+
+# --- N19: agents that talk ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("scope", ["run", "thread"])
+def test_n19_agents_that_talk_are_never_failing_turns(scope: str) -> None:
+    """N19: eight messages of planning and agreeing, no tool, then a query and a report: the
+    talk is no failing turn, in either scope."""
+    seen = drive(replace(group_chat(), scope=scope))
+    assert seen.stop is None, seen.stop
+    assert seen.executed == ["run_sql"]
+    assert seen.turns == len(GROUP_CHAT) + 2
+
+
+def test_n19_replies_a_harness_rejects_are_still_failing_turns() -> None:
+    """N19's other side: replies holding commands the harness could not run, each new in
+    its words: stopped by ``failing_turns`` at the 6th (the coding set's format errors)."""
+    seen = drive(rejected_replies())
+    assert seen.stop is not None
+    assert seen.stop.signal is Signal.FAILING_TURNS
+    assert seen.turns == 7  # the 6th failing turn is judged when the 7th begins

@@ -29,9 +29,9 @@ from conversations import (
     pod_poller,
     reapplied_edit,
     rephrase_loop,
+    rerun_after_fixes,
     same_question,
     same_reply_to_other_questions,
-    rerun_after_fixes,
     shell_setup,
     support_chat,
     web_fan_out,
@@ -233,13 +233,17 @@ def test_tool_frequency_counts_one_answer_once() -> None:
 
 def test_an_answer_without_a_call_fails_its_turn_only_when_the_model_is_asked_again() -> None:
     """N8: an answer ends the turn; it fails only when another model call follows without a
-    new human message (a format check rejecting it, say)."""
+    new human message (a format check rejecting the call written in it, say); talk never
+    does (§14 N19)."""
     d = LoopDetector(clock=lambda: 0.0)
     for _ in range(10):
         d.user_message()
         d.turn_start()
-        d.assistant_message(f"Answer {_letters()}")
+        d.assistant_message(f"Answer {_letters()}\n```bash\nls reports/{_}\n```")
     assert d._view.failing == 0
+    d.turn_start()
+    assert d._view.failing == 1
+    d.assistant_message("An answer in words only, without a command in it.")
     d.turn_start()
     assert d._view.failing == 1
 
@@ -496,13 +500,21 @@ def test_a_restored_state_keeps_which_calls_one_answer_made() -> None:
 # --- SPEC §14 N18: the same question asked again ----------------------------------------------
 
 
-@pytest.mark.parametrize("lookup", [True, False], ids=["lookup", "reply"])
-def test_n18_the_same_question_answered_as_before_is_never_stopped(lookup: bool) -> None:
-    """N18: six times the same question (case and punctuation aside), six times the same
-    true answer, looked up or not: consistency, not a repeated response."""
-    seen = drive(same_question(lookup=lookup))
+def test_n18_the_same_question_answered_as_before_is_never_stopped() -> None:
+    """N18: six times the same question (case and punctuation aside), six times looked up
+    and given the same true answer: consistency, not a repeated response."""
+    seen = drive(same_question())
     assert seen.stop is None
-    assert seen.turns == (12 if lookup else 6)
+    assert seen.turns == 12
+
+
+def test_n18_the_same_answer_without_a_lookup_is_r9() -> None:
+    """Without a lookup between, the same question answered alike reads as an app's own note
+    repeated inside a run (a critic asking "answer again"): §12 R9, stopped at the 3rd."""
+    seen = drive(same_question(lookup=False))
+    assert seen.stop is not None
+    assert seen.stop.signal is Signal.REPEATED_ASSISTANT_RESPONSE
+    assert seen.turns == 3
 
 
 def test_n18_without_the_message_s_words_the_same_reply_is_r9() -> None:
@@ -518,12 +530,12 @@ def test_n18_without_the_message_s_words_the_same_reply_is_r9() -> None:
 
 
 def test_n18_the_same_reply_to_other_questions_is_still_r9() -> None:
-    """R9 beside N18: a question asked twice answered alike, then the same answer to two
-    other questions: stopped at the 3rd reply that answered a new message."""
+    """R9 beside N18: a question asked twice, then two other questions, each answered with
+    the same reply and no lookup: stopped at the 3rd reply."""
     seen = drive(same_reply_to_other_questions())
     assert seen.stop is not None
     assert seen.stop.signal is Signal.REPEATED_ASSISTANT_RESPONSE
-    assert seen.turns == 4
+    assert seen.turns == 3
 
 
 def test_n18_the_question_survives_the_detector_s_state() -> None:
@@ -538,7 +550,46 @@ def test_n18_the_question_survives_the_detector_s_state() -> None:
     first.assistant_message(reply, [])
     second = LoopDetector(config, clock=lambda: 0.0)
     second.restore_state(first.export_state())
-    for _ in range(3):
+    for n in range(3):
         second.user_message("what's the status of order A-10234")
         second.turn_start()
+        second.assistant_message("", [("get_order_status", {"order_id": "A-10234"})])
+        second.tool_call("get_order_status", {"order_id": "A-10234"}, call_id=f"c{n}")
+        second.tool_result("get_order_status", "shipped on 2026-12-02", call_id=f"c{n}")
+        second.turn_start()
         assert not second.assistant_message(reply, []).stops
+
+
+def test_n18_a_question_s_key_is_its_words() -> None:
+    """Case and punctuation aside, the same words are the same question; a message without
+    words (an emoji, punctuation) has no key; content blocks asked again have one key."""
+    from langchain_loop_guard._core._signature import question_key
+
+    asked = question_key("Hi, what's the status of my order A-10234?")
+    assert asked is not None
+    assert question_key("hi what s the STATUS of my order a 10234") == asked
+    blocks = [{"type": "text", "text": "Hi! What's the status of my order A-10234"}]
+    assert question_key(blocks) == question_key([dict(block) for block in blocks])
+    assert question_key("What's the status of my order A-10235?") != asked
+    assert question_key("?!  …") is None
+    assert question_key("") is None
+
+
+@pytest.mark.parametrize(
+    ("text", "talk"),
+    [
+        ("Agreed: the analyst drafts the report and I review it tomorrow.", True),
+        ("I will call `ls` next to see the files.", True),
+        ("THOUGHT: list the files\n```bash\nls -la\n```", False),
+        ("<function=bash>\n<parameter=command>ls\n", False),
+        ('{"name": "search", "arguments": {"q": "refund policy"}}', False),
+        ("echo<|channel|>commentary", False),
+        ("   ", False),
+    ],
+)
+def test_n19_talk_is_words_without_a_would_be_call(text: str, talk: bool) -> None:
+    """§14 N19: an answer without calls is talk unless it holds a call a harness would
+    reject (a fenced block, call markup, a JSON call); a blank one is no talk."""
+    from langchain_loop_guard._core._signature import talk as is_talk
+
+    assert is_talk(text) is talk

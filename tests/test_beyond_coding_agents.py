@@ -33,9 +33,9 @@ from conversations import (
     log_tail_poller,
     pod_poller,
     rephrase_loop,
+    rerun_after_fixes,
     same_question,
     same_reply_to_other_questions,
-    rerun_after_fixes,
     shell_setup,
     support_chat,
     web_fan_out,
@@ -516,15 +516,25 @@ def test_reruns_after_changes_and_silent_work_run_to_their_end(
 
 
 @pytest.mark.parametrize("integration", EVERY_INTEGRATION)
-@pytest.mark.parametrize("lookup", [True, False], ids=["lookup", "reply"])
 def test_n18_the_same_question_answered_as_before_runs_to_its_end(
-    lookup: bool, integration: Integration
+    integration: Integration,
 ) -> None:
     """N18: a customer asks for an order's status six times on one thread; the bot looks it
-    up (or answers from the thread) and gives the same true answer each time. Every
-    integration reads the human message's words and lets each invocation answer."""
-    case = partial(same_question, lookup=lookup)
-    assert_ran_to_its_end(run_agent(case, integration), case)
+    up and gives the same true answer each time. Every integration reads the human
+    message's words and lets each invocation answer."""
+    assert_ran_to_its_end(run_agent(same_question, integration), same_question)
+
+
+@pytest.mark.parametrize(("integration", "on_stop"), EVERY_GUARD)
+def test_n18_the_same_answer_without_a_lookup_is_stopped_as_r9(
+    integration: Integration, on_stop: Literal["raise", "end"]
+) -> None:
+    """The same question answered alike with no lookup between is §12 R9 (an app's own note
+    repeated reads the same): stopped as the detector stops it, no later."""
+    case = partial(same_question, lookup=False)
+    ran = run_agent(case, integration, on_stop=on_stop)
+    assert ran.stop is Signal.REPEATED_ASSISTANT_RESPONSE
+    assert_stopped_as_the_detector_does(ran, case)
 
 
 @pytest.mark.parametrize(("integration", "on_stop"), EVERY_GUARD)

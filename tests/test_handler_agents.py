@@ -492,22 +492,35 @@ def test_korean_locale_gives_a_korean_stop_message(build: Callable[..., Any], ho
 # --- scope="thread" -------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("scope", "stopped_at"), [("thread", 3), ("run", None)])
+_ASKED = ("read a.py", "show me a.py", "and a.py once more")
+_SAME_ASKED = ("read a.py again",) * 3
+
+
+@pytest.mark.parametrize(
+    ("scope", "asked", "stopped_at"),
+    [("thread", _ASKED, 3), ("thread", _SAME_ASKED, None), ("run", _ASKED, None)],
+    ids=["thread-3", "thread-same-question", "run"],
+)
 def test_loop_spread_over_invocations_of_one_thread(
-    build: Callable[..., Any], how: str, scope: str, stopped_at: int | None
+    build: Callable[..., Any],
+    how: str,
+    scope: str,
+    asked: tuple[str, ...],
+    stopped_at: int | None,
 ) -> None:
     """scope="thread": each new message makes the read a.py progress (SPEC §11 N3), but the
     same reply to each new message, the third time, is a conversation going round (SPEC §12
-    R9); scope="run" sees three short runs."""
+    R9), unless the message is the same question again, answered as before (§14 N18);
+    scope="run" sees three short runs."""
     read_file = scripted_tool("read_file", "contents")
     model = ScriptedChatModel(script=[call("read_file", {"path": "a.py"}), "Here it is."] * 3)
     agent = build(model, [read_file], checkpointer=InMemorySaver())
     handler = guard(scope=scope)
     config: RunnableConfig = {"callbacks": [handler], "configurable": {"thread_id": "chat-1"}}
     stops: list[tuple[int, Signal, str | None]] = []
-    for invocation in (1, 2, 3):
+    for invocation, text in enumerate(asked, start=1):
         try:
-            drive(agent, how, "read a.py again", config)
+            drive(agent, how, text, config)
         except LoopDetected as error:
             stops.append((invocation, error.signal, error.run_id))
     assert stops == ([(3, Signal.REPEATED_ASSISTANT_RESPONSE, "chat-1")] if stopped_at else [])

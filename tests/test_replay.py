@@ -212,6 +212,10 @@ def test_replay_knows_a_question_asked_again(asked: str, tmp_path: Path) -> None
         question = questions[0] if asked == "the same question" else questions[n % 3]
         detector.user_message(question)
         detector.turn_start()
+        detector.assistant_message("", [("get_order", {"id": "A-10234"})])
+        detector.tool_call("get_order", {"id": "A-10234"}, call_id=f"c{n}")
+        detector.tool_result("get_order", '{"status": "shipped"}', call_id=f"c{n}")
+        detector.turn_start()
         live.append(detector.assistant_message("It shipped on December 2 with UPS.", []))
         if live[-1].stops:
             break

@@ -133,22 +133,19 @@ def _reread_between_news() -> Scenario:
 
 
 @pytest.mark.parametrize(
-    ("scenario", "settings", "signal", "limit", "why"),
+    ("scenario", "signal", "limit", "why"),
     [
+        pytest.param(reworded_plan("sql-plan"), Signal.REPLY_CYCLE, 4, "reworded", id="reworded"),
         pytest.param(
-            reworded_plan("sql-plan"), {}, Signal.REPLY_CYCLE, 4, "reworded", id="reworded"
+            _rollout_never_lands(), Signal.REPEATED_TOOL_CALL, 7, "wait", id="wait-for-act"
         ),
-        pytest.param(
-            _rollout_never_lands(), {}, Signal.REPEATED_TOOL_CALL, 7, "wait", id="wait-for-act"
-        ),
-        pytest.param(_stuck_scroll(), {}, Signal.REPEATED_TOOL_CALL, 4, "paging", id="paging"),
-        pytest.param(_reread_between_news(), {}, Signal.TOOL_FREQUENCY, 5, "news", id="news"),
+        pytest.param(_stuck_scroll(), Signal.REPEATED_TOOL_CALL, 4, "paging", id="paging"),
+        pytest.param(_reread_between_news(), Signal.TOOL_FREQUENCY, 5, "news", id="news"),
     ],
 )
 @pytest.mark.parametrize("locale", ["en", "ko"])
 def test_a_limit_above_its_key_says_why(
     scenario: Scenario,
-    settings: dict[str, object],
     signal: Signal,
     limit: int,
     why: str,
@@ -157,7 +154,7 @@ def test_a_limit_above_its_key_says_why(
     """A stop whose limit is not the configured value of its signal's key ("limit 4" under
     ``repeat_assistant_threshold=3``) says why, in the user's language; the defaults are 3
     and 4, so each limit here differs from them."""
-    seen = drive(scenario, locale=locale, **settings)
+    seen = drive(scenario, locale=locale)
     assert seen.stop is not None
     verdict = seen.stop
     assert (verdict.signal, verdict.threshold, verdict.raised) == (signal, limit, why)
@@ -189,7 +186,9 @@ def test_a_window_limit_raised_by_a_tool_s_own_limit_names_it() -> None:
         verdict = detector.tool_call(name, args, call_id=f"c{n}")
         if verdict.stops:
             break
-        detector.tool_result(name, "SKU A-1: 4 in stock" if name == "lookup" else "", call_id=f"c{n}")
+        detector.tool_result(
+            name, "SKU A-1: 4 in stock" if name == "lookup" else "", call_id=f"c{n}"
+        )
     assert verdict.signal is Signal.TOOL_FREQUENCY
     assert (verdict.threshold, verdict.raised) == (5, "tool")
     assert "`repeat_frequency_threshold`" in verdict.message

@@ -42,6 +42,7 @@ from langchain_loop_guard._core._signature import (
     question_key,
     reply_sketch,
     result_digests,
+    talk,
 )
 from langchain_loop_guard._core._verdict import ALLOW, Action, Verdict, reason
 from langchain_loop_guard._core._view import (
@@ -336,19 +337,15 @@ class LoopDetector:
             return ALLOW
         count = _count(tool_calls)
         events = self._events
-        if events is None:
+        if events is None and self._judge.aware and count:
             # a message that calls tools is left to the tool-call signals: no key needed
-            if self._judge.aware and count:
-                return self._judge.assistant_message(None, None, count, in_context)
-            key = assistant_key(text)
-            sketched = key is not None and self._limits.sketches_replies
-            sketch = reply_sketch(text) if sketched else None
-            return self._judge.assistant_message(key, sketch, count, in_context)
-        key = assistant_key(text)
-        sketch = reply_sketch(text) if key is not None else None
-        verdict = self._judge.assistant_message(key, sketch, count, in_context)
-        fields = {"digest": key, "near": sketch, "calls": count, "in_context": in_context}
-        events.emit("assistant_message", verdict, tokens=tokens, **fields)
+            return self._judge.assistant_message(None, None, count, in_context)
+        sketched = events is not None or self._limits.sketches_replies
+        key, sketch, spoke = _answer_of(text, count, sketched=sketched)
+        verdict = self._judge.assistant_message(key, sketch, count, in_context, talk=spoke)
+        if events is not None:
+            fields = {"digest": key, "near": sketch, "calls": count, "in_context": in_context}
+            events.emit("assistant_message", verdict, tokens=tokens, talk=spoke, **fields)
         return verdict
 
     def user_message(self, text: object = None) -> Verdict:
@@ -356,13 +353,9 @@ class LoopDetector:
 
         It lifts a trip (the user saw the stop and answered), and the successful calls before
         it no longer count as repeats of the calls after it (asking for the same thing in a
-        new turn is no loop, SPEC §11 N3). Failures still do: the same failing call after
-        every new message is a loop (R7), and so are the error and response streaks.
-
-        Args:
-            text: the message's text (or content blocks), when known: the same question
-                asked again and answered as before is consistency, not a repeated response
-                (SPEC §14 N18). Only a digest of its words is kept.
+        new turn is no loop, SPEC §11 N3). Failures still do (R7), and so do the error and
+        response streaks, but for the same ``text`` (the message, when known: a digest is
+        kept) asked again and answered as before, which is consistency (SPEC §14 N18).
         """
         if self._off:
             return ALLOW
@@ -415,7 +408,8 @@ class LoopDetector:
             )
         elif kind == "assistant_message":
             near, calls, in_context = event.near, event.calls, event.in_context
-            verdict = self._judge.assistant_message(value, near, calls, in_context)
+            talked = event.talk and not calls
+            verdict = self._judge.assistant_message(value, near, calls, in_context, talk=talked)
         else:
             verdict = self._record.soft()
         if self._events is not None:
@@ -426,6 +420,14 @@ class LoopDetector:
         if self._events is not None:
             self._events.emit(kind, verdict)
         return verdict
+
+
+def _answer_of(text: str, calls: int, *, sketched: bool) -> tuple[str | None, str | None, bool]:
+    """An answer's key, its word sketch (if ``sketched``) and whether it was talk (§14 N19)."""
+    key = assistant_key(text)
+    if key is None:
+        return None, None, False
+    return key, reply_sketch(text) if sketched else None, not calls and talk(text)
 
 
 def _count(items: Iterable[object]) -> int:

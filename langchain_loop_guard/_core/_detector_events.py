@@ -44,6 +44,8 @@ class DetectorEvent:
         info: a result's information digest (its text without the call's argument values).
         tokens: the tokens the model call of an assistant message reported (``None``: not
             reported), a plain number the integrations read; the detector only passes it on.
+        talk: whether an assistant message without tool calls was talk (words, no would-be
+            call in them: SPEC §14 N19), which fails no turn.
         elapsed: the run's elapsed time when the event was decided, in seconds (the clock
             reading the decision used, so a replay driven by it decides the same).
         verdict: what the detector decided.
@@ -59,6 +61,7 @@ class DetectorEvent:
     near: str | None = None
     info: str | None = None
     tokens: int | None = None
+    talk: bool = False
     elapsed: float = 0.0
     verdict: Verdict = ALLOW
 
@@ -94,5 +97,8 @@ class Emitter:
         self._listener(DetectorEvent(kind="reset", elapsed=0.0))
 
 
-_CARRIED = ("tool", "digest", "call_id", "error", "calls", "in_context", "near", "info", "tokens")
+_CARRIED = (
+    *("tool", "digest", "call_id", "error", "calls", "in_context", "near", "info", "tokens"),
+    "talk",
+)
 """The fields a replayed event passes on to the listener as they are."""

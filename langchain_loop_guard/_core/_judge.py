@@ -127,12 +127,19 @@ class Judge:
         return record.soft()
 
     def assistant_message(
-        self, key: str | None, sketch: str | None, calls: int, in_context: bool
+        self,
+        key: str | None,
+        sketch: str | None,
+        calls: int,
+        in_context: bool,
+        *,
+        talk: bool = False,
     ) -> Verdict:
         """A model answer: its key and word sketch (``None``: no text, or not sketched), how
-        many calls it makes, and whether the model's input held the run's previous answer."""
+        many calls it makes, whether the model's input held the run's previous answer, and
+        whether an answer without calls was talk (SPEC §14 N19)."""
         view, record = self.view, self.record
-        view.add_answer(calls=calls, in_context=in_context)
+        view.add_answer(calls=calls, in_context=in_context, talk=talk)
         reply = key is not None and not (self.aware and calls)
         if reply:
             view.add_reply(key or "", sketch, in_context=in_context)

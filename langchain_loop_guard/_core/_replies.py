@@ -18,9 +18,10 @@ __all__ = ["Replies", "Reply", "alike"]
 Reply = tuple[str, str | None]
 """A reply as the run keeps it: its key, and its word sketch (``None``: not sketched)."""
 
-TOOL_NEWS, HUMAN_NEWS, ASKED_AGAIN = 1, 2, 4
+TOOL_NEWS, HUMAN_NEWS, ASKED_AGAIN, LOOKED_UP = 1, 2, 4, 8
 """What came since the last reply (bits of :attr:`Replies.informed`): news from a tool, a
-human message, and whether the latest human message is the one the last reply answered."""
+human message, whether the latest human message is the one the last reply answered, and
+whether a tool call succeeded (news or not)."""
 
 
 class Replies:
@@ -52,9 +53,10 @@ class Replies:
         kept = max(kept, 1)
         self.recent = self.recent[max(0, len(self.recent) - kept) :]
 
-    def tool_news(self) -> None:
-        """A tool brought something new (or did work) since the last reply."""
-        self.informed |= TOOL_NEWS
+    def tool_result(self, *, news: bool, failed: bool) -> None:
+        """A tool answered since the last reply: with ``news`` (something new, or work done),
+        or, unless it ``failed``, a lookup (what it brought may be seen already)."""
+        self.informed |= (TOOL_NEWS if news else 0) | (0 if failed else LOOKED_UP)
 
     def human_news(self, question: str | None = None) -> None:
         """A new human message came since the last reply; ``question`` is its key
@@ -64,6 +66,7 @@ class Replies:
             self.informed |= ASKED_AGAIN
         else:
             self.informed &= ~ASKED_AGAIN
+        self.informed &= ~LOOKED_UP  # only a lookup made for this message answers it
         self.question = question
 
     def add(self, reply: Reply, *, in_context: bool, aware: bool, kept: int) -> None:
@@ -77,9 +80,11 @@ class Replies:
         last, count = self.streak
         fresh = bool(informed & TOOL_NEWS and aware) or not in_context
         previous = self.recent[-1] if self.recent else None
-        if informed & ASKED_AGAIN and aware and previous is not None and alike(previous, reply):
-            # the same question again, answered as before: consistency (SPEC §14 N18); the
-            # exchange is the one the streaks hold already, repeated by the human
+        again = informed & (ASKED_AGAIN | LOOKED_UP) == ASKED_AGAIN | LOOKED_UP
+        if again and aware and previous is not None and alike(previous, reply):
+            # the same question again, looked up again and answered as before: consistency
+            # (SPEC §14 N18), the exchange the streaks hold already. Without a lookup, an
+            # app's own note repeated inside a run reads the same: that is §12 R9's loop
             return
         self.streak = (key, 1 if fresh or key != last else count + 1)
         if (

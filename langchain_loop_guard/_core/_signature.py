@@ -39,11 +39,12 @@ __all__ = [
     "error_text",
     "near_reply",
     "normalize_outcome",
-    "question_key",
     "outcome",
     "outcome_digest",
+    "question_key",
     "reply_sketch",
     "reworded_reply",
+    "talk",
 ]
 
 # One BLAKE2b per domain, personalized by its tag, so domains never collide; each digest copies
@@ -577,3 +578,19 @@ def question_key(text: object) -> str | None:
     if not words:
         return None
     return _tagged(_QUESTION_HASH, " ".join(words).encode("utf-8", "surrogatepass"))
+
+
+_WOULD_BE_CALL = re.compile(
+    r"```|~~~|<\|[a-z_]+\|>|</?(?:function|tool_call|tool_use|invoke|execute|bash)\b"
+    r"|\"(?:name|tool|function)\"\s*:\s*\"[^\"]*\"\s*,\s*\"(?:arguments|args|parameters|input)\"\s*:",
+    re.IGNORECASE,
+)
+
+
+def talk(text: object) -> bool:
+    """Whether an answer without tool calls is talk: words, with no would-be call in them (a
+    fenced block of code or commands, call markup, a JSON call). Talk that brings new words is
+    not a failing turn; an answer a harness rejected, because it held a call it could not run,
+    still is (SPEC §14 N19)."""
+    whole = _bounded(_text_of(text))
+    return bool(whole.strip()) and _WOULD_BE_CALL.search(whole) is None

@@ -271,15 +271,15 @@ class RunView:
         self.expected, self.results, self.worked, self.judged = None, 0, False, False
         self.batch, self.due = None, 0
 
-    def add_answer(self, *, calls: int, in_context: bool) -> None:
-        """The model answered: with ``calls`` tool calls, or none (an answer, which fails the
-        turn only if the model is asked again without a new human message, SPEC §12 N8)."""
+    def add_answer(self, *, calls: int, in_context: bool, talk: bool = False) -> None:
+        """The model answered: with ``calls`` tool calls, or none (which fails the turn if the
+        model is asked again without a human message, §12 N8, unless it was talk, §14 N19)."""
         self.failing_grew = self.quiet_grew = False
         if calls:
             self.expected = calls
             self.batch, self.due = None, calls
             return
-        if in_context and not self.judged:
+        if in_context and not self.judged and not (talk and self.limits.aware):
             self.judged = True
             self.answered = True
 
@@ -343,8 +343,7 @@ class RunView:
             )
             call.brought = brought & ~UNSEEN_FAILURE  # the turn's, not the call's
             self.brought |= brought
-            if brought & (NEW | WORK):
-                self.replies.tool_news()
+            self.replies.tool_result(news=bool(brought & (NEW | WORK)), failed=failed)
             if brought != NEUTRAL:
                 self._note_tool(name)
             if failed and name not in self.failing_tools:
@@ -366,11 +365,9 @@ class RunView:
         return False
 
     def user_message(self, question: str | None = None) -> None:
-        """A new human message (``question``: its key, when known): new information for every
-        count of calls and errors (SPEC §13 N13, which withdrew §11 R7): no call before it is a
-        repeat of a call after it. What the run has seen stays seen (a lookup answered as before
-        brings nothing new to a reply), and the replies' streaks go on (R9, R14 say when they
-        stop; §14 N18 that the same question answered as before is no repeat)."""
+        """A new human message (``question``: its key): new information for every count of
+        calls and errors (SPEC §13 N13, which withdrew §11 R7). What the run has seen stays
+        seen, and the replies' streaks go on (R9, R14; §14 N18 for a question asked again)."""
         self.calls.clear()  # no call before it repeats one after it, nor fails the same way
         self.sigs.clear()
         self.batch, self.due = None, 0

@@ -30,6 +30,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from contextlib import AbstractContextManager
 
+    from langchain_loop_guard._integrations._model_answer import ModelAnswer
+
 __all__ = ["CallbackRun", "Root", "RunTree"]
 
 _MAX_CLOSED = 2048  # ended runs remembered (late events arrive within moments of the end)
@@ -70,27 +72,20 @@ class CallbackRun(Run):
         """Feed a tool call, digested beforehand."""
         return self.decide("digested_call", name, signature, call_id)
 
-    def answer(
-        self,
-        key: str | None,
-        sketch: str | None,
-        answer_id: str | None,
-        named: Sequence[_Named],
-        model_run: UUID,
-        *,
-        tokens: int | None = None,
-    ) -> Verdict:
+    def answer(self, answer: ModelAnswer, model_run: UUID) -> Verdict:
         """Feed a model's answer: it repeats the previous one only if the model's input held that
         one (SPEC §11 N2). An answer with several calls, one of which would stop the run, is
         stopped whole: refusing only that call's tool would not keep its parallel siblings from
         running."""
+        key, named, answer_id = answer.key, answer.named, answer.answer_id
         event = DetectorEvent(
             kind="assistant_message",
             digest=key,
-            near=sketch,
+            near=answer.sketch,
             calls=len(named),
             in_context=self.in_context.pop(model_run, True),
-            tokens=tokens,
+            tokens=answer.tokens,
+            talk=answer.talk,
         )
         verdict = self.decide("replay", event)
         self.said = (answer_id, "" if answer_id else key or "")  # the key: only without an id

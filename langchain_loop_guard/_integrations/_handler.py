@@ -309,10 +309,8 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
             held = False
             if run is not None and tracked:
                 answer.spent(run.ledger, run.detector.config.ignore_tools)
-                key, named = answer.key, answer.named
-                verdict = run.answer(
-                    key, answer.sketch, answer.answer_id, named, run_id, tokens=answer.tokens
-                )
+                named = answer.named
+                verdict = run.answer(answer, run_id)
                 if verdict.stops:  # its calls are refused, never counted as unexecuted ones
                     held = self._tree.hold(run, run_id, parent_run_id, verdict)
                 else:

@@ -11,7 +11,7 @@ from langchain_core.messages import AIMessage
 
 from langchain_loop_guard._core._canonical import call_signature
 from langchain_loop_guard._core._public import safe_tool_name
-from langchain_loop_guard._core._signature import arg_tokens, assistant_key, reply_sketch
+from langchain_loop_guard._core._signature import arg_tokens, assistant_key, reply_sketch, talk
 from langchain_loop_guard._integrations._cost import answer_usage
 
 if TYPE_CHECKING:
@@ -27,7 +27,7 @@ class ModelAnswer:
     """One model answer, digested: what :meth:`CallbackRun.answer` and the run's cost ledger
     take of it."""
 
-    __slots__ = ("answer_id", "key", "named", "sketch", "usage")
+    __slots__ = ("answer_id", "key", "named", "sketch", "talk", "usage")
 
     def __init__(
         self,
@@ -46,6 +46,7 @@ class ModelAnswer:
         self.key = assistant_key(text)
         sketched = self.key is not None and not tool_calls and compared
         self.sketch = reply_sketch(text) if sketched else None
+        self.talk = self.key is not None and not tool_calls and talk(text)  # SPEC §14 N19
         acts = limits.acts
         self.named = [
             (n, call_signature(n, args), i, arg_tokens(args, n, acts(n, hinted(n))))

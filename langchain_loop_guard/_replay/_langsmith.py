@@ -34,6 +34,7 @@ from langchain_loop_guard._core._signature import (
     assistant_key,
     outcome,
     reply_sketch,
+    talk,
 )
 from langchain_loop_guard._replay._langsmith_messages import (
     Volatile,
@@ -166,6 +167,7 @@ class _Run:
     call_id: str | None = None  # a tool run: the model's call it executes
     key: str | None = None  # a model run: the assistant key of its answer
     sketch: str | None = None  # a model run answering without calls: its reply's word sketch
+    talk: bool = False  # a model run answering without calls: talk (SPEC §14 N19)
     calls: tuple[tuple[str, str, str], ...] = ()  # a model run's calls: (id, name, signature)
     answers: Mapping[str, tuple[bool, Outcome]] | None = None  # tool messages in its input
     feedback: tuple[float, float] | None = None  # (average, count) of the key asked for
@@ -285,6 +287,7 @@ def _run(
         answered = run.end is not None or bool(calls)
         run.key = assistant_key(text) if answered and not failed else None
         run.sketch = reply_sketch(text) if run.key is not None and not calls else None
+        run.talk = run.key is not None and not calls and talk(text)
         run.answers = tool_answers(inputs or {}, volatile) or None
         run.tokens = model_tokens(obj, outputs or {})
     elif kind == "tool":
@@ -474,6 +477,7 @@ def _events(key: str, runs: list[_Run]) -> Iterator[TraceItem]:
                 digest=run.key,
                 near=run.sketch,
                 calls=len(run.calls),
+                talk=run.talk,
                 tokens=run.tokens,
             )
         elif phase == "start":

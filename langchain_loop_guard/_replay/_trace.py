@@ -73,7 +73,7 @@ _FIELDS: Final[Mapping[str, frozenset[str]]] = {
     "user_message": frozenset({"d"}),  # the digest of its words, when the host knew them
     "tool_call": frozenset({"tool", "d", "id"}),
     "tool_result": frozenset({"tool", "d", "id", "outcome", "n", "i"}),
-    "assistant_message": frozenset({"d", "calls", "ctx", "n", "u"}),
+    "assistant_message": frozenset({"d", "calls", "ctx", "n", "u", "talk"}),
 }
 _REQUIRED: Final[Mapping[str, frozenset[str]]] = {
     **{kind: frozenset() for kind in (*_BARE, "user_message")},
@@ -158,6 +158,8 @@ def encode_event(run: str, event: DetectorEvent, *, secret: bytes | None = None)
             line["n"] = _public_sketch(event.near, secret)
         if event.tokens is not None:
             line["u"] = event.tokens  # the tokens the model call reported: a count, no content
+        if event.talk:
+            line["talk"] = True  # an answer without calls that was talk (SPEC §14 N19)
     verdict = event.verdict
     if verdict.signal is not None:
         encoded: dict[str, Any] = {
@@ -402,6 +404,9 @@ def decode_event(path: str | os.PathLike[str], number: int, line: Mapping[str, A
     in_context = line.get("ctx", True)
     if type(in_context) is not bool:
         raise fail(f'"ctx" must be true or false, not {quoted(in_context)}')
+    spoke = line.get("talk", False)
+    if type(spoke) is not bool:
+        raise fail(f'"talk" must be true or false, not {quoted(spoke)}')
     tokens = line.get("u")
     if tokens is not None and (type(tokens) is not int or tokens < 0):
         raise fail(f'"u" must be a whole number of tokens (at least 0), not {quoted(tokens)}')
@@ -419,6 +424,7 @@ def decode_event(path: str | os.PathLike[str], number: int, line: Mapping[str, A
         near=near,
         info=info,
         tokens=tokens,
+        talk=spoke,
         elapsed=float(elapsed),
         verdict=_decode_verdict(line.get("verdict"), fail),
     )

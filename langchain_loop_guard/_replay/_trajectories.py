@@ -24,7 +24,13 @@ from typing import Any, Final
 
 from langchain_loop_guard._core._canonical import call_signature
 from langchain_loop_guard._core._detector import DetectorEvent
-from langchain_loop_guard._core._signature import arg_tokens, assistant_key, outcome, reply_sketch
+from langchain_loop_guard._core._signature import (
+    arg_tokens,
+    assistant_key,
+    outcome,
+    reply_sketch,
+    talk,
+)
 from langchain_loop_guard._replay._langsmith_messages import Volatile
 from langchain_loop_guard._replay._sources import json_type
 from langchain_loop_guard._replay._trace import TraceFormatError, TraceItem, cut_tool_name, quoted
@@ -102,6 +108,7 @@ def _event(
             digest=key,
             near=reply_sketch(text or "") if key is not None and not calls else None,
             calls=len(calls),
+            talk=key is not None and not calls and talk(text),
         )
     name, call_id = event.get("name"), event.get("id")
     if not isinstance(name, str) or not name:
