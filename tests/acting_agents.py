@@ -426,3 +426,20 @@ def rejected_replies(replies: int = 8) -> Scenario:
             )
         )
     return Scenario("rejected-replies", script, {})
+
+
+def coder_and_executor(rounds: int = 10) -> Scenario:
+    """N19 in a coding group chat: a coder agent writes a fenced block of code, an executor
+    agent answers with its output in words, ten rounds; no tool call at all."""
+    script: list[Any] = []
+    for n in range(rounds):
+        script.append(
+            Turn(
+                text=f"coder: Step {n}: compute the cohort churn for month {n + 1}.\n"
+                f"```python\nprint(churn(cohort='2026-{n + 1:02d}'))\n```"
+            )
+        )
+        script.append(
+            Turn(text=f"executor: exit code 0. The churn for month {n + 1} is {4 + n * 0.7:.1f}%.")
+        )
+    return Scenario("coder-and-executor", script, {})

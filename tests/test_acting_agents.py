@@ -14,6 +14,7 @@ from acting_agents import (
     GROUP_CHAT,
     block_updates,
     calendar_events,
+    coder_and_executor,
     deliberate_failures,
     echoing_search,
     failing_batch,
@@ -270,3 +271,11 @@ def test_n19_replies_a_harness_rejects_are_still_failing_turns() -> None:
     assert seen.stop is not None
     assert seen.stop.signal is Signal.FAILING_TURNS
     assert seen.turns == 7  # the 6th failing turn is judged when the 7th begins
+
+
+def test_n19_talk_between_fenced_code_ends_the_failing_streak() -> None:
+    """N19: a coder's fenced code answered by an executor's words, ten rounds without a
+    tool: each answer in words ends the streak, so no string of failing turns grows."""
+    seen = drive(coder_and_executor())
+    assert seen.stop is None, seen.stop
+    assert seen.turns == 20

@@ -234,7 +234,7 @@ def test_tool_frequency_counts_one_answer_once() -> None:
 def test_an_answer_without_a_call_fails_its_turn_only_when_the_model_is_asked_again() -> None:
     """N8: an answer ends the turn; it fails only when another model call follows without a
     new human message (a format check rejecting the call written in it, say); talk never
-    does (§14 N19)."""
+    does, and ends the streak (§14 N19)."""
     d = LoopDetector(clock=lambda: 0.0)
     for _ in range(10):
         d.user_message()
@@ -245,7 +245,7 @@ def test_an_answer_without_a_call_fails_its_turn_only_when_the_model_is_asked_ag
     assert d._view.failing == 1
     d.assistant_message("An answer in words only, without a command in it.")
     d.turn_start()
-    assert d._view.failing == 1
+    assert d._view.failing == 0  # talk ends the streak
 
 
 _WORDS = iter(

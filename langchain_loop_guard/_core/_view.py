@@ -273,15 +273,17 @@ class RunView:
 
     def add_answer(self, *, calls: int, in_context: bool, talk: bool = False) -> None:
         """The model answered: with ``calls`` tool calls, or none (which fails the turn if the
-        model is asked again without a human message, §12 N8, unless it was talk, §14 N19)."""
+        model is asked again without a human message, §12 N8; talk ends the streak, §14 N19)."""
         self.failing_grew = self.quiet_grew = False
         if calls:
             self.expected = calls
             self.batch, self.due = None, calls
             return
-        if in_context and not self.judged and not (talk and self.limits.aware):
-            self.judged = True
-            self.answered = True
+        talked = talk and self.limits.aware
+        if talked and not self.judged and self.results == 0:
+            self.failing, self.failing_new, self.failing_tools = 0, 0, ()
+        elif in_context and not self.judged and not talked:
+            self.judged = self.answered = True
 
     def add_reply(self, key: str, sketch: str | None, *, in_context: bool) -> None:
         """An answer with text and no tool call (:meth:`Replies.add`)."""
