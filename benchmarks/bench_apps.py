@@ -37,8 +37,8 @@ made once, as an app makes them once per process):
   ``run_inline``, every ``ignore_*``); handler: ``LoopGuardCallbackHandler()``. Both go in the
   run's ``callbacks``.
 * middleware floor: :class:`FloorMiddleware`, the hooks ``LoopGuardMiddleware`` defines
-  (before/after agent, after model, wrap model call; sync and async, ``awrap_model_call`` a
-  plain method as the guard's) and a private state key, doing nothing; middleware:
+  (wrap model call, after agent; sync and async, ``awrap_model_call`` a plain method as the
+  guard's) and a private state key, doing nothing; middleware:
   ``LoopGuardMiddleware()``. Every agent of the app gets it (the sub-agents too).
 * node floor: a node returning nothing, wired with the guard's edges (``START``, the model
   node and the tool node all lead to it; a router, :func:`floor_route`, that sends an
@@ -72,10 +72,10 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any, NotRequired, TypedDict
 
 from _harness import Row
-from bench_agent import SameHooksMiddleware, no_op_like
+from bench_agent import no_op_like
 from langchain.agents import create_agent
 from langchain.agents.middleware import AgentMiddleware, AgentState, ToolCallLimitMiddleware
-from langchain.agents.middleware.types import PrivateStateAttr, hook_config
+from langchain.agents.middleware.types import PrivateStateAttr
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
 from langchain_core.runnables import RunnableLambda
@@ -104,16 +104,12 @@ class FloorAgentState(AgentState[Any]):
     floor_guard_stop: NotRequired[dict[str, Any] | None]
 
 
-class FloorMiddleware(SameHooksMiddleware):
-    """The hooks ``LoopGuardMiddleware`` defines, doing nothing, with a private state key."""
+class FloorMiddleware(AgentMiddleware[Any, Any, Any]):
+    """The hooks ``LoopGuardMiddleware`` defines (wrap model call, after agent; sync and
+    async, ``awrap_model_call`` a plain method as the guard's), doing nothing, with a private
+    state key."""
 
     state_schema = FloorAgentState
-
-    def before_agent(self, state: Any, runtime: Any) -> None:
-        """Nothing."""
-
-    async def abefore_agent(self, state: Any, runtime: Any) -> None:
-        """Nothing."""
 
     def after_agent(self, state: Any, runtime: Any) -> None:
         """Nothing."""
@@ -121,13 +117,16 @@ class FloorMiddleware(SameHooksMiddleware):
     async def aafter_agent(self, state: Any, runtime: Any) -> None:
         """Nothing."""
 
-    @hook_config(can_jump_to=["end", "model"])
-    def after_model(self, state: Any, runtime: Any) -> None:
-        """Nothing."""
+    def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        """Call the model."""
+        return handler(request)
 
-    @hook_config(can_jump_to=["end", "model"])
-    async def aafter_model(self, state: Any, runtime: Any) -> None:
-        """Nothing."""
+    def awrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        """Call the model (the coroutine of it)."""
+        return self._call(request, handler)
+
+    async def _call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        return await handler(request)
 
 
 def floor_node(state: Any) -> None:

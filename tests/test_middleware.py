@@ -92,18 +92,22 @@ def _node_update(result: ModelResponse[Any] | ExtendedModelResponse[Any]) -> dic
 
 
 def _step(guard: LoopGuardMiddleware, state: dict[str, Any], answer: AIMessage) -> Any:
-    """Run the model node (the model answers ``answer``), then ``after_model``, on ``state``.
+    """Run the model node (the model answers ``answer``, and the guard decides it) on ``state``.
 
-    Returns ``after_model``'s update, or ``None`` when the guard ended the run before the
-    model was called.
+    Returns what the guard decided about the answer: the node's update without the messages
+    up to the answer, or ``None`` when the guard ended the run before the model was called
+    or changed nothing.
     """
     update, called = _model_node(guard, state, answer)
     _apply(state, update)
-    if not called:
+    if not called or update is None:
         return None
-    update = guard.after_model(state, None)  # type: ignore[arg-type]
-    _apply(state, update)
-    return update
+    decided = {key: value for key, value in update.items() if key != "messages"}
+    messages = update.get("messages", [])
+    after = messages[[m.id for m in messages].index(answer.id) + 1 :]
+    if after:
+        decided["messages"] = after
+    return decided or None
 
 
 def _apply(state: dict[str, Any], update: dict[str, Any] | None) -> None:
