@@ -17,7 +17,15 @@ from langchain.agents.middleware.types import (
     ModelResponse,
     PrivateStateAttr,
 )
-from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, RemoveMessage, SystemMessage
+from langchain_core.messages import (
+    AIMessage,
+    AnyMessage,
+    BaseMessage,
+    RemoveMessage,
+    SystemMessage,
+    ToolMessage,
+)
+from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.runtime import Runtime
 from langgraph.types import Command, interrupt
 
@@ -138,18 +146,27 @@ class LoopGuardMiddleware(GraphGuard, AgentMiddleware[LoopGuardAgentState, Any, 
 
     # --- hooks ----------------------------------------------------------------------------------
 
-    def after_agent(self, state: LoopGuardAgentState, runtime: Runtime[Any]) -> None:
+    def after_agent(
+        self, state: LoopGuardAgentState, runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
         """Raise the stop of ``on_stop="raise"`` now that its answers are saved (the model step
         answered them and ended the run; raising there would have discarded them with the
-        step). The guard's only graph node, once per run: everything else is decided in
-        :meth:`wrap_model_call`, inside the model's own step."""
+        step); else drop a second answer an app's after-model hook gave a call the guard had
+        answered (:func:`_second_answers`). The guard's only graph node, once per run:
+        everything else is decided in :meth:`wrap_model_call`, inside the model's own step."""
         halt = self._pending_halt(state["messages"], state.get(STATE_KEY))
         if halt is not None:
             raise halt
+        if self.mode == "off":
+            return None
+        removed = _second_answers(state["messages"])
+        return {"messages": removed} if removed else None
 
-    async def aafter_agent(self, state: LoopGuardAgentState, runtime: Runtime[Any]) -> None:
+    async def aafter_agent(
+        self, state: LoopGuardAgentState, runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
         """:meth:`after_agent`, for async runs."""
-        self.after_agent(state, runtime)
+        return self.after_agent(state, runtime)
 
     def wrap_model_call(
         self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]
@@ -198,7 +215,8 @@ class LoopGuardMiddleware(GraphGuard, AgentMiddleware[LoopGuardAgentState, Any, 
         state = request.state
         if not state:  # a request built outside an agent run
             return _Turn(self._with_hint(request))
-        messages, stored = state["messages"], state.get(STATE_KEY)
+        messages: Sequence[AnyMessage] = state["messages"]
+        stored = state.get(STATE_KEY)
         halt = self._pending_halt(messages, stored) or self._unraised_halt(stored)
         if halt is not None:  # held, and an app's hook sent the run back to the model
             raise halt
@@ -212,7 +230,7 @@ class LoopGuardMiddleware(GraphGuard, AgentMiddleware[LoopGuardAgentState, Any, 
                     model_response=done, command=Command(update={"jump_to": "end"})
                 ),
             )
-        marker = self._pause_marker(messages, stored)
+        marker = None if self.mode == "off" else _pause_marker(messages, stored)
         if marker is not None:  # asked now, before any model is paid for (a resume reruns this)
             answer = interrupt(marker.get("payload"), response_schema=RESUME_SCHEMA)
             update = self._guard_pass(
@@ -223,13 +241,13 @@ class LoopGuardMiddleware(GraphGuard, AgentMiddleware[LoopGuardAgentState, Any, 
         prefix: tuple[BaseMessage, ...] = ()
         if self.mode != "off":
             with self.failing_open("LoopGuardMiddleware.wrap_model_call"):
-                prefix, messages = _repaired(request.messages, messages, self.config.locale)
+                prefix, messages = _repaired(messages, self.config.locale)
         update = self._pass_before_model(request, messages, stored)
         if update is not None and update.jump == "end":
             self._remember_end(request, update)
             done = ModelResponse(result=[*prefix, *update.messages])
             return _Turn(request, done=_with_state(done, update))
-        model_messages = messages if prefix else request.messages
+        model_messages = _without(request.messages, prefix) if prefix else request.messages
         if update is not None and update.messages:
             model_messages = [*model_messages, *cast(Any, update.messages)]
         if model_messages is not request.messages:
@@ -246,7 +264,10 @@ class LoopGuardMiddleware(GraphGuard, AgentMiddleware[LoopGuardAgentState, Any, 
         _name_answers(response)
         self._note_context(request, response, before)
         stored = request.state.get(STATE_KEY) if before is None else before.data
-        seen = [*turn.messages, *(before.messages if before else ()), *response.result]
+        seen = cast(
+            list[AnyMessage],
+            [*turn.messages, *(before.messages if before else ()), *response.result],
+        )
         answer = seen[-1] if seen else None
         if isinstance(answer, AIMessage) and answer.id is not None:
             with self._lock:
@@ -287,21 +308,6 @@ class LoopGuardMiddleware(GraphGuard, AgentMiddleware[LoopGuardAgentState, Any, 
             return None
         with self._lock:
             return self._halts.pop(str(marker.get("token")), None)
-
-    def _pause_marker(
-        self, messages: Sequence[AnyMessage], stored: object
-    ) -> Mapping[str, Any] | None:
-        """The interrupt held for this model call (``on_stop="interrupt"`` on a model's answer,
-        decided after the model was paid for), if the answer it is about is still the latest."""
-        if self.mode == "off" or not isinstance(stored, Mapping):
-            return None
-        marker = stored.get("pause")
-        if not isinstance(marker, Mapping) or not messages:
-            return None
-        index = last_ai(messages, len(messages))
-        if index < 0 or any(is_human_input(m) for m in messages[index + 1 :]):
-            return None
-        return marker if messages[index].id == marker.get("ai") else None
 
     def _pass_before_model(
         self, request: ModelRequest[Any], messages: Sequence[AnyMessage], stored: object
@@ -432,21 +438,74 @@ class _Turn:
     """The step's result when the model is not called (a stop, a resumed interrupt)."""
 
 
+def _pause_marker(messages: Sequence[AnyMessage], stored: object) -> Mapping[str, Any] | None:
+    """The interrupt held for this model call (``on_stop="interrupt"`` on a model's answer,
+    decided after the model was paid for), if the answer it is about is still the latest."""
+    marker = stored.get("pause") if isinstance(stored, Mapping) else None
+    if not isinstance(marker, Mapping) or not messages:
+        return None
+    index = last_ai(messages, len(messages))
+    if index < 0 or any(is_human_input(m) for m in messages[index + 1 :]):
+        return None
+    return marker if messages[index].id == marker.get("ai") else None
+
+
 def _repaired(
-    base: Sequence[AnyMessage], messages: Sequence[AnyMessage], locale: str | None
+    messages: Sequence[AnyMessage], locale: str | None
 ) -> tuple[tuple[BaseMessage, ...], Sequence[AnyMessage]]:
-    """At a run's start (a human message after the last model answer), the ``messages``
-    update that answers the calls an earlier run left open, and the repaired thread; else
-    nothing and ``messages`` as they are."""
-    index = last_ai(base, len(base))
-    if not any(is_human_input(m) for m in base[index + 1 :]):
-        return (), messages
-    update = repair_update(base, locale)
+    """The ``messages`` update that drops second answers to the guard's answered calls
+    (:func:`_second_answers`) and, at a run's start (a human message after the last model
+    answer), answers the calls an earlier run left open; and the thread so repaired. Nothing
+    and ``messages`` as they are when nothing needs it."""
+    removed = _second_answers(messages)
+    if removed:
+        gone = {m.id for m in removed}
+        messages = [m for m in messages if m.id not in gone]
+    index = last_ai(messages, len(messages))
+    update = None
+    if any(is_human_input(m) for m in messages[index + 1 :]):
+        update = repair_update(messages, locale)
     if update is None:
-        return (), messages
+        return tuple(removed), messages
     if update and isinstance(update[0], RemoveMessage):
         return tuple(update), cast(Sequence[AnyMessage], update[1:])
-    return tuple(update), [*base, *cast(Sequence[AnyMessage], update)]
+    return (*removed, *update), [*messages, *cast(Sequence[AnyMessage], update)]
+
+
+def _second_answers(messages: Sequence[BaseMessage]) -> list[RemoveMessage]:
+    """Removals of the answers given, after the guard's own, to a call of the latest model
+    answer with calls. The guard decides a model's answer inside the model's step, before any
+    app's after-model hook runs; a hook that answers calls without looking for answers
+    already there (``ToolCallLimitMiddleware`` does not look) can answer one a second time,
+    which providers reject. The first answer (the guard's) is kept."""
+    index = len(messages) - 1
+    while index >= 0 and not _asks(messages[index]):
+        index -= 1
+    guard_answered: set[str] = set()
+    removed: list[RemoveMessage] = []
+    for message in messages[index + 1 :]:
+        if not isinstance(message, ToolMessage):
+            continue
+        if message.tool_call_id in guard_answered and message.id is not None:
+            removed.append(RemoveMessage(id=message.id))
+        elif guard_kind(message) is not None:
+            guard_answered.add(message.tool_call_id)
+    return removed
+
+
+def _asks(message: BaseMessage) -> bool:
+    """Whether ``message`` is a model's answer with tool calls."""
+    return isinstance(message, AIMessage) and bool(message.tool_calls)
+
+
+def _without(messages: Sequence[AnyMessage], update: Sequence[BaseMessage]) -> list[AnyMessage]:
+    """``messages`` after ``update`` (a repair from :func:`_repaired`), for the model's request
+    (which another middleware may have trimmed: only its own messages are kept)."""
+    if update and isinstance(update[0], RemoveMessage) and update[0].id == REMOVE_ALL_MESSAGES:
+        return cast(list[AnyMessage], update[1:])
+    gone = {m.id for m in update if isinstance(m, RemoveMessage)}
+    added = [m for m in update if not isinstance(m, RemoveMessage)]
+    return [*(m for m in messages if m.id not in gone), *cast(Sequence[AnyMessage], added)]
 
 
 def _name_answers(response: ModelResponse[Any]) -> None:
