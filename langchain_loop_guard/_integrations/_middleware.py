@@ -82,7 +82,10 @@ class LoopGuardMiddleware(GraphGuard, AgentMiddleware[LoopGuardAgentState, Any, 
     asked at the next model call, before that model is paid for (a resumed node runs again).
 
     Its place in ``middleware=[...]`` does not matter: it reads every answer in the model's
-    step, before any app's after-model hook can send the run back to the model.
+    step, before any app's after-model hook can send the run back to the model. Such a hook
+    runs after the guard has decided; one that answers a call the guard refused (as
+    ``ToolCallLimitMiddleware`` does, without looking) has its second answer removed at the
+    next model call or when the run ends, so the model never reads two answers to one call.
 
     The detector's state is kept in the agent state under the private key ``"loop_guard"``
     (digests and counters only), so any checkpointer saves it. A run starts with a human
