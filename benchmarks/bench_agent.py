@@ -30,7 +30,6 @@ from typing import Any, cast
 from _harness import Pair, Row, compare_pairs, ratio_row
 from langchain.agents import create_agent
 from langchain.agents.middleware import AgentMiddleware, ToolCallLimitMiddleware
-from langchain.agents.middleware.types import hook_config
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import HumanMessage
 from langgraph.graph import StateGraph
@@ -77,16 +76,15 @@ class SameHooksMiddleware(AgentMiddleware[Any, Any, Any]):
     way (``awrap_model_call`` a plain method returning a coroutine).
 
     Against ``ToolCallLimitMiddleware`` (an ``after_model`` hook only) it measures what
-    LangChain charges for a ``wrap_model_call`` hook, which the guard needs for the prompt
-    hint; against the guard, what the guard's own work costs.
+    LangChain charges for the guard's hook set (``wrap_model_call``, where it decides, and
+    ``after_agent``, once per run) against one after-model node; against the guard, what the
+    guard's own work costs.
     """
 
-    @hook_config(can_jump_to=["end", "model"])
-    def after_model(self, state: Any, runtime: Any) -> None:
+    def after_agent(self, state: Any, runtime: Any) -> None:
         """Nothing."""
 
-    @hook_config(can_jump_to=["end", "model"])
-    async def aafter_model(self, state: Any, runtime: Any) -> None:
+    async def aafter_agent(self, state: Any, runtime: Any) -> None:
         """Nothing."""
 
     def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:

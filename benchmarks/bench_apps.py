@@ -30,12 +30,15 @@ The sides of an app (each built afresh for every run, untimed; the guards and fl
 made once, as an app makes them once per process):
 
 * unguarded: the app as written.
+* tool call limit (``create_agent`` apps only): LangChain's ``ToolCallLimitMiddleware`` with a
+  limit no app reaches (``run_limit=1_000_000``), the released middleware a user would run
+  instead; the middleware's row against it is the one the guard is judged by.
 * handler floor: ``bench_agent``'s no-op handler with the handler's flags (``raise_error``,
   ``run_inline``, every ``ignore_*``); handler: ``LoopGuardCallbackHandler()``. Both go in the
   run's ``callbacks``.
 * middleware floor: :class:`FloorMiddleware`, the hooks ``LoopGuardMiddleware`` defines
-  (before/after agent, after model, wrap model call; sync and async, ``awrap_model_call`` a
-  plain method as the guard's) and a private state key, doing nothing; middleware:
+  (wrap model call, after agent; sync and async, ``awrap_model_call`` a plain method as the
+  guard's) and a private state key, doing nothing; middleware:
   ``LoopGuardMiddleware()``. Every agent of the app gets it (the sub-agents too).
 * node floor: a node returning nothing, wired with the guard's edges (``START``, the model
   node and the tool node all lead to it; a router, :func:`floor_route`, that sends an
@@ -43,15 +46,15 @@ made once, as an app makes them once per process):
   on); node guard: ``LoopGuardNode()`` with ``guard.route``. The unguarded app uses
   ``tools_condition`` and a ``tools -> agent`` edge.
 
-All guards run in their default configuration. A round runs the five sides of each app (the
-unguarded app, both floors, both guards) streamed side by side, one step of each in turn, the
-order rotating every step, GC collected before and paused during the round, as
-``bench_agent.py`` does for two. A row's ratio is, per round, the geometric mean over the apps
-of each app's ratio of times (every app counts the same, long or short), then the median over
-rounds; the note gives the interquartile range of those per-round means. The times shown are
-the sums over the apps (median over rounds), for orientation. The added time per model call is
-the guarded minus the unguarded time, summed over the apps, over the sum of their model calls,
-median over rounds (the columns: each side's time per model call).
+All guards run in their default configuration. A round runs the sides of each app (the unguarded
+app, both floors, both guards, and ``ToolCallLimitMiddleware`` for the agents) streamed side by
+side, one step of each in turn, the order rotating every step, GC collected before and paused during
+the round, as ``bench_agent.py`` does for two. A row's ratio is, per round, the geometric mean over
+the apps of each app's ratio of times (every app counts the same, long or short), then the median
+over rounds; the note gives the interquartile range of those per-round means. The times shown are
+the sums over the apps (median over rounds), for orientation. The added time per model call is the
+guarded minus the unguarded time, summed over the apps, over the sum of their model calls, median
+over rounds (the columns: each side's time per model call).
 """
 
 from __future__ import annotations
@@ -69,10 +72,10 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any, NotRequired, TypedDict
 
 from _harness import Row
-from bench_agent import SameHooksMiddleware, no_op_like
+from bench_agent import no_op_like
 from langchain.agents import create_agent
-from langchain.agents.middleware import AgentMiddleware, AgentState
-from langchain.agents.middleware.types import PrivateStateAttr, hook_config
+from langchain.agents.middleware import AgentMiddleware, AgentState, ToolCallLimitMiddleware
+from langchain.agents.middleware.types import PrivateStateAttr
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
 from langchain_core.runnables import RunnableLambda
@@ -101,16 +104,12 @@ class FloorAgentState(AgentState[Any]):
     floor_guard_stop: NotRequired[dict[str, Any] | None]
 
 
-class FloorMiddleware(SameHooksMiddleware):
-    """The hooks ``LoopGuardMiddleware`` defines, doing nothing, with a private state key."""
+class FloorMiddleware(AgentMiddleware[Any, Any, Any]):
+    """The hooks ``LoopGuardMiddleware`` defines (wrap model call, after agent; sync and
+    async, ``awrap_model_call`` a plain method as the guard's), doing nothing, with a private
+    state key."""
 
     state_schema = FloorAgentState
-
-    def before_agent(self, state: Any, runtime: Any) -> None:
-        """Nothing."""
-
-    async def abefore_agent(self, state: Any, runtime: Any) -> None:
-        """Nothing."""
 
     def after_agent(self, state: Any, runtime: Any) -> None:
         """Nothing."""
@@ -118,13 +117,16 @@ class FloorMiddleware(SameHooksMiddleware):
     async def aafter_agent(self, state: Any, runtime: Any) -> None:
         """Nothing."""
 
-    @hook_config(can_jump_to=["end", "model"])
-    def after_model(self, state: Any, runtime: Any) -> None:
-        """Nothing."""
+    def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        """Call the model."""
+        return handler(request)
 
-    @hook_config(can_jump_to=["end", "model"])
-    async def aafter_model(self, state: Any, runtime: Any) -> None:
-        """Nothing."""
+    def awrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        """Call the model (the coroutine of it)."""
+        return self._call(request, handler)
+
+    async def _call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        return await handler(request)
 
 
 def floor_node(state: Any) -> None:
@@ -160,6 +162,9 @@ def make_sides() -> dict[str, Side]:
         "handler": Side("handler", callbacks=[handler]),
         "middleware floor": Side("middleware floor", middleware=[FloorMiddleware()]),
         "middleware": Side("middleware", middleware=[LoopGuardMiddleware()]),
+        "tool call limit": Side(
+            "tool call limit", middleware=[ToolCallLimitMiddleware(run_limit=1_000_000)]
+        ),
         "node floor": Side("node floor", node="floor"),
         "node": Side("node", node=LoopGuardNode()),
     }
@@ -1057,7 +1062,14 @@ GRAPH_APPS: dict[str, Callable[[Side, Any], Run]] = {
     "pipeline": pipeline_app,
     "ops-thread": ops_thread_app,
 }
-AGENT_SIDES = ("unguarded", "handler floor", "handler", "middleware floor", "middleware")
+AGENT_SIDES = (
+    "unguarded",
+    "handler floor",
+    "handler",
+    "middleware floor",
+    "middleware",
+    "tool call limit",
+)
 GRAPH_SIDES = ("unguarded", "handler floor", "handler", "node floor", "node")
 
 
@@ -1238,6 +1250,56 @@ def integration_rows(
     return rows
 
 
+def reference_rows(label: str, timings: dict[str, list[Timing]], *, per_app: bool) -> list[Row]:
+    """The middleware against ``ToolCallLimitMiddleware`` (the released reference), and that
+    reference against the unguarded app, in one mode (sync or async)."""
+    rows = []
+    value, spread, base, subj = ratio_over_apps(timings, "middleware", "tool call limit")
+    rows.append(
+        Row(
+            f"{len(timings)} apps, {label}: middleware vs ToolCallLimitMiddleware",
+            f"{base:,.1f} ms",
+            f"{subj:,.1f} ms",
+            value,
+            1.05,
+            note=f"IQR ±{spread:.2f}; geometric mean over apps, median of "
+            f"{len(next(iter(timings.values())))} rounds; times summed over apps",
+        )
+    )
+    for subject, what in (
+        ("tool call limit", "ToolCallLimitMiddleware vs the unguarded app"),
+        ("middleware floor", "middleware floor vs ToolCallLimitMiddleware"),
+    ):
+        baseline = "unguarded" if subject == "tool call limit" else "tool call limit"
+        value, spread, base, subj = ratio_over_apps(timings, subject, baseline)
+        rows.append(
+            Row(
+                f"  {label}: {what}",
+                f"{base:,.1f} ms",
+                f"{subj:,.1f} ms",
+                value,
+                None,
+                note=f"IQR ±{spread:.2f}",
+            )
+        )
+    if per_app:
+        for name, timing in timings.items():
+            value, spread, base, subj = ratio_over_apps(
+                {name: timing}, "middleware", "tool call limit"
+            )
+            rows.append(
+                Row(
+                    f"    {label}, {name}: middleware vs ToolCallLimitMiddleware",
+                    f"{base:,.1f} ms",
+                    f"{subj:,.1f} ms",
+                    value,
+                    None,
+                    note=f"IQR ±{spread:.2f}",
+                )
+            )
+    return rows
+
+
 def whole_apps(rounds: int, *, per_app: bool = False) -> list[Row]:
     """Every app on every side, sync then async; the rows of the three integrations."""
     sides = make_sides()
@@ -1252,6 +1314,7 @@ def whole_apps(rounds: int, *, per_app: bool = False) -> list[Row]:
             every = {**agents, **graphs}
             rows += integration_rows(label, "handler", every, per_app=per_app)
             rows += integration_rows(label, "middleware", agents, per_app=per_app)
+            rows += reference_rows(label, agents, per_app=per_app)
             rows += integration_rows(label, "node", graphs, per_app=per_app)
     finally:
         loop.close()

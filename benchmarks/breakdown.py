@@ -98,19 +98,18 @@ def cached_digests() -> Any:
 
 @contextmanager
 def skipped_passes() -> Iterator[None]:
-    """The middleware's passes doing nothing: ``after_model`` (with the same hook
-    configuration) and the pass ``wrap_model_call`` makes before calling the model."""
-
-    @functools.wraps(_middleware.LoopGuardMiddleware.after_model)
-    def after_model(*_: Any, **__: Any) -> None:
-        return None
+    """The middleware's passes doing nothing: the pass ``wrap_model_call`` makes before
+    calling the model, and the one after it (the model's answer returned as it is)."""
 
     def pass_before_model(*_: Any, **__: Any) -> None:
         return None
 
+    def finish(_guard: Any, _request: Any, _turn: Any, response: Any) -> Any:
+        return response
+
     guard = _middleware.LoopGuardMiddleware
     with (
-        patched(guard, "after_model", after_model),
+        patched(guard, "_finish", finish),
         patched(guard, "_pass_before_model", pass_before_model),
     ):
         yield
@@ -130,7 +129,7 @@ def agent_run() -> None:
 
 
 PARTS = (
-    (_middleware.LoopGuardMiddleware, "after_model", "the pass after a model answer"),
+    (_middleware.LoopGuardMiddleware, "_finish", "the pass after a model answer"),
     (_graph_guard.Run, "decide", "  the detector: every event fed"),
     (_detector.LoopDetector, "tool_result", "    tool results"),
     (_detector.LoopDetector, "tool_call", "    tool calls"),

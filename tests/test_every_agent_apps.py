@@ -329,19 +329,6 @@ def test_a_plan_reworded_without_news_stops_by_the_4th(
     """R14: answers without tools, sent back to the model by the app, each sharing most of
     its words with the one before: stopped by the 4th, the message about the replies (never
     about tool calls that did not succeed)."""
-    if (shape, scope, integration, on_stop) == (
-        "invoice-search",
-        "thread",
-        "middleware-first",
-        "end",
-    ):
-        # Known gap (SPEC §13 C3 with on_stop="end"): the stop falls on an answer the guard read
-        # late (the app's hook after it had already sent the run back), the guard's final
-        # message is written twice, and the app's hook sends the ended run back to the model
-        # once more. The stop itself holds (reply_cycle); the history is not the guard's last.
-        request.applymarker(
-            pytest.mark.xfail(strict=True, reason="C3 with on_stop='end': ended run sent back")
-        )
     ran = run_planner(shape, integration, scope, on_stop)
     assert ran.stop is Signal.REPLY_CYCLE
     assert ran.turns <= 4

@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal
 import pytest
 from guard_scenarios import harness
 from langchain.agents import create_agent
+from langchain.agents.middleware.types import ModelRequest, ModelResponse
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, InjectedToolCallId, tool
@@ -206,8 +207,16 @@ def guarded_graph_state(kind: Literal["middleware", "node"]) -> Callable[..., An
 
     def answer(messages: list[BaseMessage]) -> None:
         state["messages"] = messages
-        if isinstance(guard, LoopGuardMiddleware):
-            update = guard.after_model(state, None)  # type: ignore[arg-type]
+        if isinstance(guard, LoopGuardMiddleware):  # the model step: the guard reads the answer
+            *before, last = messages
+            request = ModelRequest(
+                model=ScriptedChatModel(script=["unused"]),
+                messages=before,
+                state={**state, "messages": before},  # type: ignore[arg-type]
+            )
+            result = guard.wrap_model_call(request, lambda _: ModelResponse(result=[last]))
+            command = getattr(result, "command", None)
+            update = command.update if command is not None else None
         else:
             update = guard(state)
         state.update((update or {}) | {"messages": messages})

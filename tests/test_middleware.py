@@ -31,6 +31,7 @@ from langchain_core.messages import (
     AIMessage,
     BaseMessage,
     HumanMessage,
+    RemoveMessage,
     SystemMessage,
     ToolMessage,
 )
@@ -92,18 +93,22 @@ def _node_update(result: ModelResponse[Any] | ExtendedModelResponse[Any]) -> dic
 
 
 def _step(guard: LoopGuardMiddleware, state: dict[str, Any], answer: AIMessage) -> Any:
-    """Run the model node (the model answers ``answer``), then ``after_model``, on ``state``.
+    """Run the model node (the model answers ``answer``, and the guard decides it) on ``state``.
 
-    Returns ``after_model``'s update, or ``None`` when the guard ended the run before the
-    model was called.
+    Returns what the guard decided about the answer: the node's update without the messages
+    up to the answer, or ``None`` when the guard ended the run before the model was called
+    or changed nothing.
     """
     update, called = _model_node(guard, state, answer)
     _apply(state, update)
-    if not called:
+    if not called or update is None:
         return None
-    update = guard.after_model(state, None)  # type: ignore[arg-type]
-    _apply(state, update)
-    return update
+    decided = {key: value for key, value in update.items() if key != "messages"}
+    messages = update.get("messages", [])
+    after = messages[[m.id for m in messages].index(answer.id) + 1 :]
+    if after:
+        decided["messages"] = after
+    return decided or None
 
 
 def _apply(state: dict[str, Any], update: dict[str, Any] | None) -> None:
@@ -239,8 +244,9 @@ def test_repeated_errors_stop_the_run_before_the_next_model_call(
     assert called is not stops
     if stops:
         assert stop_message(update["messages"]).content.startswith("Loop guard stopped the run")
+        assert update["jump_to"] == "end"
         _apply(state, update)
-        assert guard.after_model(state, None) is None  # type: ignore[arg-type]
+        assert [guard_kind(m) for m in state["messages"]].count("stop") == 1
         assert_valid_history(state["messages"])
 
 
@@ -290,43 +296,124 @@ def test_hooks_do_nothing_when_the_mode_is_off() -> None:
     assert "loop_guard" not in state
 
 
-def test_after_model_leaves_calls_answered_by_other_middleware_alone() -> None:
-    """A call another middleware already answered is counted but never answered twice."""
-    guard = _guard(on_stop="end")
+def test_a_second_answer_to_a_call_the_guard_answered_is_dropped_before_the_model() -> None:
+    """The guard decides a model's answer inside the model's step, before an app's after-model
+    hook runs; a hook that answers the same call again (as ``ToolCallLimitMiddleware`` does,
+    without looking) leaves two answers. The next model call removes the later one, and the
+    model's request never holds both."""
+    guard = _guard(nudges=1)
     state = _two_reads(guard)
-    _apply(state, _model_node(guard, state, _answer("read", {"p": 1}, "c2"))[0])
-    state["messages"].append(
-        ToolMessage("limit reached", tool_call_id="c2", name="read", status="error")
+    update = _step(guard, state, _answer("read", {"p": 1}, "c2"))
+    (refused,) = update["messages"]
+    assert (guard_kind(refused), refused.tool_call_id) == ("nudge", "c2")
+    refused.id = "guard-answer"  # as the graph's message reducer names it
+    second = ToolMessage("limit reached", tool_call_id="c2", name="read", status="error", id="t2")
+    state["messages"].append(second)
+    seen: list[ModelRequest[Any]] = []
+
+    def model(request: ModelRequest[Any]) -> ModelResponse[Any]:
+        seen.append(request)
+        return ModelResponse(result=[_answer("search", {"q": 1}, "s1")])
+
+    request = ModelRequest(
+        model=ScriptedChatModel(script=["unused"]),
+        messages=list(state["messages"]),
+        state=state,  # type: ignore[arg-type]
     )
-    update = guard.after_model(state, None)  # type: ignore[arg-type]
+    update = _node_update(guard.wrap_model_call(request, model))
     assert update is not None
-    assert [m for m in update.get("messages", []) if isinstance(m, ToolMessage)] == []
-    assert update["loop_guard"]["pending"] == [["c2", "read"]]
+    assert [m.id for m in update["messages"] if isinstance(m, RemoveMessage)] == ["t2"]
+    assert "t2" not in [m.id for m in seen[0].messages]
+    assert "guard-answer" in [m.id for m in seen[0].messages]
+    assert_valid_history(seen[0].messages)
 
 
-def test_after_model_processes_an_answer_once() -> None:
-    """Calling after_model twice on the same answer feeds it once."""
+@pytest.mark.parametrize("on_stop", ["end", "raise"])
+@pytest.mark.parametrize("order", ["guard first", "limit first", "app hook"])
+def test_tool_call_limit_middleware_beside_the_guard_leaves_one_answer_per_call(
+    order: str, on_stop: str
+) -> None:
+    """With LangChain's ``ToolCallLimitMiddleware`` (``exit_behavior="continue"``) listed with
+    the guard, in either order, or an app's after-model hook that refuses every call after
+    the second, each refusing a call the guard refuses too: a nudged call's second answer is
+    gone before the next model call; a run the guard ends is left with one answer per call
+    once it ends. A run the guard stops with ``on_stop="raise"`` raises from its
+    ``after_agent`` (raising discards that step's writes): the second answer is dropped at the
+    thread's next model call, before the model reads the thread."""
+    from langchain.agents import create_agent
+    from langchain.agents.middleware import ToolCallLimitMiddleware, after_model
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    @after_model
+    def budget(state: Any, runtime: Any) -> dict[str, Any] | None:
+        answer = next(m for m in reversed(state["messages"]) if isinstance(m, AIMessage))
+        if len([m for m in state["messages"] if isinstance(m, AIMessage)]) <= 2:
+            return None
+        return {
+            "messages": [
+                ToolMessage("Over budget.", tool_call_id=c["id"], name=c["name"], status="error")
+                for c in answer.tool_calls
+            ]
+        }
+
+    def read_file(path: str) -> str:
+        """Read a file."""
+        return f"contents of {path}"
+
+    model = ScriptedChatModel(script=[call("read_file", {"path": "a.py"})] * 6 + ["done"])
+    guard = LoopGuardMiddleware(nudges=1, on_stop=on_stop)  # type: ignore[arg-type]
+    limit = ToolCallLimitMiddleware(run_limit=3, exit_behavior="continue")
+    agent = create_agent(
+        model,
+        [read_file],
+        middleware={"guard first": [guard, limit], "limit first": [limit, guard]}.get(
+            order, [guard, budget]
+        ),
+        checkpointer=InMemorySaver(),
+    )
+    config: Any = {"configurable": {"thread_id": "t"}}
+    if on_stop == "raise":
+        with pytest.raises(LoopDetected):
+            agent.invoke({"messages": [HumanMessage("Read a.py.")]}, config)
+        model.script.append("done")
+        agent.invoke({"messages": [HumanMessage("Thanks, that's all.")]}, config)
+        assert_valid_history(model.seen[-1])  # what the model read: one answer per call
+    else:
+        agent.invoke({"messages": [HumanMessage("Read a.py.")]}, config)
+    messages = agent.get_state(config).values["messages"]
+    assert_valid_history(messages)
+    answers = [m for m in messages if isinstance(m, ToolMessage) and m.tool_call_id]
+    assert len(answers) == len({m.tool_call_id for m in answers})
+
+
+def test_an_answer_is_fed_once_when_the_run_goes_back_to_the_model() -> None:
+    """The model step reads its own answer; sent back to the model with no tool step between
+    (an app's hook jumping to the model), the next model step does not read it again."""
     guard = _guard()
-    state: dict[str, Any] = {"messages": [HumanMessage("go"), _answer("read", {"p": 1}, "c0")]}
-    _apply(state, guard.after_model(state, None))  # type: ignore[arg-type]
-    assert guard.after_model(state, None) is None  # type: ignore[arg-type]
+    state: dict[str, Any] = {"messages": [HumanMessage("go")]}
+    _step(guard, state, _answer("read", {"p": 1}, "c0"))
+    before = guard.inspect(state)
+    _step(guard, state, AIMessage("Done.", id="answer-done"))
+    after = guard.inspect(state)
+    assert before is not None
+    assert after is not None
+    assert (before.calls, after.calls) == (1, 1)
 
 
 def _answer_reading(guard: LoopGuardMiddleware, state: dict[str, Any], answer: AIMessage) -> None:
     """The model node, its request holding only the first and last state messages (another
-    middleware trimmed the history), then ``after_model``."""
+    middleware trimmed the history); the guard decides the answer in that step."""
     request = ModelRequest(
         model=ScriptedChatModel(script=["unused"]),
         messages=[state["messages"][0], state["messages"][-1]],
         state=state,  # type: ignore[arg-type]
     )
     _apply(state, _node_update(guard.wrap_model_call(request, lambda _: ModelResponse([answer]))))
-    _apply(state, guard.after_model(state, None))  # type: ignore[arg-type]
 
 
 def test_async_model_call_notes_what_its_request_held() -> None:
-    """awrap_model_call, like wrap_model_call, tells after_model that the request lacked the
-    previous answer."""
+    """awrap_model_call, like wrap_model_call, reads the answer knowing that the request
+    lacked the previous one."""
     guard = _guard()
     state: dict[str, Any] = {"messages": [HumanMessage("go")]}
     for n in range(3):
@@ -341,7 +428,6 @@ def test_async_model_call_notes_what_its_request_held() -> None:
             return ModelResponse([answer])
 
         _apply(state, _node_update(asyncio.run(guard.awrap_model_call(request, model))))
-        _apply(state, asyncio.run(guard.aafter_model(state, None)))  # type: ignore[arg-type]
         state["messages"].append(SystemMessage("Try again."))
     assert guard.status().stops == 0
 
@@ -456,14 +542,24 @@ def test_wrap_model_call_follows_a_runtime_prompt_hint_change() -> None:
 
 
 def test_async_hooks_decide_as_the_sync_ones() -> None:
-    """aafter_model and awrap_model_call behave like their sync twins."""
-    guard = _guard(on_stop="end")
-    state: dict[str, Any] = {"messages": [HumanMessage("go")]}
+    """awrap_model_call decides as wrap_model_call: the same answers give the same updates
+    (the answer and its calls are decided inside the model call, sync or async; no
+    ``aafter_model`` is left), down to the stop that ends the run."""
+    answers = [_answer("read", {"p": 1}, f"c{index}") for index in range(3)]
 
-    async def run() -> dict[str, Any] | None:
-        update: dict[str, Any] | None = None
-        for index in range(3):
-            answer = _answer("read", {"p": 1}, f"c{index}")
+    def sync_run() -> list[dict[str, Any] | None]:
+        guard, state, updates = _guard(on_stop="end"), {"messages": [HumanMessage("go")]}, []
+        for answer in answers:
+            update, called = _model_node(guard, state, answer)
+            assert called
+            updates.append(update)
+            _apply(state, update)
+            _tool_results(state)
+        return updates
+
+    async def async_run() -> list[dict[str, Any] | None]:
+        guard, state, updates = _guard(on_stop="end"), {"messages": [HumanMessage("go")]}, []
+        for answer in answers:
 
             async def model(req: ModelRequest[Any], answer: AIMessage = answer) -> Any:
                 assert req.system_prompt == hint("en")
@@ -474,15 +570,25 @@ def test_async_hooks_decide_as_the_sync_ones() -> None:
                 messages=list(state["messages"]),
                 state=state,  # type: ignore[arg-type]
             )
-            _apply(state, _node_update(await guard.awrap_model_call(request, model)))
-            update = await guard.aafter_model(state, None)  # type: ignore[arg-type]
+            update = _node_update(await guard.awrap_model_call(request, model))
+            updates.append(update)
             _apply(state, update)
             _tool_results(state)
-        return update
+        return updates
 
-    update = asyncio.run(run())
-    assert update is not None
-    assert update["jump_to"] == "end"
+    def shown(update: dict[str, Any] | None) -> Any:
+        update = update or {}
+        return (
+            [(type(m).__name__, m.content) for m in update.get("messages", [])],
+            update.get("jump_to"),
+            update.get("loop_guard_stop"),
+        )
+
+    synced, awaited = sync_run(), asyncio.run(async_run())
+    assert [shown(u) for u in awaited] == [shown(u) for u in synced]
+    assert awaited[-1] is not None
+    assert awaited[-1]["jump_to"] == "end"
+    assert stop_message(awaited[-1]["messages"]).content.startswith("Loop guard stopped the run")
 
 
 @pytest.mark.parametrize(
@@ -526,25 +632,36 @@ def test_on_stop_is_a_documented_literal() -> None:
 
 
 def test_middleware_follows_langchain_etiquette() -> None:
-    """A name, a private checkpointed state key, jump-capable hooks with async twins."""
+    """A name, a private checkpointed state key, and its hook set with async twins.
+
+    The hook set is the issue-39 one: every decision in ``wrap_model_call`` (inside the
+    model's own graph step; ``jump_to`` goes through its ``Command``), and one node,
+    ``after_agent``, once per run, to raise a stop after its answers are saved. No
+    ``before_agent``, ``before_model`` or ``after_model`` node: each would cost a superstep
+    (the old set had ``before_agent`` and ``after_model``)."""
+    from langchain.agents import create_agent
+
     guard = _guard()
     assert guard.name == "LoopGuardMiddleware"
     key = get_type_hints(LoopGuardAgentState, include_extras=True)["loop_guard"]
     assert OmitFromSchema(input=True, output=True) in key.__args__[0].__metadata__
-    assert "end" in LoopGuardMiddleware.after_model.__can_jump_to__  # type: ignore[attr-defined]
-    for hook in ("after_model", "wrap_model_call"):
+    for hook in ("wrap_model_call", "after_agent"):
         for name in (hook, f"a{hook}"):
             assert getattr(LoopGuardMiddleware, name) is not getattr(AgentMiddleware, name)
     # a plain method returning a coroutine, so that LangSmith's traceable, which create_agent
     # puts around it, takes its synchronous path (no thread hops per model call)
     assert not inspect.iscoroutinefunction(LoopGuardMiddleware.awrap_model_call)
-    # like ToolCallLimitMiddleware, one graph node per step: no before_model node; the
-    # once-per-run hooks repair a thread (before_agent) and raise a stop (after_agent)
-    for name in ("before_model", "abefore_model"):
-        assert getattr(LoopGuardMiddleware, name) is getattr(AgentMiddleware, name)
-    for hook in ("before_agent", "after_agent"):
+    for hook in ("before_agent", "before_model", "after_model", "wrap_tool_call"):
         for name in (hook, f"a{hook}"):
-            assert getattr(LoopGuardMiddleware, name) is not getattr(AgentMiddleware, name)
+            assert getattr(LoopGuardMiddleware, name) is getattr(AgentMiddleware, name)
+
+    def read_file(path: str) -> str:
+        """Read a file."""
+        return path
+
+    agent = create_agent(ScriptedChatModel(script=["ok"]), [read_file], middleware=[guard])
+    nodes = set(agent.get_graph().nodes) - {"__start__", "__end__"}
+    assert nodes == {"model", "tools", "LoopGuardMiddleware.after_agent"}
 
 
 def test_middleware_has_the_runtime_commands() -> None:
@@ -571,18 +688,34 @@ def test_switching_off_forgets_the_threads() -> None:
     assert agent.guard.inspect(agent.thread) is None
 
 
-def test_a_quiet_step_is_fed_after_the_model_call_only() -> None:
+def _passes(guard: LoopGuardMiddleware, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The positions of the guard's passes (``"before_model"``, ``"after_model"``), in order."""
+    positions: list[str] = []
+    original = guard._guard_pass
+
+    def recording(messages: Any, stored: Any, position: Any, **options: Any) -> Any:
+        positions.append(position)
+        return original(messages, stored, position, **options)
+
+    monkeypatch.setattr(guard, "_guard_pass", recording)
+    return positions
+
+
+def test_a_quiet_step_is_fed_after_the_model_call_only(monkeypatch: pytest.MonkeyPatch) -> None:
     """Successful results and the turn's start cannot stop a run before the model call, so
-    the model node writes nothing and after_model feeds them, in the same order."""
+    no pass runs before it: the one after the model call, in the same step, feeds them, in
+    the same order."""
     guard = _guard()
+    passes = _passes(guard, monkeypatch)
     state: dict[str, Any] = {"messages": [HumanMessage("go")]}
     for index in range(4):
+        passes.clear()
         update, called = _model_node(guard, state, _answer("read", {"p": index}, f"c{index}"))
         assert called
+        assert passes == ["after_model"]
         assert update is not None
-        assert "loop_guard" not in update
+        assert "jump_to" not in update
         _apply(state, update)
-        _apply(state, guard.after_model(state, None))  # type: ignore[arg-type]
         _tool_results(state)
     inspection = guard.inspect(state)
     assert inspection is not None
@@ -598,21 +731,24 @@ def test_a_quiet_step_is_fed_after_the_model_call_only() -> None:
     ],
 )
 def test_the_pass_before_the_model_runs_when_a_warning_is_due(
-    config: dict[str, Any], before: list[bool]
+    config: dict[str, Any], before: list[bool], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A warning due at a turn's start is given before the model is called (and once)."""
     now = [0.0]
     guard = _guard(config=config, clock=lambda: now[0])
+    passes = _passes(guard, monkeypatch)
     state: dict[str, Any] = {"messages": [HumanMessage("go")]}
-    written = []
+    ran = []
     for index in range(3):
         now[0] = 2.0 * index  # two seconds between steps
-        update, _ = _model_node(guard, state, _answer("read", {"p": index}, f"c{index}"))
-        written.append("loop_guard" in (update or {}))
+        passes.clear()
+        update, called = _model_node(guard, state, _answer("read", {"p": index}, f"c{index}"))
+        assert called
+        ran.append(passes[:1] == ["before_model"])
+        assert passes[-1:] == ["after_model"]
         _apply(state, update)
-        _apply(state, guard.after_model(state, None))  # type: ignore[arg-type]
         _tool_results(state)
-    assert written == before
+    assert ran == before
     assert guard.status().warnings == 1
 
 

@@ -145,8 +145,9 @@ def test_the_top_level_run_carries_the_stop_in_metadata_and_tags(
 def test_the_step_where_it_happened_carries_an_event(
     traced: dict[str, dict[str, Any]], integration: Integration, mode: Mode
 ) -> None:
-    """The run of the step that decided (the tools step, the guard's node) has the event,
-    with names and counts only, and the same metadata."""
+    """The run of the step that decided (the tools step; for the middleware, the model step,
+    whose ``wrap_model_call`` decides the answer since it has no after-model node; the
+    guard's node) has the event, with names and counts only, and the same metadata."""
     runs = _runs_of(traced, f"{integration}-{mode}")
     steps = [
         run
@@ -159,7 +160,7 @@ def test_the_step_where_it_happened_carries_an_event(
         step["name"]
         == {
             "handler": "tools",
-            "middleware": "LoopGuardMiddleware.after_model",
+            "middleware": "model",
             "node": "loop_guard",
         }[integration]
     )

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from guard_scenarios import KINDS, LOOPS, Kind, loop_harness, stop_message
 from langchain.agents import create_agent
+from langchain.agents.middleware.types import ExtendedModelResponse, ModelRequest, ModelResponse
 from langchain.agents.structured_output import ToolStrategy
 from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
@@ -30,7 +31,12 @@ from langchain_loop_guard._integrations._repair import (
     repair_update,
     repaired_history,
 )
-from langchain_loop_guard.testing import ScriptedChatModel, call, scripted_tool
+from langchain_loop_guard.testing import (
+    ScriptedChatModel,
+    assert_valid_history,
+    call,
+    scripted_tool,
+)
 
 REPEAT = next(loop for loop in LOOPS if loop.name == "repeat")
 RESPONSE = next(loop for loop in LOOPS if loop.name == "repeated_assistant_response")
@@ -208,14 +214,39 @@ def test_repair_update_appends_at_the_end_and_rewrites_in_the_middle() -> None:
 # --- first tier: the hooks ------------------------------------------------------------------------
 
 
-def test_before_agent_repairs_a_thread_left_with_a_dangling_call() -> None:
-    """The middleware's once-per-run hook answers an earlier run's open call."""
+def _model_step(guard: LoopGuardMiddleware, state: dict[str, Any]) -> tuple[Any, list[Any]]:
+    """The middleware's part of the model step on ``state`` (the model answers "ok"): the
+    messages the step writes, and what the model read."""
+    read: list[Any] = []
+
+    def model(request: ModelRequest[Any]) -> ModelResponse[Any]:
+        read.extend(request.messages)
+        return ModelResponse(result=[AIMessage("ok", id="answer")])
+
+    request = ModelRequest(
+        model=ScriptedChatModel(script=["unused"]), messages=list(state["messages"]), state=state
+    )
+    result = guard.wrap_model_call(request, model)
+    if isinstance(result, ExtendedModelResponse):
+        result = result.model_response
+    return result.result, read
+
+
+def test_a_run_start_repairs_a_thread_left_with_a_dangling_call() -> None:
+    """At a run's start, the model step (no ``before_agent`` node any more) answers an earlier
+    run's open call before the model reads the thread: the history is rewritten (the answer
+    goes before the new message) and the model reads it repaired."""
     guard = LoopGuardMiddleware(LoopGuardConfig())
     state: dict[str, Any] = {"messages": [HumanMessage("go"), _asked("c1"), HumanMessage("next")]}
-    update = guard.before_agent(state, None)  # type: ignore[arg-type]
-    assert update is not None
-    assert isinstance(update["messages"][0], RemoveMessage)
-    assert guard.before_agent({"messages": [HumanMessage("go")]}, None) is None  # type: ignore[arg-type]
+    written, read = _model_step(guard, state)
+    assert isinstance(written[0], RemoveMessage)
+    assert written[0].id == REMOVE_ALL_MESSAGES
+    assert [m.content for m in written[1:]] == ["go", "", not_executed("en"), "next", "ok"]
+    assert [m.content for m in read] == ["go", "", not_executed("en"), "next"]
+    assert_valid_history(read)
+    written, read = _model_step(guard, {"messages": [HumanMessage("go")]})
+    assert [m.content for m in written] == ["ok"]
+    assert [m.content for m in read] == ["go"]
 
 
 def _halt_state(guard: LoopGuardMiddleware | LoopGuardNode) -> dict[str, Any]:

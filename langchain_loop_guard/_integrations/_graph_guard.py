@@ -171,10 +171,18 @@ class GraphGuard(GuardRuntime):
     # --- the pass -------------------------------------------------------------------------------
 
     def _guard_pass(
-        self, messages: Sequence[AnyMessage], stored: object, position: Position
+        self,
+        messages: Sequence[AnyMessage],
+        stored: object,
+        position: Position,
+        *,
+        pause: bool = False,
+        resume: object = None,
     ) -> Update | None:
         """Feed what happened since the last pass, decide, and act on a stop: raise, end or
-        interrupt. ``None`` when nothing changes (off, or failed open)."""
+        interrupt. ``None`` when nothing changes (off, or failed open). With ``pause``, an
+        interrupt is held for the next model call to ask (a resumed node runs again, and this
+        one paid for a model call); ``resume`` is the answer to it, when the pass runs again."""
         if self.mode == "off":
             return None
         node_config = graph_config()  # read once: every part of the pass asks the same
@@ -183,6 +191,7 @@ class GraphGuard(GuardRuntime):
         # Recorded once the pass is committed (not if it fails open or an interrupt reruns it).
         events: list[DetectorEvent] = []
         halt: LoopDetected | None = None
+        paused = False  # an interrupt held for the next model call (``pause``)
         while True:
             decided: GraphPass | None = None
             with self.failing_open(f"{type(self).__name__}.{position}"):
@@ -209,7 +218,12 @@ class GraphGuard(GuardRuntime):
                 decided.jump = "end"
                 break
             if self._on_stop == "interrupt":
-                answer = interrupt(interrupt_payload(stop), response_schema=RESUME_SCHEMA)
+                if resume is None and pause and node_config is not None:
+                    decided.data["pause"] = _pause_marker(stop, decided.data.get("ai"), stored)
+                    decided.jump, paused = "model", True
+                    break
+                answer = resume or interrupt(interrupt_payload(stop), response_schema=RESUME_SCHEMA)
+                resume = None
                 if resume_action(answer) == "continue":
                     logger.info("loop-guard: thread=%s resumed with fresh counters", thread or "-")
                     fresh = True
@@ -221,7 +235,7 @@ class GraphGuard(GuardRuntime):
             with self._lock:
                 bounded_put(self._threads, thread, decided.data, _MAX_THREADS)
         self._record(thread, events)
-        shown = stop_state(decided.stop) if decided.stop is not None else None
+        shown = stop_state(decided.stop) if decided.stop is not None and not paused else None
         if shown is not None:
             decided.data["stopped"] = True
         self._wrote(decided.data, decided.run.detector)
@@ -235,9 +249,7 @@ class GraphGuard(GuardRuntime):
         )
 
     def _quiet_turn(self, messages: Sequence[AnyMessage], stored: object) -> bool:
-        """Whether the pass before a model call can be left to the pass after it
-        (:func:`~._graph_pass.quiet_turn`): that pass then writes nothing, and the graph saves
-        nothing of the guard's at that step. Anything unreadable answers ``False``."""
+        """:func:`~._graph_pass.quiet_turn`; anything unreadable answers ``False``."""
         try:
             return quiet_turn(messages, stored, self.config, self._wall())
         except Exception:  # noqa: BLE001 - the full pass decides, and fails open itself
@@ -268,8 +280,7 @@ class GraphGuard(GuardRuntime):
         return marker if messages[index].id == marker.get("ai") else None
 
     def _pending_halt(self, messages: Sequence[AnyMessage], stored: object) -> LoopDetected | None:
-        """The stop an earlier pass answered the calls of and left to this step to raise (see
-        :meth:`_halt_marker`): the same object, or rebuilt from the marker without ``verdict``."""
+        """The stop held for this step (:meth:`_halt_marker`), or rebuilt from its marker."""
         marker = self._halt_marker(messages, stored)
         if marker is None:
             return None
@@ -306,8 +317,7 @@ class GraphGuard(GuardRuntime):
         return work
 
     def _wrote(self, data: GuardData, detector: LoopDetector) -> None:
-        """Remember a state this guard is about to write, and the detector that exported it:
-        the next pass takes both as they are (:meth:`_take_written`)."""
+        """Remember a state about to be written and its detector (:meth:`_take_written`)."""
         live = detector if self.recorder is None else None
         with self._lock:
             bounded_put(self._written, id(data), (data, live), _MAX_THREADS)
@@ -457,6 +467,12 @@ def _check_arguments(nudges: object, on_stop: object, clock: object, state_key: 
             shown=type(clock).__name__,
         )
     check_name("state_key", state_key)
+
+
+def _pause_marker(stop: Any, answer_id: str | None, prior: object) -> dict[str, Any]:
+    """The state marker of an interrupt held for the next model call: the answer it is about,
+    what to ask, and the guard's state before that answer (the pass is run again on it)."""
+    return {"ai": answer_id, "payload": interrupt_payload(stop), "prior": prior}
 
 
 def check_name(key: str, value: object) -> None:

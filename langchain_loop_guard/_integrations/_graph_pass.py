@@ -124,6 +124,7 @@ class GraphPass:
         self.position = position
         self.history = messages
         self.data.pop("halt", None)  # raised already, or left behind by a newer step
+        self.data.pop("pause", None)  # asked already, or left behind by a newer step
         target: AIMessage | None = None
         end = len(messages)
         if position == "after_model":

@@ -61,6 +61,9 @@ class GuardData(TypedDict, total=False):
     """When the state was written (the guard's clock), to count time spent between steps."""
     halt: dict[str, Any]
     """A stop to raise at the next step (``on_stop="raise"``), once its answers are saved."""
+    pause: dict[str, Any]
+    """An interrupt (``on_stop="interrupt"``) about a model's answer, to ask at the next model
+    call before the model is paid for: the answer's id, the payload, the state before it."""
     stopped: bool
     """Whether this run's stop was written under :data:`STOP_KEY` (to clear at the next run)."""
     scope: list[str]
