@@ -72,7 +72,7 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any, NotRequired, TypedDict
 
 from _harness import Row
-from bench_agent import no_op_like
+from bench_agent import SameHooksMiddleware, no_op_like
 from langchain.agents import create_agent
 from langchain.agents.middleware import AgentMiddleware, AgentState, ToolCallLimitMiddleware
 from langchain.agents.middleware.types import PrivateStateAttr
@@ -104,29 +104,12 @@ class FloorAgentState(AgentState[Any]):
     floor_guard_stop: NotRequired[dict[str, Any] | None]
 
 
-class FloorMiddleware(AgentMiddleware[Any, Any, Any]):
+class FloorMiddleware(SameHooksMiddleware):
     """The hooks ``LoopGuardMiddleware`` defines (wrap model call, after agent; sync and
     async, ``awrap_model_call`` a plain method as the guard's), doing nothing, with a private
     state key."""
 
     state_schema = FloorAgentState
-
-    def after_agent(self, state: Any, runtime: Any) -> None:
-        """Nothing."""
-
-    async def aafter_agent(self, state: Any, runtime: Any) -> None:
-        """Nothing."""
-
-    def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
-        """Call the model."""
-        return handler(request)
-
-    def awrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
-        """Call the model (the coroutine of it)."""
-        return self._call(request, handler)
-
-    async def _call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
-        return await handler(request)
 
 
 def floor_node(state: Any) -> None:
