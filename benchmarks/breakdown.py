@@ -44,7 +44,7 @@ from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from langchain_loop_guard._core import _detector, _masks, _view
-from langchain_loop_guard._integrations import _graph_guard, _handler, _middleware
+from langchain_loop_guard._integrations import _graph_guard, _handler, _middleware, _model_answer
 from langchain_loop_guard._integrations._handler import LoopGuardCallbackHandler
 from langchain_loop_guard._integrations._middleware import LoopGuardMiddleware
 
@@ -213,17 +213,19 @@ def result_row(rounds: int) -> list[Any]:
 
 HANDLER_CALLBACKS = tuple(name for name in vars(LoopGuardCallbackHandler) if name.startswith("on_"))
 HANDLER_WORK = (
-    (_handler, "call_signature", "a call's signature (model answer, tool start)"),
-    (_handler, "arg_tokens", "a call's argument words (model answer, tool start)"),
-    (_handler, "outcome", "a result's digests"),
-    (_handler, "assistant_key", "an answer's key"),
-    (_handler, "reply_sketch", "a reply's word sketch"),
-    (_detector.LoopDetector, "digested_call", "the detector: a call"),
-    (_detector.LoopDetector, "digested_result", "the detector: a result"),
-    (_detector.LoopDetector, "replay", "the detector: an answer"),
-    (_detector.LoopDetector, "turn_start", "the detector: a turn"),
-    (_detector.LoopDetector, "user_message", "the detector: a human message"),
+    ((_handler, _model_answer), "call_signature", "a call's signature (model answer, tool start)"),
+    ((_handler, _model_answer), "arg_tokens", "a call's argument words (answer, tool start)"),
+    ((_handler,), "outcome", "a result's digests"),
+    ((_model_answer,), "assistant_key", "an answer's key"),
+    ((_model_answer,), "reply_sketch", "a reply's word sketch"),
+    ((_model_answer,), "talk", "whether an answer without calls is talk"),
+    ((_detector.LoopDetector,), "digested_call", "the detector: a call"),
+    ((_detector.LoopDetector,), "digested_result", "the detector: a result"),
+    ((_detector.LoopDetector,), "replay", "the detector: an answer"),
+    ((_detector.LoopDetector,), "turn_start", "the detector: a turn"),
+    ((_detector.LoopDetector,), "user_message", "the detector: a human message"),
 )
+"""Where each digest and decision is made (the modules that call it), its name, its label."""
 
 
 def handler_parts(runs: int) -> tuple[list[tuple[str, float, float]], list[tuple[str, float]]]:
@@ -253,8 +255,9 @@ def handler_parts(runs: int) -> tuple[list[tuple[str, float, float]], list[tuple
     with ExitStack() as stack:
         for name in HANDLER_CALLBACKS:
             stack.enter_context(timed_calls(LoopGuardCallbackHandler, name, totals, counts))
-        for owner, name, _ in HANDLER_WORK:
-            stack.enter_context(timed_calls(owner, name, totals))
+        for owners, name, _ in HANDLER_WORK:
+            for owner in owners:
+                stack.enter_context(timed_calls(owner, name, totals))
         calls = sum(all_apps() for _ in range(runs))
     callbacks = sorted(
         ((name, counts[name] / calls, totals[name] / calls / 1e3) for name in counts),
