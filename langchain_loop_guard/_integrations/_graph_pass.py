@@ -5,7 +5,7 @@ then does is :class:`~langchain_loop_guard._integrations._graph_guard.GraphGuard
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Container, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, cast
 
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from langchain_loop_guard._integrations._publish import Site
     from langchain_loop_guard._integrations._runtime import DetectorCall
 
-__all__ = ["GraphPass", "PassHost", "Position", "last_ai", "missed_answer", "quiet_turn"]
+__all__ = ["GraphPass", "PassHost", "Position", "last_ai", "quiet_turn"]
 
 Position = Literal["before_model", "after_model"]
 
@@ -318,23 +318,6 @@ def last_ai(messages: Sequence[AnyMessage], end: int) -> int:
         if isinstance(messages[index], AIMessage):
             return index
     return -1
-
-
-def missed_answer(
-    messages: Sequence[AnyMessage], stored: object, produced: Container[str], read: Container[str]
-) -> int:
-    """The index of the latest model answer if the guard saw the model give it (``produced``,
-    by id) but no after-model pass read it (``read``), else -1: another middleware's
-    after-model hook sent the run back to the model before the guard's own hook ran (SPEC
-    §13 C3). A history the run was given is no answer it saw given."""
-    index = last_ai(messages, len(messages))
-    if index < 0:
-        return -1
-    answer = messages[index].id
-    processed = stored.get("ai") if isinstance(stored, Mapping) else None
-    if answer is None or answer == processed or answer in read or answer not in produced:
-        return -1
-    return index
 
 
 def _tail(messages: Sequence[AnyMessage], cursor: str | None, end: int) -> Sequence[AnyMessage]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
@@ -32,7 +31,7 @@ from langgraph.types import Command, interrupt
 from langchain_loop_guard._core._messages import hint
 from langchain_loop_guard._integrations._engine import bounded_put
 from langchain_loop_guard._integrations._graph_guard import GraphGuard, _thread_id, graph_config
-from langchain_loop_guard._integrations._graph_pass import last_ai, missed_answer
+from langchain_loop_guard._integrations._graph_pass import last_ai
 from langchain_loop_guard._integrations._graph_state import STATE_KEY, STOP_KEY, GuardData, Update
 from langchain_loop_guard._integrations._guard_messages import guard_kind, is_human_input
 from langchain_loop_guard._integrations._hint import hinted_system
@@ -48,7 +47,7 @@ from langchain_loop_guard._integrations._stop import (
 
 __all__ = ["LoopGuardAgentState", "LoopGuardMiddleware"]
 
-_MAX_NOTED = 256  # model answers whose context flag waits for ``after_model``
+_MAX_NOTED = 256  # model answers whose context flag the pass after the model reads
 
 
 class LoopGuardAgentState(AgentState[Any]):
@@ -136,8 +135,6 @@ class LoopGuardMiddleware(GraphGuard, AgentMiddleware[LoopGuardAgentState, Any, 
         )
         # Whether the request held the previous answer, by answer id (SPEC §11 N2), bounded.
         self._seen_previous: dict[str, bool] = {}
-        # Answers an after-model pass began to read, by id, bounded (SPEC §13 C3).
-        self._read: dict[str, None] = {}
         self._hint_message: SystemMessage | None = None
         # The run each thread's stop ended, with its stop message, bounded (``_ended_before``).
         self._ended: dict[str, tuple[object, BaseMessage]] = {}
@@ -271,10 +268,6 @@ class LoopGuardMiddleware(GraphGuard, AgentMiddleware[LoopGuardAgentState, Any, 
             list[AnyMessage],
             [*turn.messages, *(before.messages if before else ()), *response.result],
         )
-        answer = seen[-1] if seen else None
-        if isinstance(answer, AIMessage) and answer.id is not None:
-            with self._lock:
-                bounded_put(self._read, answer.id, None, _MAX_NOTED)
         after = self._guard_pass(seen, stored, "after_model", pause=True)
         self._remember_end(request, after)
         return _answer(response, after, turn.prefix, before)
@@ -318,37 +311,9 @@ class LoopGuardMiddleware(GraphGuard, AgentMiddleware[LoopGuardAgentState, Any, 
         if self.mode != "off":  # which of the offered tools act, as they say (SPEC §14)
             with self.failing_open("LoopGuardMiddleware.wrap_model_call"):
                 self._tool_kinds.learn(request.tools)
-        try:
-            missed = missed_answer(messages, stored, self._seen_previous, self._read)
-        except Exception:  # noqa: BLE001 - the full pass decides, and fails open itself
-            missed = -1
-        if missed < 0 and self._quiet_turn(messages, stored):
+        if self._quiet_turn(messages, stored):
             return None  # the pass after the model call feeds this step's results
-        if missed >= 0 and self.mode != "off":
-            return self._catch_up(messages, stored, missed)
         return self._guard_pass(messages, stored, "before_model")
-
-    def _catch_up(
-        self, messages: Sequence[AnyMessage], stored: object, index: int
-    ) -> Update | None:
-        """Read the answer at ``messages[index]`` that :meth:`after_model` never saw (an app's
-        after-model hook placed after the guard jumped back to the model, SPEC §13 C3), then
-        the rest as before any model call. A stop on it raises now (its answer is saved)."""
-        first = self._guard_pass(messages[: index + 1], stored, "after_model")
-        if first is None:
-            return self._guard_pass(messages, stored, "before_model")
-        if first.halt is not None:
-            raise first.halt
-        if first.jump == "end":
-            return first
-        second = self._guard_pass(messages, first.data, "before_model")
-        if second is None:
-            return dataclasses.replace(first, jump=None)
-        return dataclasses.replace(
-            second,
-            messages=(*first.messages, *second.messages),
-            clear_stop=first.clear_stop or second.clear_stop,
-        )
 
     def _note_context(
         self, request: ModelRequest[Any], response: ModelResponse[Any], update: Update | None
