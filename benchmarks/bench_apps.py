@@ -1193,17 +1193,7 @@ def integration_rows(
         (integration, "unguarded", f"{integration} vs the unguarded app"),
         (floor, "unguarded", f"{integration} floor vs the unguarded app"),
     ):
-        value, spread, base, subj = ratio_over_apps(timings, subject, baseline)
-        rows.append(
-            Row(
-                f"  {label}: {what}",
-                f"{base:,.1f} ms",
-                f"{subj:,.1f} ms",
-                value,
-                None,
-                note=f"IQR ±{spread:.2f}",
-            )
-        )
+        rows.append(info_row(f"  {label}: {what}", timings, subject, baseline))
     over_app = added_per_call(timings, integration, "unguarded")
     over_floor = added_per_call(timings, integration, floor)
     rows.append(
@@ -1233,6 +1223,13 @@ def integration_rows(
     return rows
 
 
+def info_row(name: str, timings: dict[str, list[Timing]], subject: str, baseline: str) -> Row:
+    """A row without a target: ``subject``'s time over ``baseline``'s across ``timings``."""
+    value, spread, base, subj = ratio_over_apps(timings, subject, baseline)
+    note = f"IQR ±{spread:.2f}"
+    return Row(name, f"{base:,.1f} ms", f"{subj:,.1f} ms", value, None, note=note)
+
+
 def reference_rows(label: str, timings: dict[str, list[Timing]], *, per_app: bool) -> list[Row]:
     """The middleware against ``ToolCallLimitMiddleware`` (the released reference), and that
     reference against the unguarded app, in one mode (sync or async)."""
@@ -1249,37 +1246,15 @@ def reference_rows(label: str, timings: dict[str, list[Timing]], *, per_app: boo
             f"{len(next(iter(timings.values())))} rounds; times summed over apps",
         )
     )
-    for subject, what in (
-        ("tool call limit", "ToolCallLimitMiddleware vs the unguarded app"),
-        ("middleware floor", "middleware floor vs ToolCallLimitMiddleware"),
+    for subject, baseline, what in (
+        ("tool call limit", "unguarded", "ToolCallLimitMiddleware vs the unguarded app"),
+        ("middleware floor", "tool call limit", "middleware floor vs ToolCallLimitMiddleware"),
     ):
-        baseline = "unguarded" if subject == "tool call limit" else "tool call limit"
-        value, spread, base, subj = ratio_over_apps(timings, subject, baseline)
-        rows.append(
-            Row(
-                f"  {label}: {what}",
-                f"{base:,.1f} ms",
-                f"{subj:,.1f} ms",
-                value,
-                None,
-                note=f"IQR ±{spread:.2f}",
-            )
-        )
+        rows.append(info_row(f"  {label}: {what}", timings, subject, baseline))
     if per_app:
         for name, timing in timings.items():
-            value, spread, base, subj = ratio_over_apps(
-                {name: timing}, "middleware", "tool call limit"
-            )
-            rows.append(
-                Row(
-                    f"    {label}, {name}: middleware vs ToolCallLimitMiddleware",
-                    f"{base:,.1f} ms",
-                    f"{subj:,.1f} ms",
-                    value,
-                    None,
-                    note=f"IQR ±{spread:.2f}",
-                )
-            )
+            what = f"    {label}, {name}: middleware vs ToolCallLimitMiddleware"
+            rows.append(info_row(what, {name: timing}, "middleware", "tool call limit"))
     return rows
 
 
