@@ -213,8 +213,8 @@ def result_row(rounds: int) -> list[Any]:
 
 HANDLER_CALLBACKS = tuple(name for name in vars(LoopGuardCallbackHandler) if name.startswith("on_"))
 HANDLER_WORK = (
-    ((_handler, _model_answer), "call_signature", "a call's signature (model answer, tool start)"),
-    ((_handler, _model_answer), "arg_tokens", "a call's argument words (answer, tool start)"),
+    ((_model_answer,), "call_signature", "a call's signature (tool start; several calls: answer)"),
+    ((_model_answer,), "arg_tokens", "a call's argument words (tool start; several: answer)"),
     ((_handler,), "outcome", "a result's digests"),
     ((_model_answer,), "assistant_key", "an answer's key"),
     ((_model_answer,), "reply_sketch", "a reply's word sketch"),

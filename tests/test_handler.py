@@ -410,6 +410,34 @@ def test_calls_that_reach_no_tool_are_counted_at_the_next_model_start() -> None:
     assert (caught.value.signal, caught.value.tool) == (Signal.REPEATED_TOOL_CALL, "nope")
 
 
+@pytest.mark.parametrize(
+    ("in_input", "signal"),
+    [(True, Signal.REPEATED_TOOL_ERROR), (False, Signal.REPEATED_TOOL_CALL)],
+    ids=["answer-in-input", "answer-gone"],
+)
+def test_calls_that_reach_no_tool_are_told_apart_by_their_arguments(
+    in_input: bool, signal: Signal
+) -> None:
+    """The arguments of a call no tool started are read from the answer that named it, in the
+    model's next input (the handler keeps no arguments, SPEC §8): three calls of a missing tool
+    with other arguments are the same error three times, not the same call. An input without
+    that answer leaves the tool's name alone to tell them by."""
+    run = Run(guard())
+    error = "Error: nope is not a valid tool, try one of [read_file]."
+
+    def seen(n: int) -> list[BaseMessage]:
+        answer = tool_call("nope", {"attempt": n}, f"c{n}")
+        said = answer if in_input else AIMessage(content="", tool_calls=[])
+        return [HumanMessage("go"), said, ToolMessage(error, tool_call_id=f"c{n}", status="error")]
+
+    run.model(tool_call("nope", {"attempt": 1}, "c1"))
+    run.model(tool_call("nope", {"attempt": 2}, "c2"), seen=seen(1))
+    run.model(tool_call("nope", {"attempt": 3}, "c3"), seen=seen(2))
+    with pytest.raises(LoopDetected) as caught:
+        run.model("never paid for", seen=seen(3))
+    assert (caught.value.signal, caught.value.tool) == (signal, "nope")
+
+
 def test_calls_nobody_answered_are_not_counted() -> None:
     """A named call with no tool run and no answer (structured output, say) is not a call."""
     handler = guard()

@@ -40,7 +40,7 @@ from langchain_loop_guard import (
 )
 from langchain_loop_guard._core import _detector
 from langchain_loop_guard._core._signature import EFFECT
-from langchain_loop_guard._integrations import _handler
+from langchain_loop_guard._integrations import _model_answer
 from langchain_loop_guard._integrations._tool_kinds import ToolKinds, tool_acts
 from langchain_loop_guard.testing import ScriptedChatModel, assert_valid_history, call, calls
 
@@ -408,14 +408,14 @@ def test_the_handler_reads_the_annotations_from_the_tool_runs_metadata(
     tool whose name says nothing of it (``cancel_order``) carries the detector's mark of an
     effect, a read-only tool's does not; ``acting_tools`` and ``read_only_tools`` win."""
     effects: dict[str, bool] = {}
-    arg_tokens = _handler.arg_tokens
+    arg_tokens = _model_answer.arg_tokens
 
     def spied(args: object, name: str = "", acts: bool | None = None) -> frozenset[int]:
         tokens = arg_tokens(args, name, acts)
         effects[name] = EFFECT in tokens
         return tokens
 
-    monkeypatch.setattr(_handler, "arg_tokens", spied)
+    monkeypatch.setattr(_model_answer, "arg_tokens", spied)
     ran = on_server(lambda tools: run_app(tools, annotated_calls(), "handler", config))
     assert ran.stop is None
     assert {name for name, effect in effects.items() if effect} == acting

@@ -20,6 +20,7 @@ from langchain_loop_guard._core._signature import Outcome, assistant_key, outcom
 from langchain_loop_guard._core._view import limits_of
 from langchain_loop_guard._integrations._engine import Run, RunEngine, bounded_put
 from langchain_loop_guard._integrations._guard_messages import MESSAGE_NAME
+from langchain_loop_guard._integrations._model_answer import call_digests
 from langchain_loop_guard._integrations._outcomes import previous_answer, tool_outcome
 from langchain_loop_guard._integrations._publish import Site
 from langchain_loop_guard._integrations._runtime import logger
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from contextlib import AbstractContextManager
 
-    from langchain_loop_guard._integrations._model_answer import ModelAnswer
+    from langchain_loop_guard._integrations._model_answer import ModelAnswer, Named
 
 __all__ = ["CallbackRun", "Root", "RunTree"]
 
@@ -42,8 +43,6 @@ _MAX_ANNOUNCED = 64  # tool calls a model named that no tool has started yet, pe
 _MAX_TOOLS = 256  # tool runs in flight, per run
 
 _Metadata = Mapping[str, Any] | None  # a callback's ``metadata``
-_Named = tuple[str, str, "str | None", frozenset[int]]
-"""A call a model answer names: tool name, signature, call id, argument tokens (digests)."""
 
 
 @dataclass(slots=True, eq=False)
@@ -52,9 +51,10 @@ class CallbackRun(Run):
 
     tools: dict[UUID, tuple[str, str | None, frozenset[int]]] = field(default_factory=dict)
     """Tool runs in flight: tool name, call id and argument tokens."""
-    announced: dict[str, tuple[str, str, frozenset[int]]] = field(default_factory=dict)
-    """Calls the model named (by call id) that no tool has started yet: name, signature, tokens
-    (digests: the arguments themselves are not kept, SPEC §8)."""
+    announced: dict[str, tuple[str, bool | None]] = field(default_factory=dict)
+    """Calls the model named (by call id) that no tool has started yet: the tool's name and
+    whether it said it acts (the arguments are not kept, SPEC §8: they are read again from
+    the answer in the model's next input, should the call be answered without a tool)."""
     paused: dict[str, bool] = field(default_factory=dict)
     """Call ids whose tool was interrupted; its resumption is not a new call."""
     said: tuple[str | None, str] | None = None
@@ -77,19 +77,19 @@ class CallbackRun(Run):
         one (SPEC §11 N2). An answer with several calls, one of which would stop the run, is
         stopped whole: refusing only that call's tool would not keep its parallel siblings from
         running."""
-        key, named, answer_id = answer.key, answer.named, answer.answer_id
+        key, calls, answer_id = answer.key, len(answer.names), answer.answer_id
         event = DetectorEvent(
             kind="assistant_message",
             digest=key,
             near=answer.sketch,
-            calls=len(named),
+            calls=calls,
             in_context=self.in_context.pop(model_run, True),
             tokens=answer.tokens,
             talk=answer.talk,
         )
         verdict = self.decide("replay", event)
         self.said = (answer_id, "" if answer_id else key or "")  # the key: only without an id
-        if verdict.stops or len(named) < 2 or not self._stops_any(named):
+        if verdict.stops or calls < 2 or not self._stops_any(named := answer.named()):
             return verdict
         for name, signature, call_id, _ in named:
             verdict = self.call(name, signature, call_id)
@@ -97,7 +97,7 @@ class CallbackRun(Run):
                 break
         return verdict
 
-    def _stops_any(self, named: Sequence[_Named]) -> bool:
+    def _stops_any(self, named: Sequence[Named]) -> bool:
         """Whether one of an answer's calls, made in order, would stop the run (a dry run)."""
         probe = self.guard.new_detector(config=self.detector.config)
         if not probe.restore_state(self.detector.export_state()):
@@ -126,11 +126,11 @@ class CallbackRun(Run):
             verdicts.append(self.decide("turn_start"))
         return verdicts
 
-    def announce(self, named: Sequence[_Named]) -> None:
+    def announce(self, answer: ModelAnswer) -> None:
         """Remember the calls an answer named, until a tool starts them."""
-        for name, signature, call_id, tokens in named:
+        for (name, call_id), hint in zip(answer.names, answer.hints, strict=True):
             if call_id:
-                bounded_put(self.announced, call_id, (name, signature, tokens), _MAX_ANNOUNCED)
+                bounded_put(self.announced, call_id, (name, hint), _MAX_ANNOUNCED)
 
     def tool_started(
         self, tool_run: UUID, name: str, signature: str, call_id: str | None, tokens: frozenset[int]
@@ -163,27 +163,32 @@ class CallbackRun(Run):
 
     def unexecuted_calls(self, messages: Sequence[BaseMessage]) -> list[Verdict]:
         """Count the calls the model named that no tool started but the agent answered (an
-        unknown tool's error message, say); calls nobody answered are not counted."""
+        unknown tool's error message, say); calls nobody answered are not counted. Their
+        arguments are read from the answer that named them, the last in ``messages``."""
         verdicts: list[Verdict] = []
         if not self.announced:
             return verdicts
         found: dict[str, ToolMessage] = {}
+        named: dict[str | None, object] = {}
         for message in reversed(messages):
             if isinstance(message, AIMessage):
+                named = {call.get("id"): call.get("args") for call in message.tool_calls}
                 break
             if isinstance(message, ToolMessage) and message.tool_call_id in self.announced:
                 found[message.tool_call_id] = message
+        limits = limits_of(self.detector.config)
         for call_id, answer in reversed(found.items()):
             announced = self.announced.pop(call_id, None)
             if announced is None:
                 continue  # a tool started it meanwhile
-            name, signature, tokens = announced
+            name, hint = announced
+            signature, tokens = call_digests(name, named.get(call_id), limits.acts(name, hint))
             verdict = self.call(name, signature, call_id)
             verdicts.append(verdict)
             if verdict.stops:
                 break
             fed = tool_outcome(answer)
-            volatile = limits_of(self.detector.config).volatile_of(name)
+            volatile = limits.volatile_of(name)
             digested = outcome(
                 fed.output, error=fed.error, tool=name, tokens=tokens, volatile=volatile
             )

@@ -13,15 +13,14 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import BaseMessage
 from langgraph.errors import GraphBubbleUp, GraphInterrupt
 
-from langchain_loop_guard._core._canonical import call_signature
 from langchain_loop_guard._core._detector import ALLOW
 from langchain_loop_guard._core._errors import LoopGuardError
 from langchain_loop_guard._core._public import safe_tool_name
-from langchain_loop_guard._core._signature import arg_tokens, outcome
+from langchain_loop_guard._core._signature import outcome
 from langchain_loop_guard._core._view import limits_of
 from langchain_loop_guard._integrations._callback_runs import CallbackRun, RunTree
 from langchain_loop_guard._integrations._engine import RunEngine
-from langchain_loop_guard._integrations._model_answer import ModelAnswer
+from langchain_loop_guard._integrations._model_answer import ModelAnswer, call_digests
 from langchain_loop_guard._integrations._outcomes import Outcome, tool_outcome
 from langchain_loop_guard._integrations._publish import (
     TRACE_EVENT,
@@ -309,12 +308,11 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
             held = False
             if run is not None and tracked:
                 answer.spent(run.ledger, run.detector.config.ignore_tools)
-                named = answer.named
                 verdict = run.answer(answer, run_id)
                 if verdict.stops:  # its calls are refused, never counted as unexecuted ones
                     held = self._tree.hold(run, run_id, parent_run_id, verdict)
                 else:
-                    run.announce(named)
+                    run.announce(answer)
             self._tree.end(run_id)
         if run is not None and verdict.action != "allow":
             self._tree.act(run.key, (verdict,), "on_llm_end", run_id, parent_run_id, stop=not held)
@@ -352,9 +350,8 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
         call_id = kwargs.get("tool_call_id")
         # digested before the lock is taken: other runs' callbacks need not wait for it
         arguments = inputs if inputs is not None else input_str
-        signature = call_signature(name, arguments)
         hint = self._tool_kinds.started(name, metadata, serialized)  # its MCP annotations
-        tokens = arg_tokens(arguments, name, limits_of(self.config).acts(name, hint))
+        signature, tokens = call_digests(name, arguments, limits_of(self.config).acts(name, hint))
         with self._lock:
             run = self._tree.place(run_id, parent_run_id, metadata, "tool")
             if run is None:

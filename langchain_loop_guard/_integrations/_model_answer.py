@@ -1,6 +1,8 @@
 """A model's answer as the callback handler reads it when the model's callback ends: its text's
-key and sketch, the calls it names (digested), its message id and the tokens it reported. Read
-outside the handler's lock: other runs' callbacks need not wait for it."""
+key and sketch, the calls it names, its message id and the tokens it reported. Read outside the
+handler's lock: other runs' callbacks need not wait for it. Its calls are digested only when
+the answer is judged by them (several calls); otherwise each call's tool digests it when it
+starts, once."""
 
 from __future__ import annotations
 
@@ -20,14 +22,33 @@ if TYPE_CHECKING:
     from langchain_loop_guard._core._cost import CostLedger, Usage
     from langchain_loop_guard._core._limits import Limits
 
-__all__ = ["ModelAnswer"]
+__all__ = ["ModelAnswer", "Named", "call_digests"]
+
+Named = tuple[str, str, "str | None", frozenset[int]]
+"""A call an answer names, digested: tool name, signature, call id, argument words."""
+
+
+def call_digests(name: str, args: object, acts: bool | None) -> tuple[str, frozenset[int]]:
+    """A call's signature and the words of its arguments (``acts``: whether the tool acts)."""
+    return call_signature(name, args), arg_tokens(args, name, acts)
 
 
 class ModelAnswer:
-    """One model answer, digested: what :meth:`CallbackRun.answer` and the run's cost ledger
-    take of it."""
+    """One model answer, read: what :meth:`CallbackRun.answer` and the run's cost ledger take of
+    it."""
 
-    __slots__ = ("answer_id", "key", "named", "sketch", "talk", "usage")
+    __slots__ = (
+        "_calls",
+        "_limits",
+        "_named",
+        "answer_id",
+        "hints",
+        "key",
+        "names",
+        "sketch",
+        "talk",
+        "usage",
+    )
 
     def __init__(
         self,
@@ -47,11 +68,23 @@ class ModelAnswer:
         sketched = self.key is not None and not tool_calls and compared
         self.sketch = reply_sketch(text) if sketched else None
         self.talk = self.key is not None and not tool_calls and talk(text)  # SPEC §14 N19
-        acts = limits.acts
-        self.named = [
-            (n, call_signature(n, args), i, arg_tokens(args, n, acts(n, hinted(n))))
-            for n, args, i in tool_calls
-        ]
+        self.names = [(name, call_id) for name, _, call_id in tool_calls]
+        """Each call's tool name and id, in order."""
+        self.hints = [hinted(name) for name, _, _ in tool_calls]
+        """What each call's tool said of itself: whether it acts (``None``: nothing)."""
+        self._calls = tool_calls  # the arguments: read by ``named``, never kept (SPEC §8)
+        self._limits = limits
+        self._named: list[Named] | None = None
+
+    def named(self) -> list[Named]:
+        """The calls, digested (once, when first asked)."""
+        if self._named is None:
+            acts, named = self._limits.acts, []
+            for (name, args, call_id), hint in zip(self._calls, self.hints, strict=True):
+                signature, tokens = call_digests(name, args, acts(name, hint))
+                named.append((name, signature, call_id, tokens))
+            self._named = named
+        return self._named
 
     @property
     def tokens(self) -> int | None:
@@ -61,8 +94,8 @@ class ModelAnswer:
     def spent(self, ledger: CostLedger, ignored: Container[str]) -> None:
         """Count the answer in its run's ``ledger``: its usage, the tools it calls
         (``ignored`` ones left out), and whether it is a reply."""
-        tools = [name for name, *_ in self.named if name not in ignored]
-        ledger.answer(self.usage, tools, reply=self.key is not None and not self.named)
+        tools = [name for name, _ in self.names if name not in ignored]
+        ledger.answer(self.usage, tools, reply=self.key is not None and not self.names)
 
 
 def _answer(response: LLMResult) -> tuple[str, list[tuple[str, Any, str | None]], str | None]:
