@@ -369,15 +369,3 @@ def test_the_engine_imports_no_host() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "['allow', 'allow', 'block']"
-
-
-def test_a_discarded_run_leaves_no_trace_and_discarding_twice_is_harmless() -> None:
-    """A provisional run whose invocation joined a thread (``scope="auto"``) is forgotten as
-    if it never began: out of the registry, no longer the most recent."""
-    runs = engine()
-    run = begun(runs, "provisional")
-    runs.touch(run)
-    runs.discard(run)
-    assert (runs.find("provisional"), runs.last) == (None, None)
-    runs.discard(run)  # gone already: nothing to do
-    assert runs.runs == {}

@@ -740,14 +740,20 @@ def test_runs_in_flight_beyond_max_runs_are_all_guarded() -> None:
     assert handler.status().shed_runs == 0
 
 
+@pytest.mark.parametrize("threads", [False, True], ids=["runs", "auto-scoped-threads"])
 def test_runs_beyond_four_times_max_runs_are_shed_loudly_and_counted(
-    caplog: pytest.LogCaptureFixture,
+    threads: bool, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """Only beyond 4 x max_runs is a new run left unguarded: a WARNING, and a count."""
+    """Only beyond 4 x max_runs is a new run left unguarded: a WARNING, and a count. An
+    invocation with a thread id (``scope="auto"``) takes its place at its first call, when its
+    scope is known: here, with no checkpointer, a run of its own."""
     handler = LoopGuardCallbackHandler(LoopGuardConfig(), max_runs=4)
     with caplog.at_level(logging.WARNING, logger="langchain_loop_guard"):
-        runs = [Run(handler) for _ in range(20)]
-    assert [_loop(run) for run in runs] == [True] * 16 + [False] * 4
+        runs = [Run(handler, thread_id=f"t{n}" if threads else None) for n in range(20)]
+        if threads:
+            assert handler._engine.runs == {}  # no run before the scope is known
+        stopped = [_loop(run) for run in runs]
+    assert stopped == [True] * 16 + [False] * 4
     status = handler.status()
     assert (status.active_runs, status.shed_runs) == (16, 4)
     assert "runs not guarded (registry full)  4" in str(status)

@@ -209,7 +209,7 @@ class Root:
     ended: bool = False
     thread: str | None = None
     """With ``scope="auto"``, the ``thread_id`` of an invocation whose scope its first model or
-    tool call decides (:meth:`RunTree.settle_scope`): it is guarded alone until then."""
+    tool call decides (:meth:`RunTree.settle_scope`): it has no run until then."""
 
 
 class RunTree:
@@ -260,7 +260,7 @@ class RunTree:
     ) -> CallbackRun | None:
         """:meth:`place` a starting run; :meth:`refuse` it after a stopped answer of its run."""
         run = self.place(run_id, parent_run_id, metadata, event)
-        if run is not None:
+        if run is not None and run.held is not None:
             self.refuse(run, run_id)
         return run
 
@@ -270,7 +270,16 @@ class RunTree:
         """Place a starting run in the tree; the record of its top-level run, or ``None`` for a
         late event of a run that ended (unless stopped: its record is kept a while) or is not
         tracked: a late event never starts a detector of its own."""
-        root = None
+        root = self.open.get(parent_run_id) if parent_run_id is not None else None
+        if root is not None and root.thread is None:
+            # the common case, a step of an invocation in flight, written out once
+            run = self.engine.find(root.key)
+            if run is not None:
+                if parent_run_id in self.below_tools or parent_run_id in run.tools:
+                    bounded_put(self.below_tools, run_id, None, _MAX_CLOSED)
+                self._open(run_id, root)
+                self.engine.touch(run)
+                return run
         if parent_run_id is not None:
             if parent_run_id in self.shed:
                 bounded_put(self.shed, run_id, None, _MAX_SHED)
@@ -288,43 +297,64 @@ class RunTree:
                 parent_run_id is not None or "langgraph_node" in (metadata or {})
             ):  # a model or tool call inside a run this handler was not given
                 self._warn_attached_below(event)
-            created = self._new_root(root_id, metadata)
-            if created is None:
+            root = self._new_root(root_id, metadata)
+            if root is None:
                 bounded_put(self.shed, root_id, None, _MAX_SHED)
                 bounded_put(self.shed, run_id, None, _MAX_SHED)
                 return None
-            root, run = created
+        if root.thread is not None:  # an invocation whose scope is not decided yet
+            if event == "chain":
+                self._open(run_id, root)
+                return None  # nothing to guard before its first model or tool call
+            found = self.settle_scope(root)
+            if found is None:
+                self._shed(root, run_id)
+                return None
         else:
             found = self.engine.find(root.key)
             if found is None:
                 return None  # its run ended (or was forgotten): nothing left to track
-            run = found
-            if parent_run_id in run.tools or parent_run_id in self.below_tools:
-                bounded_put(self.below_tools, run_id, None, _MAX_CLOSED)
-        if root.thread is not None and event != "chain":
-            run = self.settle_scope(root, run)
-        self.open[run_id] = root  # run ids are unique: this is the newest entry
-        root.members.add(run_id)
-        while len(self.open) > self._max_open():
-            oldest = next(iter(self.open))
-            self.open.pop(oldest).members.discard(oldest)
+        run = found
+        if parent_run_id in run.tools or parent_run_id in self.below_tools:
+            bounded_put(self.below_tools, run_id, None, _MAX_CLOSED)
+        self._open(run_id, root)
         self.engine.touch(run)
         return run
 
-    def _new_root(self, root_id: UUID, metadata: _Metadata) -> tuple[Root, CallbackRun] | None:
+    def _open(self, run_id: UUID, root: Root) -> None:
+        """Track ``run_id`` as a run in flight of ``root``, the oldest dropped beyond the bound."""
+        tracked = self.open
+        tracked[run_id] = root  # run ids are unique: this is the newest entry
+        root.members.add(run_id)
+        if len(tracked) > self._max_open():
+            while len(tracked) > self._max_open():
+                oldest = next(iter(tracked))
+                tracked.pop(oldest).members.discard(oldest)
+
+    def _new_root(self, root_id: UUID, metadata: _Metadata) -> Root | None:
         """Register a top-level run, keyed by its id or (``scope="thread"``) its thread; ``None``
-        when the registry is full of runs in flight."""
+        when the registry is full of runs in flight. With ``scope="auto"`` and a thread id, its
+        run waits for its scope (:meth:`settle_scope`)."""
         thread_id = (metadata or {}).get("thread_id")
         configured = self.engine.guard.config.scope
         # whether there is a checkpointer shows in the config of a node, not of the invocation
         choice = choose_scope(configured, thread_id, checkpointer=False)
+        if configured == "auto" and choice.reason == "no_checkpointer":
+            root = Root(root_id, str(root_id), thread=str(thread_id))
+            self.roots[root_id] = root
+            return root
         run = self.engine.begin(str(thread_id) if choice.per_thread else str(root_id), scope=choice)
         if run is None:
             return None
-        pending = configured == "auto" and choice.reason == "no_checkpointer"
-        root = Root(root_id, run.key, thread=str(thread_id) if pending else None)
+        root = Root(root_id, run.key)
         self.roots[root_id] = root
-        run.invocations[root_id] = None
+        self._join(root, run)
+        return root
+
+    def _join(self, root: Root, run: CallbackRun) -> None:
+        """``root`` (an invocation) feeds ``run``."""
+        root.key = run.key
+        run.invocations[root.id] = None
         if run.per_thread:
             self.threads.joined(run)
         if len(run.invocations) > _MAX_ROOTS:
@@ -333,30 +363,33 @@ class RunTree:
             oldest = next(iter(run.invocations))
             del run.invocations[oldest]
             self.roots.pop(oldest, None)
-        return root, run
 
-    def settle_scope(self, root: Root, run: CallbackRun) -> CallbackRun:
+    def settle_scope(self, root: Root) -> CallbackRun | None:
         """Decide the scope of an invocation with a ``thread_id`` (``scope="auto"``) at its first
         model or tool call, whose config tells whether the graph has a checkpointer: a
-        conversation moves to its thread's run, anything else stays guarded alone."""
+        conversation joins its thread's run, anything else is guarded alone; ``None`` when the
+        registry is full of runs in flight."""
         thread, root.thread = root.thread, None
         try:
             checkpointed = has_checkpointer(get_config())
         except RuntimeError:  # not inside a runnable: no graph, no checkpointer
             checkpointed = False
         choice = choose_scope("auto", thread, checkpointer=checkpointed)
-        if not choice.per_thread or thread is None or run.key != str(root.id):
-            return run
-        target = self.engine.begin(thread, scope=choice)
-        if target is None:
-            return run
-        run.invocations.pop(root.id, None)
-        if not run.invocations:
-            self.engine.discard(run)
-        root.key = target.key
-        target.invocations[root.id] = None
-        self.threads.joined(target)
-        return target
+        key = thread if choice.per_thread and thread is not None else str(root.id)
+        run = self.engine.begin(key, scope=choice)
+        if run is not None:
+            self._join(root, run)
+        return run
+
+    def _shed(self, root: Root, run_id: UUID) -> None:
+        """Stop tracking an invocation the registry has no room for (and ``run_id``, its step):
+        their late events are ignored."""
+        self.roots.pop(root.id, None)
+        root.ended = True
+        for member in (root.id, run_id, *root.members):
+            self.open.pop(member, None)
+            bounded_put(self.shed, member, None, _MAX_SHED)
+        root.members.clear()
 
     def _warn_attached_below(self, event: str) -> None:
         """Say once that the handler sits on a model or a tool, where it guards nothing."""
@@ -407,8 +440,12 @@ class RunTree:
         root = self.open.pop(run_id, None)
         if root is not None:
             root.members.discard(run_id)
-            bounded_put(self.closed, run_id, root, _MAX_CLOSED)
-        self.below_tools.pop(run_id, None)
+            closed = self.closed
+            closed[run_id] = root  # run ids are unique: this is the newest entry
+            if len(closed) > _MAX_CLOSED:
+                del closed[next(iter(closed))]
+        if self.below_tools:
+            self.below_tools.pop(run_id, None)
         top = self.roots.pop(run_id, None)
         if top is None:
             return None

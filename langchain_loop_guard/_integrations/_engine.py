@@ -274,9 +274,9 @@ class RunEngine(Generic[R]):
     def touch(self, run: R) -> None:
         """Mark ``run`` the most recently active one (the registry forgets the least)."""
         run.seen = self.now()
-        self.scope_seen(run.scope)
         if self.last == run.key:
-            return
+            return  # its scope was seen when it became the latest
+        self.scope_seen(run.scope)
         self.last = run.key
         if self.runs.get(run.key) is run:
             del self.runs[run.key]
@@ -321,14 +321,6 @@ class RunEngine(Generic[R]):
         if run is not None:
             return self.guard.inspection(key, run.detector, run.scope, run.ledger)
         return self.finished.get(key)
-
-    def discard(self, run: R) -> None:
-        """Forget a run that was never one (a provisional run whose invocation turned out to
-        belong to a thread)."""
-        if self.runs.get(run.key) is run:
-            del self.runs[run.key]
-        if self.last == run.key:
-            self.last = None
 
     def _make_room(self, capacity: int) -> bool:
         """Forget the least recently active run that is idle or between invocations."""
