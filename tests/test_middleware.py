@@ -10,7 +10,9 @@ import pytest
 from guard_scenarios import (
     AGAIN,
     FINE,
+    KINDS,
     LOOPS,
+    Kind,
     Loop,
     assert_valid_history,
     guard_messages,
@@ -767,10 +769,14 @@ def test_two_passes_reading_one_state_do_not_share_a_detector() -> None:
         assert got["loop_guard"]["detector"]["calls"] == want["loop_guard"]["detector"]["calls"]
 
 
-def test_a_running_agent_goes_on_with_its_detector_and_a_new_run_restores_it(
-    monkeypatch: pytest.MonkeyPatch,
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_guard_goes_on_with_its_detector_and_restores_a_state_it_did_not_write(
+    kind: Kind, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Within a run nothing is restored from the graph state; from a checkpoint, it is."""
+    """Within a run, and at the thread's next run (the checkpointer's copy of the state it
+    wrote, equal to it), a guard goes on with its detector; a state it did not write (another
+    guard's, as another process serving the thread has, or one the app changed) is restored,
+    and decides the same."""
     restored: list[bool] = []
     original = LoopDetector.restore_state
 
@@ -780,12 +786,22 @@ def test_a_running_agent_goes_on_with_its_detector_and_a_new_run_restores_it(
 
     monkeypatch.setattr(LoopDetector, "restore_state", counting)
     script: list[Any] = [call("read", {"p": n}) for n in range(5)]
-    model = ScriptedChatModel(script=[*script, "done", *script, "done"])
-    agent = harness("middleware", model, [scripted_tool("read", "contents")])
+    model = ScriptedChatModel(script=[*script, "Done.", *script, "Done again.", "All done."])
+    agent = harness(kind, model, [scripted_tool("read", "contents")])
     agent.invoke()
-    assert restored == []
     agent.invoke(text="Once more.")
+    assert restored == []
+    state = agent.graph.get_state(agent.config).values["loop_guard"]
+    agent.graph.update_state(agent.config, {"loop_guard": {**state, "at": state["at"] - 1.0}})
+    agent.invoke(text="Last one.")
     assert restored == [True]
+    same_calls = ScriptedChatModel(script=[call("read", {"p": 4})], then="repeat")
+    tools = [scripted_tool("read", "contents")]
+    other = harness(kind, same_calls, tools, checkpointer=agent.checkpointer, on_stop="raise")
+    with pytest.raises(LoopDetected) as caught:
+        other.invoke(text="And again.")  # the thread's history, restored, holds two reads of p=4
+    assert restored == [True, True]
+    assert caught.value.signal is Signal.REPEATED_TOOL_CALL
 
 
 def test_a_mode_change_applies_to_the_next_pass() -> None:

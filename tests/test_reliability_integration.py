@@ -144,13 +144,21 @@ class Fleet:
         return Outcome(None, self.bodies(run))
 
 
-def fleet(integration: Integration, *, thread: str | None = None, **config: Any) -> Fleet:
+def fleet(
+    integration: Integration,
+    *,
+    thread: str | None = None,
+    saver: InMemorySaver | None = None,
+    **config: Any,
+) -> Fleet:
     """A fresh agent with a fresh guard of ``integration``; with ``thread``, its runs are on
-    that thread of an in-memory checkpointer."""
+    that thread of an in-memory checkpointer (``saver``: another fleet's, as another process
+    serving the same threads has)."""
     loop_config = LoopGuardConfig(max_turns=1_000, **config)
     model = ScriptedChatModel(script=[_plan_step], then="repeat")
     tools = _tools()
-    saver = InMemorySaver() if thread is not None else None
+    if thread is not None and saver is None:
+        saver = InMemorySaver()
     if integration == "handler":
         guard: LoopGuardCallbackHandler | LoopGuardMiddleware = LoopGuardCallbackHandler(
             loop_config
@@ -251,12 +259,15 @@ def test_middleware_state_failure_lets_the_run_complete_with_one_warning(
 ) -> None:
     """Failing to save or load the guard's graph state never breaks the run.
 
-    Within a run each step goes on with the detector of the step before; the state is loaded
-    from the checkpoint when the thread's next run starts.
+    A guard goes on with the detector that wrote the state it reads back (each step of a run,
+    and the thread's next run); the state is loaded from the checkpoint when another process
+    (another guard) serves the thread's next run.
     """
     monkeypatch.setattr(LoopDetector, method, _broken)
     agent = fleet("middleware", thread="t")
     assert agent.run("productive", 1) == SPEC_OUTCOMES["productive"]
+    if method == "restore_state":
+        agent = fleet("middleware", thread="t", saver=agent.agent.checkpointer)
     assert agent.run("productive", 2) == SPEC_OUTCOMES["productive"]
     assert [r.name for r in warnings_logged.records] == ["langchain_loop_guard"]
 

@@ -88,11 +88,10 @@ class GraphGuard(GuardRuntime):
         self._on_stop: OnStop = on_stop
         self._state_key = state_key
         self._wall: Callable[[], float] = clock if clock is not None else time.time
-        # Each bounded by ``_MAX_THREADS``, oldest first (see ``_take_written``, ``_pending_halt``).
+        # Each bounded by ``_MAX_THREADS``, oldest first (``_WrittenStates``, ``_pending_halt``).
         self._threads: dict[str, GuardData] = {}
         self._resets = _ResetRequests()
-        # The states it wrote, by id, with the detector that exported them (None: recording)
-        self._written: dict[int, tuple[GuardData, LoopDetector | None]] = {}
+        self._written = _WrittenStates()
         self._halts: dict[str, LoopDetected] = {}
         self._interrupted: dict[tuple[object, ...], None] = {}
         self._tool_kinds = ToolKinds()  # which tools act, as the tools it saw say (MCP)
@@ -238,7 +237,8 @@ class GraphGuard(GuardRuntime):
         shown = stop_state(decided.stop) if decided.stop is not None and not paused else None
         if shown is not None:
             decided.data["stopped"] = True
-        self._wrote(decided.data, decided.run.detector)
+        live = decided.run.detector if self.recorder is None else None  # recording: restored
+        self._written.wrote(decided.data, live, thread)
         return Update(
             data=decided.data,
             messages=tuple(decided.messages),
@@ -316,27 +316,6 @@ class GraphGuard(GuardRuntime):
         work.data["at"] = work.now
         return work
 
-    def _wrote(self, data: GuardData, detector: LoopDetector) -> None:
-        """Remember a state about to be written and its detector (:meth:`_take_written`)."""
-        live = detector if self.recorder is None else None
-        with self._lock:
-            bounded_put(self._written, id(data), (data, live), _MAX_THREADS)
-
-    def _take_written(
-        self, stored: object, config: LoopGuardConfig
-    ) -> tuple[GuardData, LoopDetector | None] | None:
-        """A copy of ``stored`` if this guard wrote it, with the detector that exported it if
-        that was built under ``config``: neither is read back nor checked again, which is most
-        of a pass's work. A second reader of the same state reads and checks its own copy."""
-        with self._lock:
-            entry = self._written.pop(id(stored), None)
-        if entry is None or entry[0] is not stored:
-            return None
-        data, detector = entry
-        if detector is not None and detector.config is not config:
-            detector = None
-        return cast(GuardData, dict(data)), detector
-
     def _restore(
         self,
         stored: object,
@@ -352,7 +331,7 @@ class GraphGuard(GuardRuntime):
         choice = choose_scope(config.scope, thread, checkpointed)
         run_config = self._run_config(choice, config)
         self._scope_seen(choice)
-        written = self._take_written(stored, run_config)
+        written = self._written.take(stored, run_config, thread)
         detector: LoopDetector | None = None
         if written is None:
             data = load_state(stored, thread)
@@ -412,6 +391,58 @@ class GraphGuard(GuardRuntime):
         if self.recorder is not None and events:
             self.recorder.write(thread or "-", events)
             events.clear()
+
+
+class _WrittenStates:
+    """The states a guard wrote, by id, with the detector that exported them (``None`` while
+    recording: a pass records the events it decides), and each thread's latest; bounded by
+    ``_MAX_THREADS``, oldest first. A pass that reads one back goes on with its detector:
+    neither is read back nor checked again, which is most of a pass's work."""
+
+    __slots__ = ("_latest", "_lock", "_written")
+
+    def __init__(self) -> None:
+        self._written: dict[int, tuple[GuardData, LoopDetector | None]] = {}
+        self._latest: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def wrote(self, data: GuardData, detector: LoopDetector | None, thread: str | None) -> None:
+        """Remember a state about to be written (of ``thread``), and its detector."""
+        with self._lock:
+            bounded_put(self._written, id(data), (data, detector), _MAX_THREADS)
+            if thread is not None:
+                bounded_put(self._latest, thread, id(data), _MAX_THREADS)
+
+    def take(
+        self, stored: object, config: LoopGuardConfig, thread: str | None
+    ) -> tuple[GuardData, LoopDetector | None] | None:
+        """A copy of ``stored`` if the guard wrote it, with the detector that exported it if
+        that was built under ``config``. Within an invocation the graph hands the state back as
+        it was written; a thread's next invocation reads the checkpointer's copy, taken for the
+        state the thread's latest pass wrote when it is equal to it. Each is taken once: a
+        second reader of the same state reads and checks its own copy."""
+        with self._lock:
+            entry = self._written.pop(id(stored), None)
+            if entry is not None and entry[0] is not stored:
+                entry = None  # another state at the same address: the one written is gone
+            if entry is None and thread is not None and isinstance(stored, Mapping):
+                latest = self._written.get(self._latest.get(thread, 0))
+                if latest is not None and latest[0] == stored:
+                    entry = self._written.pop(id(latest[0]))
+            if entry is None:
+                return None
+            if thread is not None and self._latest.get(thread) == id(entry[0]):
+                del self._latest[thread]  # taken: a copy of it is no longer this state
+        data, detector = entry
+        if detector is not None and detector.config is not config:
+            detector = None
+        return cast(GuardData, dict(data)), detector
+
+    def clear(self) -> None:
+        """Forget every state (the guard was switched off)."""
+        with self._lock:
+            self._written.clear()
+            self._latest.clear()
 
 
 class _ResetRequests:
