@@ -152,6 +152,16 @@ def _config_fields(cls: Any) -> list[str]:
     return [*lines, ""]
 
 
+def _public_bases(cls: type) -> list[type]:
+    """``cls``'s bases, a private one (``_RunRegistry``) replaced by its own public bases."""
+    found: list[type] = []
+    for base in cls.__bases__:
+        for public in _public_bases(base) if base.__name__.startswith("_") else [base]:
+            if public not in found:
+                found.append(public)
+    return found
+
+
 def _section(name: str, obj: Any) -> list[str]:
     lines: list[str]
     if inspect.isclass(obj) and issubclass(obj, enum.Enum):
@@ -161,7 +171,7 @@ def _section(name: str, obj: Any) -> list[str]:
         return [*lines, ""]
     if inspect.isclass(obj):
         kind = "exception" if issubclass(obj, BaseException) else "class"
-        bases = ", ".join(base.__name__ for base in obj.__bases__ if base is not object)
+        bases = ", ".join(base.__name__ for base in _public_bases(obj) if base is not object)
         lines = [f"## {name}", "", f"A {kind}" + (f"; bases: {bases}." if bases else "."), ""]
         if hasattr(obj, "model_fields"):
             lines += [f"`{name}(**values)`", ""]

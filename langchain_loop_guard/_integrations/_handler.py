@@ -67,7 +67,67 @@ def _guarded(method: _Callback) -> _Callback:
     return cast("_Callback", callback)
 
 
-class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
+class _RunRegistry(GuardRuntime):
+    """The handler's runs (:class:`RunEngine`, the :class:`RunTree` its callbacks are placed
+    in) and the runtime commands on them; the callbacks are :class:`LoopGuardCallbackHandler`'s.
+    """
+
+    _engine: RunEngine[CallbackRun]
+    _tree: RunTree
+    _unrepaired: StoppedThreads
+
+    def inspect(self, run_id: str | UUID | None = None) -> RunInspection | None:
+        """The recent tool calls of a run (tool names, digests, outcome kinds, no content), or
+        ``None`` when the run is unknown.
+
+        Args:
+            run_id: the run as :attr:`LoopDetected.run_id` names it (the top-level run id, or the
+                thread id with ``scope="thread"``), ended recently or not; the most recently active
+                run when ``None``.
+        """
+        with self._lock:
+            key = self._tree.key_of(run_id)
+            return None if key is None else self._engine.inspect(key)
+
+    def reset(self, run_id: str | UUID | None = None) -> bool:
+        """Clear a run's counters, history and tripped flag, so that it may go on; whether a run in
+        progress (or a thread's state) was reset. ``run_id`` as for :meth:`inspect`."""
+        with self._lock:
+            key = self._tree.key_of(run_id)
+            run = self._engine.runs.get(key) if key is not None else None
+            if run is None:
+                return False
+            run.restart()
+            return True
+
+    def _active_runs(self) -> int:
+        return len(self._engine.runs)
+
+    def _shed_runs(self) -> int:
+        return self._engine.shed
+
+    def _config_changed(self, config: LoopGuardConfig) -> None:
+        if self._engine.configure(config):
+            self._tree.clear()
+
+    def _report_verdict(
+        self, run_id: str, verdict: Verdict, *, site: Site | None = None, nudge: bool = False
+    ) -> None:
+        super()._report_verdict(run_id, verdict, site=site, nudge=nudge)
+        thread = site.thread_id if site is not None else None
+        if verdict.stops and not verdict.tripped and not nudge and thread is not None:
+            self._unrepaired.stopped(thread)
+
+    def _fail_open(self, where: str, exc: Exception) -> None:
+        """A callback raised ``exc``: a deliberate stop goes on up; the guard's own failure is
+        logged once and the run goes on (SPEC §8). The callbacks LangChain calls at every step
+        catch for themselves (a wrapper's call costs as much as a chain's bookkeeping)."""
+        if isinstance(exc, LoopGuardError | GraphBubbleUp):
+            raise exc
+        self.internal_error(where, exc)
+
+
+class LoopGuardCallbackHandler(_RunRegistry, BaseCallbackHandler):
     """Stop runaway agent loops from LangChain callbacks.
 
     Pass it with the run's configuration so that every nested callback reaches it::
@@ -163,41 +223,6 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
         """The handler's own trace events are not for it."""
         return True
 
-    def inspect(self, run_id: str | UUID | None = None) -> RunInspection | None:
-        """The recent tool calls of a run (tool names, digests, outcome kinds, no content), or
-        ``None`` when the run is unknown.
-
-        Args:
-            run_id: the run as :attr:`LoopDetected.run_id` names it (the top-level run id, or the
-                thread id with ``scope="thread"``), ended recently or not; the most recently active
-                run when ``None``.
-        """
-        with self._lock:
-            key = self._tree.key_of(run_id)
-            return None if key is None else self._engine.inspect(key)
-
-    def reset(self, run_id: str | UUID | None = None) -> bool:
-        """Clear a run's counters, history and tripped flag, so that it may go on; whether a run in
-        progress (or a thread's state) was reset. ``run_id`` as for :meth:`inspect`."""
-        with self._lock:
-            key = self._tree.key_of(run_id)
-            run = self._engine.runs.get(key) if key is not None else None
-            if run is None:
-                return False
-            run.restart()
-            return True
-
-    def _active_runs(self) -> int:
-        return len(self._engine.runs)
-
-    def _shed_runs(self) -> int:
-        return self._engine.shed
-
-    def _config_changed(self, config: LoopGuardConfig) -> None:
-        if self._engine.configure(config):
-            self._tree.clear()
-
-    @_guarded
     def on_chain_start(
         self,
         serialized: dict[str, Any] | None,
@@ -209,14 +234,23 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
         **kwargs: Any,
     ) -> None:
         """Record where the chain sits in the run tree; refuse it after a stopped answer."""
-        with self._lock:
-            self._tree.start(run_id, parent_run_id, metadata)
+        if self._config.mode == "off":
+            return
+        try:
+            with self._lock:
+                self._tree.start(run_id, parent_run_id, metadata)
+        except Exception as exc:  # noqa: BLE001 - fail open, SPEC §8
+            self._fail_open("on_chain_start", exc)
 
-    @_guarded
     def on_chain_end(self, outputs: Any, *, run_id: UUID, **kwargs: Any) -> None:
         """Forget the chain; the top-level run's end ends the run (``RunTree.end_invocation``)."""
-        with self._lock:
-            self._tree.end_invocation(run_id)
+        if self._config.mode == "off":
+            return
+        try:
+            with self._lock:
+                self._tree.end_invocation(run_id)
+        except Exception as exc:  # noqa: BLE001 - fail open, SPEC §8
+            self._fail_open("on_chain_end", exc)
 
     @_guarded
     def on_chain_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
@@ -251,7 +285,6 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
         with self._lock:
             self._tree.end(run_id)
 
-    @_guarded
     def on_chat_model_start(
         self,
         serialized: dict[str, Any] | None,
@@ -265,16 +298,14 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
         """A model turn begins; a stopped run is aborted here, before the model is paid for.
         The first model turn on a thread after one of this handler's stops warns (once) when
         the stop left calls unanswered that no repair answered."""
-        self._unrepaired.check(metadata, messages[0] if messages else ())
-        self._tree.model_started(run_id, parent_run_id, metadata, messages[0] if messages else ())
-
-    def _report_verdict(
-        self, run_id: str, verdict: Verdict, *, site: Site | None = None, nudge: bool = False
-    ) -> None:
-        super()._report_verdict(run_id, verdict, site=site, nudge=nudge)
-        thread = site.thread_id if site is not None else None
-        if verdict.stops and not verdict.tripped and not nudge and thread is not None:
-            self._unrepaired.stopped(thread)
+        if self._config.mode == "off":
+            return
+        try:
+            sent = messages[0] if messages else ()
+            self._unrepaired.check(metadata, sent)
+            self._tree.model_started(run_id, parent_run_id, metadata, sent)
+        except Exception as exc:  # noqa: BLE001 - fail open, SPEC §8
+            self._fail_open("on_chat_model_start", exc)
 
     @_guarded
     def on_llm_start(
@@ -290,32 +321,37 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
         """A (text-completion) model turn begins: its input is not looked into."""
         self._tree.model_started(run_id, parent_run_id, metadata, None)
 
-    @_guarded
     def on_llm_end(
         self, response: LLMResult, *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any
     ) -> None:
         """The model answered; a stop is reported here and held for the next step."""
-        with self._lock:
-            found = self._tree.resolve(run_id, parent_run_id)
-            tracked, thread = found is not None, found is not None and found.per_thread
-        if tracked:  # digested outside the lock: other runs' callbacks need not wait
-            limits = limits_of(self.config)
-            compared = thread or limits.sketches_replies
-            answer = ModelAnswer(response, limits, self._tool_kinds.acts, compared=compared)
-        with self._lock:
-            run = self._tree.resolve(run_id, parent_run_id)
-            verdict = ALLOW
-            held = False
-            if run is not None and tracked:
-                answer.spent(run.ledger, run.detector.config.ignore_tools)
-                verdict = run.answer(answer, run_id)
-                if verdict.stops:  # its calls are refused, never counted as unexecuted ones
-                    held = self._tree.hold(run, run_id, parent_run_id, verdict)
-                else:
-                    run.announce(answer)
-            self._tree.end(run_id)
-        if run is not None and verdict.action != "allow":
-            self._tree.act(run.key, (verdict,), "on_llm_end", run_id, parent_run_id, stop=not held)
+        if self._config.mode == "off":
+            return
+        try:
+            with self._lock:
+                found = self._tree.resolve(run_id, parent_run_id)
+                tracked, thread = found is not None, found is not None and found.per_thread
+            if tracked:  # digested outside the lock: other runs' callbacks need not wait
+                limits = limits_of(self.config)
+                compared = thread or limits.sketches_replies
+                answer = ModelAnswer(response, limits, self._tool_kinds.acts, compared=compared)
+            with self._lock:
+                run = self._tree.resolve(run_id, parent_run_id)
+                verdict = ALLOW
+                held = False
+                if run is not None and tracked:
+                    answer.spent(run.ledger, run.detector.config.ignore_tools)
+                    verdict = run.answer(answer, run_id)
+                    if verdict.stops:  # its calls are refused, never counted as unexecuted ones
+                        held = self._tree.hold(run, run_id, parent_run_id, verdict)
+                    else:
+                        run.announce(answer)
+                self._tree.end(run_id)
+            if run is not None and verdict.action != "allow":
+                where = "on_llm_end"
+                self._tree.act(run.key, (verdict,), where, run_id, parent_run_id, stop=not held)
+        except Exception as exc:  # noqa: BLE001 - fail open, SPEC §8
+            self._fail_open("on_llm_end", exc)
 
     @_guarded
     def on_llm_error(
@@ -333,7 +369,6 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
                 run.in_context.pop(run_id, None)
             self._tree.end(run_id)
 
-    @_guarded
     def on_tool_start(
         self,
         serialized: dict[str, Any] | None,
@@ -346,32 +381,43 @@ class LoopGuardCallbackHandler(GuardRuntime, BaseCallbackHandler):
         **kwargs: Any,
     ) -> None:
         """A tool is about to run; raising here keeps its body from running."""
-        name = safe_tool_name((serialized or {}).get("name") or kwargs.get("name") or _UNKNOWN_TOOL)
-        call_id = kwargs.get("tool_call_id")
-        # digested before the lock is taken: other runs' callbacks need not wait for it
-        arguments = inputs if inputs is not None else input_str
-        hint = self._tool_kinds.started(name, metadata, serialized)  # its MCP annotations
-        signature, tokens = call_digests(name, arguments, limits_of(self.config).acts(name, hint))
-        with self._lock:
-            run = self._tree.place(run_id, parent_run_id, metadata, "tool")
-            if run is None:
-                return
-            if call_id is not None:
-                run.announced.pop(call_id, None)
-            self._tree.refuse(run, run_id)
-            verdict = run.tool_started(run_id, name, signature, call_id, tokens)
-            if verdict.stops:
-                self._tree.end(run_id)  # the tool will not report an end
-        if verdict.action != "allow":
-            self._tree.act(run.key, (verdict,), "on_tool_start", run_id, parent_run_id)
+        if self._config.mode == "off":
+            return
+        try:
+            name = (serialized or {}).get("name") or kwargs.get("name") or _UNKNOWN_TOOL
+            name = safe_tool_name(name)
+            call_id = kwargs.get("tool_call_id")
+            # digested before the lock is taken: other runs' callbacks need not wait for it
+            arguments = inputs if inputs is not None else input_str
+            hint = self._tool_kinds.started(name, metadata, serialized)  # its MCP annotations
+            acts = limits_of(self.config).acts(name, hint)
+            signature, tokens = call_digests(name, arguments, acts)
+            with self._lock:
+                run = self._tree.place(run_id, parent_run_id, metadata, "tool")
+                if run is None:
+                    return
+                if call_id is not None:
+                    run.announced.pop(call_id, None)
+                self._tree.refuse(run, run_id)
+                verdict = run.tool_started(run_id, name, signature, call_id, tokens)
+                if verdict.stops:
+                    self._tree.end(run_id)  # the tool will not report an end
+            if verdict.action != "allow":
+                self._tree.act(run.key, (verdict,), "on_tool_start", run_id, parent_run_id)
+        except Exception as exc:  # noqa: BLE001 - fail open, SPEC §8
+            self._fail_open("on_tool_start", exc)
 
-    @_guarded
     def on_tool_end(
         self, output: Any, *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any
     ) -> None:
         """A tool returned: an error ``ToolMessage`` (``handle_tool_error``) is an error, and a
         ``Command`` (or a list of them) is taken by the content of its tool messages."""
-        self._tool_ended("on_tool_end", run_id, parent_run_id, tool_outcome(output))
+        if self._config.mode == "off":
+            return
+        try:
+            self._tool_ended("on_tool_end", run_id, parent_run_id, tool_outcome(output))
+        except Exception as exc:  # noqa: BLE001 - fail open, SPEC §8
+            self._fail_open("on_tool_end", exc)
 
     @_guarded
     def on_tool_error(
