@@ -256,7 +256,7 @@ class CostLedger:
 def usage_of(value: Any) -> Usage | None:
     """A usage mapping (``usage_metadata``'s keys, or OpenAI's ``prompt_tokens`` /
     ``completion_tokens``) as :class:`Usage`; ``None`` when it holds no token count."""
-    if not isinstance(value, Mapping):
+    if type(value) is not dict and not isinstance(value, Mapping):  # a dict: no ABC check
         return None
     input_tokens = _count(value, "input_tokens", "prompt_tokens")
     output_tokens = _count(value, "output_tokens", "completion_tokens")

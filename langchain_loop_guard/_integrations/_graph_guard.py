@@ -269,7 +269,7 @@ class GraphGuard(GuardRuntime):
         if self.mode == "off" or not isinstance(stored, Mapping):
             return None
         marker = stored.get("halt")
-        if not isinstance(marker, Mapping) or not messages:
+        if marker is None or not isinstance(marker, Mapping) or not messages:
             return None
         end = len(messages)
         if isinstance(messages[-1], AIMessage) and guard_kind(messages[-1]) == "stop":

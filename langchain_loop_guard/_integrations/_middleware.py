@@ -300,7 +300,7 @@ class LoopGuardMiddleware(GraphGuard, AgentMiddleware[LoopGuardAgentState, Any, 
         stop asked, since an app's after-model hook sent it back to the model (and may have
         added a message after the stopped answer). Once raised, a stop is no longer held."""
         marker = stored.get("halt") if isinstance(stored, Mapping) else None
-        if not isinstance(marker, Mapping) or self.mode == "off":
+        if marker is None or not isinstance(marker, Mapping) or self.mode == "off":
             return None
         with self._lock:
             return self._halts.pop(str(marker.get("token")), None)
@@ -410,7 +410,7 @@ def _pause_marker(messages: Sequence[AnyMessage], stored: object) -> Mapping[str
     """The interrupt held for this model call (``on_stop="interrupt"`` on a model's answer,
     decided after the model was paid for), if the answer it is about is still the latest."""
     marker = stored.get("pause") if isinstance(stored, Mapping) else None
-    if not isinstance(marker, Mapping) or not messages:
+    if marker is None or not isinstance(marker, Mapping) or not messages:
         return None
     index = last_ai(messages, len(messages))
     if index < 0 or any(is_human_input(m) for m in messages[index + 1 :]):

@@ -192,11 +192,11 @@ def _own_node() -> str | None:
 
 
 def _get(state: Any, key: str) -> Any:
-    if isinstance(state, Mapping):
+    if type(state) is dict or isinstance(state, Mapping):  # a dict first: no ABC check
         return state.get(key)
     return getattr(state, key, None)
 
 
 def _messages(state: Any, key: str) -> Sequence[AnyMessage]:
     messages = _get(state, key)
-    return messages if isinstance(messages, Sequence) else ()
+    return messages if type(messages) is list or isinstance(messages, Sequence) else ()
