@@ -334,7 +334,9 @@ class LoopGuardCallbackHandler(_RunRegistry, BaseCallbackHandler):
             if tracked:  # digested outside the lock: other runs' callbacks need not wait
                 limits = limits_of(self.config)
                 compared = thread or limits.sketches_replies
-                answer = ModelAnswer(response, limits, self._tool_kinds.acts, compared=compared)
+                keyed = self.recorder is not None or not limits.aware
+                hinted = self._tool_kinds.acts
+                answer = ModelAnswer(response, limits, hinted, compared=compared, keyed=keyed)
             with self._lock:
                 run = self._tree.resolve(run_id, parent_run_id)
                 verdict = ALLOW

@@ -57,14 +57,18 @@ class ModelAnswer:
         hinted: Callable[[str], bool | None],
         *,
         compared: bool,
+        keyed: bool = True,
     ) -> None:
         """Read ``response``; ``hinted`` says what a tool's annotations said of it, and
         ``compared`` whether the reply rules compare this run's replies (SPEC §12 R9, §13 R14):
-        a reply's word sketch is made only then."""
+        a reply's word sketch is made only then. Without ``keyed`` (progress awareness on,
+        nothing recorded), an answer with calls and a message id gets no key: the detector
+        leaves it to its calls, and the id tells it in the model's next input."""
         text, tool_calls, answer_id = _answer(response)
         self.answer_id = answer_id
         self.usage: Usage | None = answer_usage(response)
-        self.key = assistant_key(text)
+        unkeyed = not keyed and tool_calls and answer_id is not None
+        self.key = None if unkeyed else assistant_key(text)
         sketched = self.key is not None and not tool_calls and compared
         self.sketch = reply_sketch(text) if sketched else None
         self.talk = self.key is not None and not tool_calls and talk(text)  # SPEC §14 N19
