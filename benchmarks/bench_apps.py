@@ -69,7 +69,7 @@ import statistics
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Annotated, Any, NotRequired, TypedDict
+from typing import Annotated, Any, NotRequired, TypedDict, cast
 
 from _harness import Row
 from bench_agent import SameHooksMiddleware, no_op_like
@@ -267,8 +267,8 @@ def wire_agent(
     if side.node == "floor":
         node, route = floor_node, floor_route
     else:
-        assert isinstance(side.node, LoopGuardNode)
-        node, route = side.node, side.node.route
+        guard = cast(LoopGuardNode, side.node)  # or an earlier commit's (``bench_ab.py``)
+        node, route = guard, guard.route
     builder.add_node("loop_guard", node)
     builder.add_edge(entry, "loop_guard")
     builder.add_edge("agent", "loop_guard")
@@ -1069,8 +1069,10 @@ def run_round(
     sides: Sequence[Side],
     loop: asyncio.AbstractEventLoop | None,
     first: int,
+    clock: Callable[[], int] = time.perf_counter_ns,
 ) -> Timing:
-    """The app run once on every side, streamed side by side, one step of each in turn."""
+    """The app run once on every side, streamed side by side, one step of each in turn, timed by
+    ``clock`` (nanoseconds: the wall clock, or ``time.process_time_ns`` for CPU time)."""
     runs = [build(side, InMemorySaver()) for side in sides]
     streams: list[Any] = [
         run.steps(side) if loop is None else run.asteps(side)
@@ -1089,7 +1091,7 @@ def run_round(
                 index = (shift + k) % count
                 if not running[index]:
                     continue
-                start = time.perf_counter_ns()
+                start = clock()
                 try:
                     if loop is None:
                         next(streams[index])
@@ -1097,7 +1099,7 @@ def run_round(
                         loop.run_until_complete(streams[index].__anext__())
                 except done:
                     running[index] = False
-                totals[index] += time.perf_counter_ns() - start
+                totals[index] += clock() - start
     finally:
         gc.enable()
     for run, side in zip(runs, sides, strict=True):
@@ -1112,12 +1114,13 @@ def measure(
     sides: Sequence[Side],
     rounds: int,
     loop: asyncio.AbstractEventLoop | None,
+    clock: Callable[[], int] = time.perf_counter_ns,
 ) -> dict[str, list[Timing]]:
     """``rounds`` timed rounds of every app (after one untimed round)."""
     timings: dict[str, list[Timing]] = {name: [] for name in apps}
     for index in range(-1, rounds):
         for offset, (name, build) in enumerate(apps.items()):
-            timing = run_round(build, sides, loop, index + offset)
+            timing = run_round(build, sides, loop, index + offset, clock)
             if index >= 0:
                 timings[name].append(timing)
     return timings
@@ -1164,6 +1167,11 @@ def added_per_call(timings: dict[str, list[Timing]], subject: str, baseline: str
     return statistics.median(s - b for s, b in pairs)
 
 
+FLOOR_TARGETS = {"handler": 1.05, "node": 1.05, "middleware": 1.10}
+"""Each integration's app time over its no-op floor, at most (issue 39: the handler and the
+node guard at 1.05x; the middleware is judged against ``ToolCallLimitMiddleware``, 1.05x)."""
+
+
 def integration_rows(
     label: str,
     integration: str,
@@ -1183,7 +1191,7 @@ def integration_rows(
             f"{base:,.1f} ms",
             f"{subj:,.1f} ms",
             value,
-            1.10,
+            FLOOR_TARGETS[integration],
             note=f"IQR ±{spread:.2f}; geometric mean over apps, median of "
             f"{len(next(iter(timings.values())))} rounds; times summed over apps; "
             f"{calls} model calls",

@@ -1,0 +1,59 @@
+"""``benchmarks/bench_ab.py``: an earlier commit's package loads beside this checkout's under
+another name, with its message catalogs, and its guard runs an app beside this checkout's and
+the floor's, each side to its scripted end."""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+pytestmark = pytest.mark.slow  # a git archive and an app on three sides
+
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+
+
+@pytest.fixture(scope="module")
+def ab() -> Iterator[ModuleType]:
+    inside = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=BENCHMARKS, capture_output=True, check=False
+    )
+    if inside.returncode != 0:
+        pytest.skip("not a git checkout: bench_ab.py reads an earlier commit from git")
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import bench_ab
+
+        yield bench_ab
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+
+
+@pytest.mark.parametrize("integration", ["handler", "node", "middleware"])
+def test_an_earlier_commit_runs_beside_this_checkout(
+    ab: ModuleType,
+    integration: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    monkeypatch.chdir(BENCHMARKS)
+    monkeypatch.setattr(sys, "path", list(sys.path))  # the earlier package's folder goes again
+    for name in list(sys.modules):
+        if name.split(".")[0] == ab.EARLIER:
+            monkeypatch.delitem(sys.modules, name)
+    with caplog.at_level(logging.WARNING):
+        earlier = ab.load_earlier("HEAD", tmp_path)
+        three, apps = ab.sides(integration, earlier)
+        name = next(iter(apps))
+        timing = ab.bench_apps.run_round(apps[name], three, None, 0)
+    assert earlier.__name__ == ab.EARLIER
+    assert earlier.__file__.startswith(str(tmp_path))
+    assert [side.name for side in three] == [f"{integration} floor", "earlier", "this checkout"]
+    assert timing.model_calls >= 10  # every side ran the app to its end (else it would raise)
+    assert not [r for r in caplog.records if "catalog" in r.getMessage()]
