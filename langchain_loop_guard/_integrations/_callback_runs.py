@@ -326,10 +326,9 @@ class RunTree:
         tracked = self.open
         tracked[run_id] = root  # run ids are unique: this is the newest entry
         root.members.add(run_id)
-        if len(tracked) > self._max_open():
-            while len(tracked) > self._max_open():
-                oldest = next(iter(tracked))
-                tracked.pop(oldest).members.discard(oldest)
+        while len(tracked) > self._max_open():
+            oldest = next(iter(tracked))
+            tracked.pop(oldest).members.discard(oldest)
 
     def _new_root(self, root_id: UUID, metadata: _Metadata) -> Root | None:
         """Register a top-level run, keyed by its id or (``scope="thread"``) its thread; ``None``

@@ -50,7 +50,8 @@ _Callback = TypeVar("_Callback", bound=Callable[..., None])
 
 
 def _guarded(method: _Callback) -> _Callback:
-    """Run a callback only when the guard is on, failing open (``failing_open``, inlined)."""
+    """Run a callback only when the guard is on, failing open (:meth:`_RunRegistry._fail_open`);
+    for the callbacks that do not come at every step."""
     where = method.__name__
 
     @functools.wraps(method)
@@ -59,10 +60,8 @@ def _guarded(method: _Callback) -> _Callback:
             return
         try:
             method(self, *args, **kwargs)
-        except (LoopGuardError, GraphBubbleUp):
-            raise  # a deliberate stop
         except Exception as exc:  # noqa: BLE001 - fail open, SPEC §8
-            self.internal_error(where, exc)
+            self._fail_open(where, exc)
 
     return cast("_Callback", callback)
 
