@@ -51,7 +51,10 @@ def load_earlier(rev: str, into: Path) -> Any:
         ["git", "archive", rev, PACKAGE], capture_output=True, check=True, cwd=root
     ).stdout
     with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
-        tar.extractall(into, filter="data")
+        if hasattr(tarfile, "data_filter"):  # Python 3.11.4 and later
+            tar.extractall(into, filter="data")
+        else:  # pragma: no cover - our own commit's files
+            tar.extractall(into)
     package = into / EARLIER
     (into / PACKAGE).rename(package)
     for source in package.rglob("*.py"):
