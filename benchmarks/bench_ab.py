@@ -43,13 +43,25 @@ EARLIER = "loop_guard_earlier"
 
 
 def load_earlier(rev: str, into: Path) -> Any:
-    """The package as committed at ``rev``, importable as :data:`EARLIER` from ``into``."""
-    root = subprocess.run(
-        ["git", "rev-parse", "--show-toplevel"], capture_output=True, text=True, check=True
-    ).stdout.strip()
-    archive = subprocess.run(
-        ["git", "archive", rev, PACKAGE], capture_output=True, check=True, cwd=root
-    ).stdout
+    """The package as committed at ``rev``, importable as :data:`EARLIER` from ``into``.
+
+    Raises:
+        ValueError: not inside a git checkout, or ``rev`` names no commit with the package.
+    """
+    found = subprocess.run(
+        ["git", "rev-parse", "--show-toplevel"], capture_output=True, text=True, check=False
+    )
+    if found.returncode != 0:
+        msg = "bench_ab.py reads the earlier commit from git: run it inside a git checkout"
+        raise ValueError(msg)
+    archived = subprocess.run(
+        ["git", "archive", rev, PACKAGE], capture_output=True, check=False, cwd=found.stdout.strip()
+    )
+    if archived.returncode != 0:
+        reason = archived.stderr.decode(errors="replace").strip().splitlines()[-1:]
+        msg = f"git has no {PACKAGE}/ at {rev!r}: {' '.join(reason) or 'git archive failed'}"
+        raise ValueError(msg)
+    archive = archived.stdout
     with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
         if hasattr(tarfile, "data_filter"):  # Python 3.11.4 and later
             tar.extractall(into, filter="data")
@@ -100,7 +112,10 @@ def main() -> None:
     for name in (PACKAGE, EARLIER):
         logging.getLogger(name).propagate = False
     with tempfile.TemporaryDirectory() as scratch:
-        earlier = load_earlier(args.rev, Path(scratch))
+        try:
+            earlier = load_earlier(args.rev, Path(scratch))
+        except ValueError as exc:
+            parser.error(str(exc))
         three, apps = sides(args.integration, earlier)
         loop = asyncio.new_event_loop() if args.use_async else None
         clock = time.process_time_ns if args.cpu else time.perf_counter_ns

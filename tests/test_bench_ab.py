@@ -61,3 +61,11 @@ def test_an_earlier_commit_runs_beside_this_checkout(
     assert [side.name for side in three] == [f"{integration} floor", "earlier", "this checkout"]
     assert timing.model_calls >= 10  # every side ran the app to its end (else it would raise)
     assert not [r for r in caplog.records if "catalog" in r.getMessage()]
+
+
+def test_a_commit_that_is_not_there_is_named(
+    ab: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(BENCHMARKS)
+    with pytest.raises(ValueError, match="git has no langchain_loop_guard/ at 'no-such-rev'"):
+        ab.load_earlier("no-such-rev", tmp_path)
