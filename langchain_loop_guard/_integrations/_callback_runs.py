@@ -271,15 +271,25 @@ class RunTree:
         late event of a run that ended (unless stopped: its record is kept a while) or is not
         tracked: a late event never starts a detector of its own."""
         root = self.open.get(parent_run_id) if parent_run_id is not None else None
-        if root is not None and root.thread is None:
-            # the common case, a step of an invocation in flight, written out once
-            run = self.engine.find(root.key)
-            if run is not None:
-                if parent_run_id in self.below_tools or parent_run_id in run.tools:
-                    bounded_put(self.below_tools, run_id, None, _MAX_CLOSED)
-                self._open(run_id, root)
-                self.engine.touch(run)
-                return run
+        # the common case, a step of an invocation in flight: its root's run, found at once
+        run = self.engine.find(root.key) if root is not None and root.thread is None else None
+        if root is None or run is None:
+            located = self._locate(run_id, parent_run_id, metadata, event)
+            if located is None:
+                return None
+            root, run = located
+        if parent_run_id in self.below_tools or parent_run_id in run.tools:
+            bounded_put(self.below_tools, run_id, None, _MAX_CLOSED)
+        self._open(run_id, root)
+        self.engine.touch(run)
+        return run
+
+    def _locate(
+        self, run_id: UUID, parent_run_id: UUID | None, metadata: _Metadata, event: str
+    ) -> tuple[Root, CallbackRun] | None:
+        """:meth:`place` the long way: a new top-level run, a late event, a run not tracked, or
+        an invocation whose scope waits for its first model or tool call."""
+        root = None
         if parent_run_id is not None:
             if parent_run_id in self.shed:
                 bounded_put(self.shed, run_id, None, _MAX_SHED)
@@ -306,20 +316,15 @@ class RunTree:
             if event == "chain":
                 self._open(run_id, root)
                 return None  # nothing to guard before its first model or tool call
-            found = self.settle_scope(root)
-            if found is None:
+            run = self.settle_scope(root)
+            if run is None:
                 self._shed(root, run_id)
                 return None
-        else:
-            found = self.engine.find(root.key)
-            if found is None:
-                return None  # its run ended (or was forgotten): nothing left to track
-        run = found
-        if parent_run_id in run.tools or parent_run_id in self.below_tools:
-            bounded_put(self.below_tools, run_id, None, _MAX_CLOSED)
-        self._open(run_id, root)
-        self.engine.touch(run)
-        return run
+            return root, run
+        run = self.engine.find(root.key)
+        if run is None:
+            return None  # its run ended (or was forgotten): nothing left to track
+        return root, run
 
     def _open(self, run_id: UUID, root: Root) -> None:
         """Track ``run_id`` as a run in flight of ``root``, the oldest dropped beyond the bound."""
