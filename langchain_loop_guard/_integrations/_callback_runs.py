@@ -5,6 +5,7 @@ Everything here is bounded; late events of runs that ended or were not tracked a
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -234,8 +235,10 @@ class RunTree:
         """Top-level runs in flight."""
         self.open: dict[UUID, Root] = {}
         """Runs in flight, nested ones included, with their top-level run."""
-        self.closed: dict[UUID, Root] = {}
-        """Runs that ended recently."""
+        self.closed: OrderedDict[UUID, Root] = OrderedDict()
+        """Runs that ended recently, the oldest first (an ``OrderedDict``: dropping the oldest
+        at every end takes constant time, where a dict's first entry is found past the ones
+        deleted before it)."""
         self.shed: dict[UUID, None] = {}
         """Ids of runs not tracked (shed, or forgotten): their events are ignored."""
         self.below_tools: dict[UUID, None] = {}
@@ -447,7 +450,7 @@ class RunTree:
             closed = self.closed
             closed[run_id] = root  # run ids are unique: this is the newest entry
             if len(closed) > _MAX_CLOSED:
-                del closed[next(iter(closed))]
+                closed.popitem(last=False)
         if self.below_tools:
             self.below_tools.pop(run_id, None)
         top = self.roots.pop(run_id, None)
