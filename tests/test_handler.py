@@ -782,7 +782,7 @@ def test_registry_forgets_the_least_recent_idle_run_beyond_its_bound(
     assert handler.status().active_runs == 3
     assert handler.inspect(runs[1].id) is None
     assert handler.inspect(runs[0].id) is not None
-    assert set(handler._tree.roots) == {runs[0].id, runs[2].id, runs[3].id}
+    assert set(handler._tree.roots) == {runs[0].id.int, runs[2].id.int, runs[3].id.int}
 
 
 def test_late_events_of_a_forgotten_run_start_no_new_detector(
@@ -800,8 +800,8 @@ def test_late_events_of_a_forgotten_run_start_no_new_detector(
     handler.on_tool_start({"name": "read_file"}, "{}", run_id=tool, parent_run_id=node, inputs={})
     old.tool("read_file", {"path": "a.py"})
     assert len(handler._engine.runs) == 1
-    assert node not in handler._tree.roots
-    assert old.id not in handler._tree.roots
+    assert node.int not in handler._tree.roots
+    assert old.id.int not in handler._tree.roots
 
 
 def test_max_runs_must_be_a_positive_whole_number() -> None:

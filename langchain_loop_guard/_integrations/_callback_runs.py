@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
     from langchain_loop_guard._integrations._model_answer import ModelAnswer, Named
 
-__all__ = ["CallbackRun", "Root", "RunTree"]
+__all__ = ["CallbackRun", "Root", "RunId", "RunTree", "run_text"]
 
 _MAX_CLOSED = 2048  # ended runs remembered (late events arrive within moments of the end)
 _MAX_ROOTS = 64  # invocations in flight that feed one thread's state (older ones still count)
@@ -45,12 +45,22 @@ _MAX_TOOLS = 256  # tool runs in flight, per run
 
 _Metadata = Mapping[str, Any] | None  # a callback's ``metadata``
 
+RunId = int
+"""A callback's run id as its 128-bit number (``RunId.int``), as the tree keeps it: a number
+hashes in C, a ``RunId`` through a method of its class, and a model call looks run ids up some
+fifty times."""
+
+
+def run_text(run_id: RunId) -> str:
+    """A run id as LangChain writes it (``str`` of its ``RunId``)."""
+    return str(UUID(int=run_id))
+
 
 @dataclass(slots=True, eq=False)
 class CallbackRun(Run):
     """A run as the handler sees it: the engine's record, and the calls it awaits."""
 
-    tools: dict[UUID, tuple[str, str | None, frozenset[int]]] = field(default_factory=dict)
+    tools: dict[RunId, tuple[str, str | None, frozenset[int]]] = field(default_factory=dict)
     """Tool runs in flight: tool name, call id and argument tokens."""
     announced: dict[str, tuple[str, bool | None]] = field(default_factory=dict)
     """Calls the model named (by call id) that no tool has started yet: the tool's name and
@@ -60,7 +70,7 @@ class CallbackRun(Run):
     """Call ids whose tool was interrupted; its resumption is not a new call."""
     said: tuple[str | None, str] | None = None
     """The run's previous model answer: its message id, or (without one) its key."""
-    in_context: dict[UUID, bool] = field(default_factory=dict)
+    in_context: dict[RunId, bool] = field(default_factory=dict)
     """Model runs in flight: whether the model's input held the run's previous answer."""
 
     def result(self, name: str, call_id: str | None, result: Outcome, *, failed: bool) -> Verdict:
@@ -73,7 +83,7 @@ class CallbackRun(Run):
         """Feed a tool call, digested beforehand."""
         return self.decide("digested_call", name, signature, call_id)
 
-    def answer(self, answer: ModelAnswer, model_run: UUID) -> Verdict:
+    def answer(self, answer: ModelAnswer, model_run: RunId) -> Verdict:
         """Feed a model's answer: it repeats the previous one only if the model's input held that
         one (SPEC §11 N2). An answer with several calls, one of which would stop the run, is
         stopped whole: refusing only that call's tool would not keep its parallel siblings from
@@ -113,7 +123,7 @@ class CallbackRun(Run):
         self.paused.clear()
 
     def model_called(
-        self, model_run: UUID, sent: Sequence[BaseMessage], *, below_tool: bool = False
+        self, model_run: RunId, sent: Sequence[BaseMessage], *, below_tool: bool = False
     ) -> list[Verdict]:
         """A chat model was called with ``sent``, and a turn begins: calls the model named that
         never reached a tool are counted first, and (with ``scope="thread"``) a human message the
@@ -134,7 +144,12 @@ class CallbackRun(Run):
                 bounded_put(self.announced, call_id, (name, hint), _MAX_ANNOUNCED)
 
     def tool_started(
-        self, tool_run: UUID, name: str, signature: str, call_id: str | None, tokens: frozenset[int]
+        self,
+        tool_run: RunId,
+        name: str,
+        signature: str,
+        call_id: str | None,
+        tokens: frozenset[int],
     ) -> Verdict:
         """A tool starts: a new call, unless it resumes one an interrupt paused."""
         if (
@@ -149,14 +164,14 @@ class CallbackRun(Run):
             bounded_put(self.tools, tool_run, (name, call_id, tokens), _MAX_TOOLS)
         return verdict
 
-    def tool_ended(self, tool_run: UUID, digested: Outcome | None, *, failed: bool) -> Verdict:
+    def tool_ended(self, tool_run: RunId, digested: Outcome | None, *, failed: bool) -> Verdict:
         """A tool run ended with a result digested beforehand."""
         started = self.tools.pop(tool_run, None)
         if started is None or digested is None:
             return ALLOW
         return self.result(started[0], started[1], digested, failed=failed)
 
-    def tool_paused(self, tool_run: UUID) -> None:
+    def tool_paused(self, tool_run: RunId) -> None:
         """A tool run was interrupted: its resumption will not be a new call."""
         started = self.tools.pop(tool_run, None)
         if started is not None and started[1] is not None:
@@ -204,9 +219,9 @@ class CallbackRun(Run):
 class Root:
     """A top-level run (an invocation): the run it feeds, and its nested runs still open."""
 
-    id: UUID
+    id: RunId
     key: str
-    members: set[UUID] = field(default_factory=set)
+    members: set[RunId] = field(default_factory=set)
     ended: bool = False
     thread: str | None = None
     """With ``scope="auto"``, the ``thread_id`` of an invocation whose scope its first model or
@@ -231,24 +246,24 @@ class RunTree:
         """Where the verdict being reported happened (the guard's view of the running call)."""
         engine.forgotten = self.forget
         self._max_open = max_open
-        self.roots: dict[UUID, Root] = {}
+        self.roots: dict[RunId, Root] = {}
         """Top-level runs in flight."""
-        self.open: dict[UUID, Root] = {}
+        self.open: dict[RunId, Root] = {}
         """Runs in flight, nested ones included, with their top-level run."""
-        self.closed: OrderedDict[UUID, Root] = OrderedDict()
+        self.closed: OrderedDict[RunId, Root] = OrderedDict()
         """Runs that ended recently, the oldest first (an ``OrderedDict``: dropping the oldest
         at every end takes constant time, where a dict's first entry is found past the ones
         deleted before it)."""
-        self.shed: dict[UUID, None] = {}
+        self.shed: dict[RunId, None] = {}
         """Ids of runs not tracked (shed, or forgotten): their events are ignored."""
-        self.below_tools: dict[UUID, None] = {}
+        self.below_tools: dict[RunId, None] = {}
         """Runs inside a tool call (a sub-agent a supervisor's tool invokes): their human
         messages are the tool's input, never the user's (SPEC §14 R20)."""
         self._warned_attached_below = False
         self.threads = ThreadStore(None)
         """Where threads' state lives between invocations (the handler's ``store``)."""
 
-    def refuse(self, run: CallbackRun, run_id: UUID) -> None:
+    def refuse(self, run: CallbackRun, run_id: RunId) -> None:
         """Raise the stop held for the invocation the step ``run_id`` is part of, if any."""
         if run.held is None:
             return
@@ -259,7 +274,7 @@ class RunTree:
             raise LoopDetected.from_verdict(held.verdict, run_id=run.key)
 
     def start(
-        self, run_id: UUID, parent_run_id: UUID | None, metadata: _Metadata, event: str = "chain"
+        self, run_id: RunId, parent_run_id: RunId | None, metadata: _Metadata, event: str = "chain"
     ) -> CallbackRun | None:
         """:meth:`place` a starting run; :meth:`refuse` it after a stopped answer of its run."""
         run = self.place(run_id, parent_run_id, metadata, event)
@@ -268,7 +283,7 @@ class RunTree:
         return run
 
     def place(
-        self, run_id: UUID, parent_run_id: UUID | None, metadata: _Metadata, event: str = "chain"
+        self, run_id: RunId, parent_run_id: RunId | None, metadata: _Metadata, event: str = "chain"
     ) -> CallbackRun | None:
         """Place a starting run in the tree; the record of its top-level run, or ``None`` for a
         late event of a run that ended (unless stopped: its record is kept a while) or is not
@@ -288,7 +303,7 @@ class RunTree:
         return run
 
     def _locate(
-        self, run_id: UUID, parent_run_id: UUID | None, metadata: _Metadata, event: str
+        self, run_id: RunId, parent_run_id: RunId | None, metadata: _Metadata, event: str
     ) -> tuple[Root, CallbackRun] | None:
         """:meth:`place` the long way: a new top-level run, a late event, a run not tracked, or
         an invocation whose scope waits for its first model or tool call."""
@@ -329,7 +344,7 @@ class RunTree:
             return None  # its run ended (or was forgotten): nothing left to track
         return root, run
 
-    def _open(self, run_id: UUID, root: Root) -> None:
+    def _open(self, run_id: RunId, root: Root) -> None:
         """Track ``run_id`` as a run in flight of ``root``, the oldest dropped beyond the bound."""
         tracked = self.open
         tracked[run_id] = root  # run ids are unique: this is the newest entry
@@ -338,7 +353,7 @@ class RunTree:
             oldest = next(iter(tracked))
             tracked.pop(oldest).members.discard(oldest)
 
-    def _new_root(self, root_id: UUID, metadata: _Metadata) -> Root | None:
+    def _new_root(self, root_id: RunId, metadata: _Metadata) -> Root | None:
         """Register a top-level run, keyed by its id or (``scope="thread"``) its thread; ``None``
         when the registry is full of runs in flight. With ``scope="auto"`` and a thread id, its
         run waits for its scope (:meth:`settle_scope`)."""
@@ -347,10 +362,11 @@ class RunTree:
         # whether there is a checkpointer shows in the config of a node, not of the invocation
         choice = choose_scope(configured, thread_id, checkpointer=False)
         if configured == "auto" and choice.reason == "no_checkpointer":
-            root = Root(root_id, str(root_id), thread=str(thread_id))
+            root = Root(root_id, run_text(root_id), thread=str(thread_id))
             self.roots[root_id] = root
             return root
-        run = self.engine.begin(str(thread_id) if choice.per_thread else str(root_id), scope=choice)
+        key = str(thread_id) if choice.per_thread else run_text(root_id)
+        run = self.engine.begin(key, scope=choice)
         if run is None:
             return None
         root = Root(root_id, run.key)
@@ -382,13 +398,13 @@ class RunTree:
         except RuntimeError:  # not inside a runnable: no graph, no checkpointer
             checkpointed = False
         choice = choose_scope("auto", thread, checkpointer=checkpointed)
-        key = thread if choice.per_thread and thread is not None else str(root.id)
+        key = thread if choice.per_thread and thread is not None else run_text(root.id)
         run = self.engine.begin(key, scope=choice)
         if run is not None:
             self._join(root, run)
         return run
 
-    def _shed(self, root: Root, run_id: UUID) -> None:
+    def _shed(self, root: Root, run_id: RunId) -> None:
         """Stop tracking an invocation the registry has no room for (and ``run_id``, its step):
         their late events are ignored."""
         self.roots.pop(root.id, None)
@@ -411,7 +427,7 @@ class RunTree:
             event,
         )
 
-    def root_of(self, run_id: UUID, parent_run_id: UUID | None = None) -> Root | None:
+    def root_of(self, run_id: RunId, parent_run_id: RunId | None = None) -> Root | None:
         """The top-level run of a run in flight (or, failing that, of its parent)."""
         root = self.open.get(run_id)
         if root is None and parent_run_id is not None:
@@ -419,7 +435,7 @@ class RunTree:
         return root
 
     def resolve(
-        self, run_id: UUID, parent_run_id: UUID | None, *, touch: bool = True
+        self, run_id: RunId, parent_run_id: RunId | None, *, touch: bool = True
     ) -> CallbackRun | None:
         """The record an event of a started run belongs to (``None`` if its start was missed)."""
         root = self.root_of(run_id, parent_run_id)
@@ -431,7 +447,7 @@ class RunTree:
         return run
 
     def hold(
-        self, run: CallbackRun, model_run: UUID, parent_run_id: UUID | None, verdict: Verdict
+        self, run: CallbackRun, model_run: RunId, parent_run_id: RunId | None, verdict: Verdict
     ) -> bool:
         """Hold a stop decided at the answer of ``model_run`` for the later steps of its
         invocation; whether it is held: only inside a chain still open that the handler saw
@@ -442,7 +458,7 @@ class RunTree:
         run.hold(verdict, root.id)
         return True
 
-    def end(self, run_id: UUID) -> Root | None:
+    def end(self, run_id: RunId) -> Root | None:
         """A run ended: forget it, and end its top-level run if it was one (returned)."""
         root = self.open.pop(run_id, None)
         if root is not None:
@@ -469,7 +485,7 @@ class RunTree:
                 self.threads.left(run)
         return top
 
-    def end_invocation(self, run_id: UUID) -> None:
+    def end_invocation(self, run_id: RunId) -> None:
         """A chain ended; if it was an invocation, raise the stop held for it that no step
         raised (nothing started after the stopped answer)."""
         root = self.end(run_id)
@@ -485,13 +501,13 @@ class RunTree:
         recently active run's when ``None``."""
         if run_id is None:
             return self.engine.last
-        root = self.roots.get(run_id) if isinstance(run_id, UUID) else None
+        root = self.roots.get(run_id.int) if isinstance(run_id, UUID) else None
         return root.key if root is not None else str(run_id)
 
     def model_started(
         self,
-        run_id: UUID,
-        parent_run_id: UUID | None,
+        run_id: RunId,
+        parent_run_id: RunId | None,
         metadata: _Metadata,
         sent: Sequence[BaseMessage] | None,
     ) -> None:
@@ -516,8 +532,8 @@ class RunTree:
         key: str,
         verdicts: Sequence[Verdict],
         where: str,
-        run_id: UUID,
-        parent_run_id: UUID | None,
+        run_id: RunId,
+        parent_run_id: RunId | None,
         *,
         stop: bool = True,
     ) -> None:
@@ -534,7 +550,7 @@ class RunTree:
         thread_id = base.thread_id
         if thread_id is None and run is not None and run.per_thread:
             thread_id = key
-        shown = str(root.id) if root is not None else base.run_id or key
+        shown = run_text(root.id) if root is not None else base.run_id or key
         site = Site(base.integration, where, shown, thread_id)
         if run is not None:  # a stop as the user reads it: its remedy and what it cost
             reported = [run.stop_of(v) if v.stops else v for v in reported]

@@ -18,7 +18,7 @@ from langchain_loop_guard._core._errors import LoopGuardError
 from langchain_loop_guard._core._public import safe_tool_name
 from langchain_loop_guard._core._signature import outcome
 from langchain_loop_guard._core._view import limits_of
-from langchain_loop_guard._integrations._callback_runs import CallbackRun, RunTree
+from langchain_loop_guard._integrations._callback_runs import CallbackRun, RunId, RunTree
 from langchain_loop_guard._integrations._engine import RunEngine
 from langchain_loop_guard._integrations._model_answer import ModelAnswer, call_digests
 from langchain_loop_guard._integrations._outcomes import Outcome, tool_outcome
@@ -236,8 +236,9 @@ class LoopGuardCallbackHandler(_RunRegistry, BaseCallbackHandler):
         if self._config.mode == "off":
             return
         try:
+            parent = None if parent_run_id is None else parent_run_id.int
             with self._lock:
-                self._tree.start(run_id, parent_run_id, metadata)
+                self._tree.start(run_id.int, parent, metadata)
         except Exception as exc:  # noqa: BLE001 - fail open, SPEC §8
             self._fail_open("on_chain_start", exc)
 
@@ -247,7 +248,7 @@ class LoopGuardCallbackHandler(_RunRegistry, BaseCallbackHandler):
             return
         try:
             with self._lock:
-                self._tree.end_invocation(run_id)
+                self._tree.end_invocation(run_id.int)
         except Exception as exc:  # noqa: BLE001 - fail open, SPEC §8
             self._fail_open("on_chain_end", exc)
 
@@ -255,7 +256,7 @@ class LoopGuardCallbackHandler(_RunRegistry, BaseCallbackHandler):
     def on_chain_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         """Forget the chain; the top-level run's end ends the run."""
         with self._lock:
-            self._tree.end(run_id)
+            self._tree.end(run_id.int)
 
     @_guarded
     def on_retriever_start(
@@ -269,20 +270,21 @@ class LoopGuardCallbackHandler(_RunRegistry, BaseCallbackHandler):
         **kwargs: Any,
     ) -> None:
         """Record where the retriever sits in the run tree (it may call models)."""
+        parent = None if parent_run_id is None else parent_run_id.int
         with self._lock:
-            self._tree.start(run_id, parent_run_id, metadata)
+            self._tree.start(run_id.int, parent, metadata)
 
     @_guarded
     def on_retriever_end(self, documents: Any, *, run_id: UUID, **kwargs: Any) -> None:
         """Forget the retriever."""
         with self._lock:
-            self._tree.end(run_id)
+            self._tree.end(run_id.int)
 
     @_guarded
     def on_retriever_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         """Forget the retriever."""
         with self._lock:
-            self._tree.end(run_id)
+            self._tree.end(run_id.int)
 
     def on_chat_model_start(
         self,
@@ -302,7 +304,8 @@ class LoopGuardCallbackHandler(_RunRegistry, BaseCallbackHandler):
         try:
             sent = messages[0] if messages else ()
             self._unrepaired.check(metadata, sent)
-            self._tree.model_started(run_id, parent_run_id, metadata, sent)
+            parent = None if parent_run_id is None else parent_run_id.int
+            self._tree.model_started(run_id.int, parent, metadata, sent)
         except Exception as exc:  # noqa: BLE001 - fail open, SPEC §8
             self._fail_open("on_chat_model_start", exc)
 
@@ -318,7 +321,8 @@ class LoopGuardCallbackHandler(_RunRegistry, BaseCallbackHandler):
         **kwargs: Any,
     ) -> None:
         """A (text-completion) model turn begins: its input is not looked into."""
-        self._tree.model_started(run_id, parent_run_id, metadata, None)
+        parent = None if parent_run_id is None else parent_run_id.int
+        self._tree.model_started(run_id.int, parent, metadata, None)
 
     def on_llm_end(
         self, response: LLMResult, *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any
@@ -327,8 +331,9 @@ class LoopGuardCallbackHandler(_RunRegistry, BaseCallbackHandler):
         if self._config.mode == "off":
             return
         try:
+            model_run, parent = run_id.int, None if parent_run_id is None else parent_run_id.int
             with self._lock:
-                found = self._tree.resolve(run_id, parent_run_id)
+                found = self._tree.resolve(model_run, parent)
                 tracked, thread = found is not None, found is not None and found.per_thread
             if tracked:  # digested outside the lock: other runs' callbacks need not wait
                 limits = limits_of(self.config)
@@ -337,20 +342,20 @@ class LoopGuardCallbackHandler(_RunRegistry, BaseCallbackHandler):
                 hinted = self._tool_kinds.acts
                 answer = ModelAnswer(response, limits, hinted, compared=compared, keyed=keyed)
             with self._lock:
-                run = self._tree.resolve(run_id, parent_run_id)
+                run = self._tree.resolve(model_run, parent)
                 verdict = ALLOW
                 held = False
                 if run is not None and tracked:
                     answer.spent(run.ledger, run.detector.config.ignore_tools)
-                    verdict = run.answer(answer, run_id)
+                    verdict = run.answer(answer, model_run)
                     if verdict.stops:  # its calls are refused, never counted as unexecuted ones
-                        held = self._tree.hold(run, run_id, parent_run_id, verdict)
+                        held = self._tree.hold(run, model_run, parent, verdict)
                     else:
                         run.announce(answer)
-                self._tree.end(run_id)
+                self._tree.end(model_run)
             if run is not None and verdict.action != "allow":
                 where = "on_llm_end"
-                self._tree.act(run.key, (verdict,), where, run_id, parent_run_id, stop=not held)
+                self._tree.act(run.key, (verdict,), where, model_run, parent, stop=not held)
         except Exception as exc:  # noqa: BLE001 - fail open, SPEC §8
             self._fail_open("on_llm_end", exc)
 
@@ -364,11 +369,12 @@ class LoopGuardCallbackHandler(_RunRegistry, BaseCallbackHandler):
         **kwargs: Any,
     ) -> None:
         """Forget the model run."""
+        model_run, parent = run_id.int, None if parent_run_id is None else parent_run_id.int
         with self._lock:
-            run = self._tree.resolve(run_id, parent_run_id)
+            run = self._tree.resolve(model_run, parent)
             if run is not None:
-                run.in_context.pop(run_id, None)
-            self._tree.end(run_id)
+                run.in_context.pop(model_run, None)
+            self._tree.end(model_run)
 
     def on_tool_start(
         self,
@@ -393,18 +399,19 @@ class LoopGuardCallbackHandler(_RunRegistry, BaseCallbackHandler):
             hint = self._tool_kinds.started(name, metadata, serialized)  # its MCP annotations
             acts = limits_of(self.config).acts(name, hint)
             signature, tokens = call_digests(name, arguments, acts)
+            tool_run, parent = run_id.int, None if parent_run_id is None else parent_run_id.int
             with self._lock:
-                run = self._tree.place(run_id, parent_run_id, metadata, "tool")
+                run = self._tree.place(tool_run, parent, metadata, "tool")
                 if run is None:
                     return
                 if call_id is not None:
                     run.announced.pop(call_id, None)
-                self._tree.refuse(run, run_id)
-                verdict = run.tool_started(run_id, name, signature, call_id, tokens)
+                self._tree.refuse(run, tool_run)
+                verdict = run.tool_started(tool_run, name, signature, call_id, tokens)
                 if verdict.stops:
-                    self._tree.end(run_id)  # the tool will not report an end
+                    self._tree.end(tool_run)  # the tool will not report an end
             if verdict.action != "allow":
-                self._tree.act(run.key, (verdict,), "on_tool_start", run_id, parent_run_id)
+                self._tree.act(run.key, (verdict,), "on_tool_start", tool_run, parent)
         except Exception as exc:  # noqa: BLE001 - fail open, SPEC §8
             self._fail_open("on_tool_start", exc)
 
@@ -416,7 +423,8 @@ class LoopGuardCallbackHandler(_RunRegistry, BaseCallbackHandler):
         if self._config.mode == "off":
             return
         try:
-            self._tool_ended("on_tool_end", run_id, parent_run_id, tool_outcome(output))
+            parent = None if parent_run_id is None else parent_run_id.int
+            self._tool_ended("on_tool_end", run_id.int, parent, tool_outcome(output))
         except Exception as exc:  # noqa: BLE001 - fail open, SPEC §8
             self._fail_open("on_tool_end", exc)
 
@@ -430,17 +438,18 @@ class LoopGuardCallbackHandler(_RunRegistry, BaseCallbackHandler):
         **kwargs: Any,
     ) -> None:
         """A tool failed. An interrupt inside it is a pause, not a failure."""
+        tool_run, parent = run_id.int, None if parent_run_id is None else parent_run_id.int
         if not isinstance(error, GraphInterrupt):
-            self._tool_ended("on_tool_error", run_id, parent_run_id, Outcome(None, error))
+            self._tool_ended("on_tool_error", tool_run, parent, Outcome(None, error))
             return
         with self._lock:
-            run = self._tree.resolve(run_id, parent_run_id)
+            run = self._tree.resolve(tool_run, parent)
             if run is not None:
-                run.tool_paused(run_id)
-            self._tree.end(run_id)
+                run.tool_paused(tool_run)
+            self._tree.end(tool_run)
 
     def _tool_ended(
-        self, where: str, run_id: UUID, parent_run_id: UUID | None, result: Outcome
+        self, where: str, run_id: RunId, parent_run_id: RunId | None, result: Outcome
     ) -> None:
         """Feed a tool's result, digested outside the lock (the handler's heaviest work)."""
         with self._lock:
