@@ -256,8 +256,8 @@ class CostLedger:
 def usage_of(value: Any) -> Usage | None:
     """A usage mapping (``usage_metadata``'s keys, or OpenAI's ``prompt_tokens`` /
     ``completion_tokens``) as :class:`Usage`; ``None`` when it holds no token count."""
-    if type(value) is not dict and not isinstance(value, Mapping):  # a dict: no ABC check
-        return None
+    if value is None or (type(value) is not dict and not isinstance(value, Mapping)):
+        return None  # nothing reported (the common case) or a dict: told without an ABC check
     input_tokens = _count(value, "input_tokens", "prompt_tokens")
     output_tokens = _count(value, "output_tokens", "completion_tokens")
     total = _count(value, "total_tokens")
