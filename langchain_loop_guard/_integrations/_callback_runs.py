@@ -46,13 +46,13 @@ _MAX_TOOLS = 256  # tool runs in flight, per run
 _Metadata = Mapping[str, Any] | None  # a callback's ``metadata``
 
 RunId = int
-"""A callback's run id as its 128-bit number (``RunId.int``), as the tree keeps it: a number
-hashes in C, a ``RunId`` through a method of its class, and a model call looks run ids up some
+"""A callback's run id as its 128-bit number (``UUID.int``), as the tree keeps it: a number
+hashes in C, a ``UUID`` through a method of its class, and a model call looks run ids up some
 fifty times."""
 
 
 def run_text(run_id: RunId) -> str:
-    """A run id as LangChain writes it (``str`` of its ``RunId``)."""
+    """A run id as LangChain writes it (``str`` of its ``UUID``)."""
     return str(UUID(int=run_id))
 
 
