@@ -264,6 +264,8 @@ def wire_agent(
         builder.add_conditional_edges("agent", tools_condition, {"tools": "tools", END: exit_to})
         builder.add_edge("tools", "agent")
         return
+    node: Callable[[Any], Any]
+    route: Callable[[Any], Any]
     if side.node == "floor":
         node, route = floor_node, floor_route
     else:
@@ -478,7 +480,7 @@ def _page(url: str, step: int) -> str:
 
 
 def browser_app(side: Side, checkpointer: Any) -> Run:
-    state = {"url": "https://shop.example.com/", "step": 0}
+    state: dict[str, Any] = {"url": "https://shop.example.com/", "step": 0}
 
     def navigate(url: str) -> str:
         state["url"], state["step"] = url, state["step"] + 1
@@ -594,11 +596,11 @@ def supervisor_app(side: Side, checkpointer: Any) -> Run:
 
     def delegate(agent: Any) -> tuple[Callable[[str], str], Callable[[str], Any]]:
         def ask(task: str) -> str:
-            return agent.invoke({"messages": [HumanMessage(task)]})["messages"][-1].content
+            return str(agent.invoke({"messages": [HumanMessage(task)]})["messages"][-1].content)
 
         async def aask(task: str) -> str:
             result = await agent.ainvoke({"messages": [HumanMessage(task)]})
-            return result["messages"][-1].content
+            return str(result["messages"][-1].content)
 
         return ask, aask
 
@@ -1290,7 +1292,7 @@ def whole_apps(rounds: int, *, per_app: bool = False) -> list[Row]:
         "node": sides["node"].node,
     }
     for name, guard in guards.items():
-        status = guard.status()  # type: ignore[union-attr]
+        status = guard.status()  # type: ignore[attr-defined]
         assert status.stops == 0, f"the {name} stopped a productive app: {status.recent}"
         assert status.observed == 0, f"the {name} reported a loop: {status.recent}"
     return rows
