@@ -785,6 +785,30 @@ def test_registry_forgets_the_least_recent_idle_run_beyond_its_bound(
     assert set(handler._tree.roots) == {runs[0].id.int, runs[2].id.int, runs[3].id.int}
 
 
+def test_a_run_id_of_the_callers_own_is_tracked_as_it_is(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A top-level run id that is no ``UUID`` (a caller's own, passed as the config's
+    ``run_id``) is kept as it is: the run is guarded, and ``inspect`` finds it by that id."""
+    handler = LoopGuardCallbackHandler()
+    root: Any = "job-42"
+    handler.on_chain_start(None, {}, run_id=root, parent_run_id=None, metadata={})
+    with caplog.at_level(logging.DEBUG), pytest.raises(LoopDetected):
+        for _ in range(5):
+            node, tool = uuid4(), uuid4()
+            handler.on_chain_start(None, {}, run_id=node, parent_run_id=root, metadata={})
+            handler.on_tool_start(
+                {"name": "read_file"}, "{}", run_id=tool, parent_run_id=node, inputs={"p": "a"}
+            )
+            handler.on_tool_end("the same text", run_id=tool, parent_run_id=node)
+            handler.on_chain_end({}, run_id=node)
+    inspection = handler.inspect(root)
+    assert inspection is not None
+    assert inspection.run_id == "job-42"
+    assert inspection.tripped is not None
+    assert not [r for r in caplog.records if "internal error" in r.getMessage()]
+
+
 def test_late_events_of_a_forgotten_run_start_no_new_detector(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

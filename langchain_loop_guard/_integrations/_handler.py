@@ -18,7 +18,12 @@ from langchain_loop_guard._core._errors import LoopGuardError
 from langchain_loop_guard._core._public import safe_tool_name
 from langchain_loop_guard._core._signature import outcome
 from langchain_loop_guard._core._view import limits_of
-from langchain_loop_guard._integrations._callback_runs import CallbackRun, RunId, RunTree
+from langchain_loop_guard._integrations._callback_runs import (
+    CallbackRun,
+    RunId,
+    RunTree,
+    run_number,
+)
 from langchain_loop_guard._integrations._engine import RunEngine
 from langchain_loop_guard._integrations._model_answer import ModelAnswer, call_digests
 from langchain_loop_guard._integrations._outcomes import Outcome, tool_outcome
@@ -236,9 +241,9 @@ class LoopGuardCallbackHandler(_RunRegistry, BaseCallbackHandler):
         if self._config.mode == "off":
             return
         try:
-            parent = None if parent_run_id is None else parent_run_id.int
+            parent = run_number(parent_run_id)
             with self._lock:
-                self._tree.start(run_id.int, parent, metadata)
+                self._tree.start(run_number(run_id), parent, metadata)
         except Exception as exc:  # noqa: BLE001 - fail open, SPEC §8
             self._fail_open("on_chain_start", exc)
 
@@ -248,7 +253,7 @@ class LoopGuardCallbackHandler(_RunRegistry, BaseCallbackHandler):
             return
         try:
             with self._lock:
-                self._tree.end_invocation(run_id.int)
+                self._tree.end_invocation(run_number(run_id))
         except Exception as exc:  # noqa: BLE001 - fail open, SPEC §8
             self._fail_open("on_chain_end", exc)
 
@@ -256,7 +261,7 @@ class LoopGuardCallbackHandler(_RunRegistry, BaseCallbackHandler):
     def on_chain_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         """Forget the chain; the top-level run's end ends the run."""
         with self._lock:
-            self._tree.end(run_id.int)
+            self._tree.end(run_number(run_id))
 
     @_guarded
     def on_retriever_start(
@@ -270,21 +275,21 @@ class LoopGuardCallbackHandler(_RunRegistry, BaseCallbackHandler):
         **kwargs: Any,
     ) -> None:
         """Record where the retriever sits in the run tree (it may call models)."""
-        parent = None if parent_run_id is None else parent_run_id.int
+        parent = run_number(parent_run_id)
         with self._lock:
-            self._tree.start(run_id.int, parent, metadata)
+            self._tree.start(run_number(run_id), parent, metadata)
 
     @_guarded
     def on_retriever_end(self, documents: Any, *, run_id: UUID, **kwargs: Any) -> None:
         """Forget the retriever."""
         with self._lock:
-            self._tree.end(run_id.int)
+            self._tree.end(run_number(run_id))
 
     @_guarded
     def on_retriever_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         """Forget the retriever."""
         with self._lock:
-            self._tree.end(run_id.int)
+            self._tree.end(run_number(run_id))
 
     def on_chat_model_start(
         self,
@@ -304,8 +309,8 @@ class LoopGuardCallbackHandler(_RunRegistry, BaseCallbackHandler):
         try:
             sent = messages[0] if messages else ()
             self._unrepaired.check(metadata, sent)
-            parent = None if parent_run_id is None else parent_run_id.int
-            self._tree.model_started(run_id.int, parent, metadata, sent)
+            parent = run_number(parent_run_id)
+            self._tree.model_started(run_number(run_id), parent, metadata, sent)
         except Exception as exc:  # noqa: BLE001 - fail open, SPEC §8
             self._fail_open("on_chat_model_start", exc)
 
@@ -321,8 +326,8 @@ class LoopGuardCallbackHandler(_RunRegistry, BaseCallbackHandler):
         **kwargs: Any,
     ) -> None:
         """A (text-completion) model turn begins: its input is not looked into."""
-        parent = None if parent_run_id is None else parent_run_id.int
-        self._tree.model_started(run_id.int, parent, metadata, None)
+        parent = run_number(parent_run_id)
+        self._tree.model_started(run_number(run_id), parent, metadata, None)
 
     def on_llm_end(
         self, response: LLMResult, *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any
@@ -331,7 +336,7 @@ class LoopGuardCallbackHandler(_RunRegistry, BaseCallbackHandler):
         if self._config.mode == "off":
             return
         try:
-            model_run, parent = run_id.int, None if parent_run_id is None else parent_run_id.int
+            model_run, parent = run_number(run_id), run_number(parent_run_id)
             with self._lock:
                 found = self._tree.resolve(model_run, parent)
                 tracked, thread = found is not None, found is not None and found.per_thread
@@ -369,7 +374,7 @@ class LoopGuardCallbackHandler(_RunRegistry, BaseCallbackHandler):
         **kwargs: Any,
     ) -> None:
         """Forget the model run."""
-        model_run, parent = run_id.int, None if parent_run_id is None else parent_run_id.int
+        model_run, parent = run_number(run_id), run_number(parent_run_id)
         with self._lock:
             run = self._tree.resolve(model_run, parent)
             if run is not None:
@@ -399,7 +404,7 @@ class LoopGuardCallbackHandler(_RunRegistry, BaseCallbackHandler):
             hint = self._tool_kinds.started(name, metadata, serialized)  # its MCP annotations
             acts = limits_of(self.config).acts(name, hint)
             signature, tokens = call_digests(name, arguments, acts)
-            tool_run, parent = run_id.int, None if parent_run_id is None else parent_run_id.int
+            tool_run, parent = run_number(run_id), run_number(parent_run_id)
             with self._lock:
                 run = self._tree.place(tool_run, parent, metadata, "tool")
                 if run is None:
@@ -423,8 +428,8 @@ class LoopGuardCallbackHandler(_RunRegistry, BaseCallbackHandler):
         if self._config.mode == "off":
             return
         try:
-            parent = None if parent_run_id is None else parent_run_id.int
-            self._tool_ended("on_tool_end", run_id.int, parent, tool_outcome(output))
+            parent = run_number(parent_run_id)
+            self._tool_ended("on_tool_end", run_number(run_id), parent, tool_outcome(output))
         except Exception as exc:  # noqa: BLE001 - fail open, SPEC §8
             self._fail_open("on_tool_end", exc)
 
@@ -438,7 +443,7 @@ class LoopGuardCallbackHandler(_RunRegistry, BaseCallbackHandler):
         **kwargs: Any,
     ) -> None:
         """A tool failed. An interrupt inside it is a pause, not a failure."""
-        tool_run, parent = run_id.int, None if parent_run_id is None else parent_run_id.int
+        tool_run, parent = run_number(run_id), run_number(parent_run_id)
         if not isinstance(error, GraphInterrupt):
             self._tool_ended("on_tool_error", tool_run, parent, Outcome(None, error))
             return
