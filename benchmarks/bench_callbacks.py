@@ -6,13 +6,13 @@ The callbacks the nine apps of ``bench_apps.py`` send a handler (a recording han
 guard's flags, in the apps' handler side) are recorded once, then replayed, each round with
 fresh run ids, into the handler's no-op floor and ``LoopGuardCallbackHandler()`` (and, given a
 git revision, the handler as committed there: ``bench_ab.load_earlier``), the sides in a
-rotating order. Between two callbacks the replay walks a buffer larger than the CPU's caches,
-as LangGraph's own work between two callbacks does in an app: the guard's code and data are
-read from memory again at each callback. So the replay reproduces what the guard costs in the
-apps (``bench_apps.py``: the handler against its floor), without the apps' own time and its
-noise, and says which callback it is spent in. ``--warm`` replays without the walk: the
-guard's cost with its code and data in the caches, which is what a profiler of a loop of
-callbacks sees (about a third of it).
+rotating order. Between two callbacks the replay walks about 2 MB of objects, more than a
+core's own caches hold (as LangGraph's work between two callbacks does in an app): the guard's
+code and data are read again from the shared cache or memory at each callback. So the replay
+reproduces what the guard costs in the apps (``bench_apps.py``: the handler against its
+floor), without the apps' own time and its noise, and says which callback it is spent in.
+``--warm`` replays without the walk: the guard's cost with its code and data in the caches,
+which is what a profiler of a loop of callbacks sees (about a third of it).
 
 Printed: each side's time per model call (the median over rounds), the guard's cost (the side
 minus the floor), with a revision the ratio of this checkout's cost to the earlier one's (the
@@ -103,7 +103,8 @@ def with_fresh_ids(events: list[Event]) -> list[Event]:
 
 
 class CacheWalk:
-    """A walk over memory larger than the caches (64 MB of small objects and a dict)."""
+    """A walk over about 2 MB of objects (every seventh of ``objects`` small buffers, every
+    thirteenth entry of a dict as large): more than a core's own caches hold."""
 
     def __init__(self, objects: int = 60_000) -> None:
         self._blocks = [bytearray(64) for _ in range(objects)]
