@@ -6,9 +6,9 @@ Everything here is bounded; late events of runs that ended or were not tracked a
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
@@ -24,6 +24,7 @@ from langchain_loop_guard._integrations._guard_messages import MESSAGE_NAME
 from langchain_loop_guard._integrations._model_answer import call_digests
 from langchain_loop_guard._integrations._outcomes import previous_answer, tool_outcome
 from langchain_loop_guard._integrations._publish import Site
+from langchain_loop_guard._integrations._run_ids import RunId, run_number, run_text
 from langchain_loop_guard._integrations._runtime import logger
 from langchain_loop_guard._integrations._stop import LoopDetected
 from langchain_loop_guard._integrations._thread_store import ThreadStore
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
 
     from langchain_loop_guard._integrations._model_answer import ModelAnswer, Named
 
-__all__ = ["CallbackRun", "Root", "RunId", "RunTree", "run_number", "run_text"]
+__all__ = ["CallbackRun", "Root", "RunTree"]
 
 _MAX_CLOSED = 2048  # ended runs remembered (late events arrive within moments of the end)
 _MAX_ROOTS = 64  # invocations in flight that feed one thread's state (older ones still count)
@@ -44,27 +45,6 @@ _MAX_ANNOUNCED = 64  # tool calls a model named that no tool has started yet, pe
 _MAX_TOOLS = 256  # tool runs in flight, per run
 
 _Metadata = Mapping[str, Any] | None  # a callback's ``metadata``
-
-RunId = Hashable
-"""A callback's run id as the tree keeps it: a ``UUID`` as its 128-bit number (``UUID.int``),
-which hashes in C where a ``UUID`` hashes through a method of its class (a model call looks
-run ids up some fifty times); any other id a caller gave (a string) as it is."""
-
-
-@overload
-def run_number(run_id: None) -> None: ...
-@overload
-def run_number(run_id: Hashable) -> RunId: ...
-def run_number(run_id: Hashable | None) -> RunId | None:
-    """``run_id`` as the tree keeps it (:data:`RunId`)."""
-    if type(run_id) is UUID:
-        return run_id.int
-    return run_id
-
-
-def run_text(run_id: RunId) -> str:
-    """A run id as LangChain writes it (``str`` of its ``UUID``)."""
-    return str(UUID(int=run_id)) if type(run_id) is int else str(run_id)
 
 
 @dataclass(slots=True, eq=False)

@@ -18,12 +18,7 @@ from langchain_loop_guard._core._errors import LoopGuardError
 from langchain_loop_guard._core._public import safe_tool_name
 from langchain_loop_guard._core._signature import outcome
 from langchain_loop_guard._core._view import limits_of
-from langchain_loop_guard._integrations._callback_runs import (
-    CallbackRun,
-    RunId,
-    RunTree,
-    run_number,
-)
+from langchain_loop_guard._integrations._callback_runs import CallbackRun, RunTree
 from langchain_loop_guard._integrations._engine import RunEngine
 from langchain_loop_guard._integrations._model_answer import ModelAnswer, call_digests
 from langchain_loop_guard._integrations._outcomes import Outcome, tool_outcome
@@ -32,6 +27,7 @@ from langchain_loop_guard._integrations._publish import (
     Site,
     install_callback_stop_filter,
 )
+from langchain_loop_guard._integrations._run_ids import RunId, run_number
 from langchain_loop_guard._integrations._runtime import ConfigInput, GuardRuntime, bad_argument
 from langchain_loop_guard._integrations._thread_store import ThreadStore
 from langchain_loop_guard._integrations._tool_kinds import ToolKinds
