@@ -9,8 +9,10 @@ git revision, the handler as committed there: ``bench_ab.load_earlier``), the si
 rotating order. Between two callbacks the replay walks about 2 MB of objects, more than a
 core's own caches hold (as LangGraph's work between two callbacks does in an app): the guard's
 code and data are read again from the shared cache or memory at each callback. So the replay
-reproduces what the guard costs in the apps (``bench_apps.py``: the handler against its
-floor), without the apps' own time and its noise, and says which callback it is spent in.
+reproduces most of what the guard costs in the apps (``bench_apps.py``: the handler against
+its floor), without the apps' own time and its noise, and says which callback it is spent in.
+What it leaves out: replayed outside a graph, no invocation sees a checkpointer, so each is a
+run of its own where the apps' checkpointed invocations join their thread's run.
 ``--warm`` replays without the walk: the guard's cost with its code and data in the caches,
 which is what a profiler of a loop of callbacks sees (about a third of it).
 
