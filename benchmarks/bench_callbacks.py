@@ -164,12 +164,10 @@ def main() -> None:
     if args.rounds < 1:
         parser.error(f"--rounds must be at least 1, not {args.rounds}")
     logging.getLogger("langchain_loop_guard").propagate = False
-    apps = {**bench_apps.AGENT_APPS, **bench_apps.GRAPH_APPS}
-    events, calls = record(apps)
     handler = LoopGuardCallbackHandler()
     sides: dict[str, BaseCallbackHandler] = {"floor": no_op_like(handler), "this checkout": handler}
     with tempfile.TemporaryDirectory() as scratch:
-        if args.rev is not None:
+        if args.rev is not None:  # first: a revision git does not have fails at once
             import bench_ab  # only with a revision to load
 
             try:
@@ -178,6 +176,7 @@ def main() -> None:
                 parser.error(str(exc))
             logging.getLogger(bench_ab.EARLIER).propagate = False
             sides["earlier"] = earlier.LoopGuardCallbackHandler()
+        events, calls = record({**bench_apps.AGENT_APPS, **bench_apps.GRAPH_APPS})
         times = replay(sides, events, args.rounds, cold=not args.warm)
     report(times, calls, args.rounds, cold=not args.warm)
 

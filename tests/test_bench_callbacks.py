@@ -5,6 +5,7 @@ gives the guard's cost per model call, callback by callback."""
 from __future__ import annotations
 
 import logging
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -70,3 +71,21 @@ def test_rounds_below_one_are_refused(
     with pytest.raises(SystemExit):
         bench.main()
     assert "--rounds must be at least 1, not 0" in capsys.readouterr().err
+
+
+def test_a_revision_git_does_not_have_is_named_before_anything_runs(
+    bench: ModuleType, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    inside = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=BENCHMARKS, capture_output=True, check=False
+    )
+    if inside.returncode != 0:
+        pytest.skip("not a git checkout: bench_callbacks.py reads an earlier commit from git")
+    monkeypatch.chdir(BENCHMARKS)
+    monkeypatch.setattr(sys, "argv", ["bench_callbacks.py", "no-such-rev"])
+    recorded: list[object] = []
+    monkeypatch.setattr(bench, "record", recorded.append)
+    with pytest.raises(SystemExit):
+        bench.main()
+    assert "git has no langchain_loop_guard/ at 'no-such-rev'" in capsys.readouterr().err
+    assert recorded == []  # no app ran
