@@ -793,15 +793,21 @@ def test_a_run_id_of_the_callers_own_is_tracked_as_it_is(
     handler = LoopGuardCallbackHandler()
     root: Any = "job-42"
     handler.on_chain_start(None, {}, run_id=root, parent_run_id=None, metadata={})
-    with caplog.at_level(logging.DEBUG), pytest.raises(LoopDetected):
-        for _ in range(5):
-            node, tool = uuid4(), uuid4()
-            handler.on_chain_start(None, {}, run_id=node, parent_run_id=root, metadata={})
-            handler.on_tool_start(
-                {"name": "read_file"}, "{}", run_id=tool, parent_run_id=node, inputs={"p": "a"}
-            )
-            handler.on_tool_end("the same text", run_id=tool, parent_run_id=node)
-            handler.on_chain_end({}, run_id=node)
+
+    def step() -> None:
+        node, tool = uuid4(), uuid4()
+        handler.on_chain_start(None, {}, run_id=node, parent_run_id=root, metadata={})
+        handler.on_tool_start(
+            {"name": "read_file"}, "{}", run_id=tool, parent_run_id=node, inputs={"p": "a"}
+        )
+        handler.on_tool_end("the same text", run_id=tool, parent_run_id=node)
+        handler.on_chain_end({}, run_id=node)
+
+    with caplog.at_level(logging.DEBUG):
+        step()
+        step()
+        with pytest.raises(LoopDetected):
+            step()  # the third identical call
     inspection = handler.inspect(root)
     assert inspection is not None
     assert inspection.run_id == "job-42"
