@@ -163,7 +163,6 @@ def main() -> None:
     args = parser.parse_args()
     if args.rounds < 1:
         parser.error(f"--rounds must be at least 1, not {args.rounds}")
-    logging.getLogger("langchain_loop_guard").propagate = False
     handler = LoopGuardCallbackHandler()
     sides: dict[str, BaseCallbackHandler] = {"floor": no_op_like(handler), "this checkout": handler}
     with tempfile.TemporaryDirectory() as scratch:
@@ -176,6 +175,7 @@ def main() -> None:
                 parser.error(str(exc))
             logging.getLogger(bench_ab.EARLIER).propagate = False
             sides["earlier"] = earlier.LoopGuardCallbackHandler()
+        logging.getLogger("langchain_loop_guard").propagate = False  # the apps' own lines
         events, calls = record({**bench_apps.AGENT_APPS, **bench_apps.GRAPH_APPS})
         times = replay(sides, events, args.rounds, cold=not args.warm)
     report(times, calls, args.rounds, cold=not args.warm)

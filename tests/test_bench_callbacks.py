@@ -83,9 +83,12 @@ def test_a_revision_git_does_not_have_is_named_before_anything_runs(
         pytest.skip("not a git checkout: bench_callbacks.py reads an earlier commit from git")
     monkeypatch.chdir(BENCHMARKS)
     monkeypatch.setattr(sys, "argv", ["bench_callbacks.py", "no-such-rev"])
+    package_log = logging.getLogger("langchain_loop_guard")
+    monkeypatch.setattr(package_log, "propagate", True)  # monkeypatch puts back what it was
     recorded: list[object] = []
     monkeypatch.setattr(bench, "record", recorded.append)
     with pytest.raises(SystemExit):
         bench.main()
     assert "git has no langchain_loop_guard/ at 'no-such-rev'" in capsys.readouterr().err
     assert recorded == []  # no app ran
+    assert package_log.propagate  # nor was the guard's log silenced for a run that never ran
