@@ -492,7 +492,7 @@ class RunTree:
         recently active run's when ``None``."""
         if run_id is None:
             return self.engine.last
-        root = self.roots.get(run_number(run_id)) if run_id is not None else None
+        root = self.roots.get(run_number(run_id))
         return root.key if root is not None else str(run_id)
 
     def model_started(
