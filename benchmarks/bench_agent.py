@@ -65,10 +65,13 @@ class NoOpHandler(BaseCallbackHandler):
         """Nothing."""
 
 
-def no_op_like(handler: BaseCallbackHandler) -> BaseCallbackHandler:
-    """A handler that does nothing, with ``handler``'s flags, so it gets the same callbacks."""
+def no_op_like(
+    handler: BaseCallbackHandler, base: type[BaseCallbackHandler] = NoOpHandler
+) -> BaseCallbackHandler:
+    """A handler that does nothing (or a ``base`` of another kind), with ``handler``'s flags,
+    so it gets the same callbacks."""
     flags = {name: getattr(handler, name) for name in FLAGS}
-    return type("NoOpHandler", (NoOpHandler,), flags)()
+    return type(base.__name__, (base,), flags)()
 
 
 class SameHooksMiddleware(AgentMiddleware[Any, Any, Any]):

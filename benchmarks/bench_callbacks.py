@@ -33,10 +33,10 @@ import uuid
 from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import bench_apps
-from bench_agent import FLAGS, no_op_like
+from bench_agent import no_op_like
 from langchain_core.callbacks import BaseCallbackHandler
 from langgraph.checkpoint.memory import InMemorySaver
 
@@ -62,10 +62,12 @@ Event = tuple[str, tuple[Any, ...], dict[str, Any]]
 
 
 class _Recorder(BaseCallbackHandler):
-    """Keeps every callback it gets; made with the guard's flags (:data:`FLAGS`), so it gets
-    the callbacks the guard gets."""
+    """Keeps every callback it gets; made with the guard's flags (:func:`no_op_like`), so it
+    gets the callbacks the guard gets."""
 
-    events: list[Event]
+    def __init__(self) -> None:
+        super().__init__()
+        self.events: list[Event] = []
 
 
 def _keeping(name: str) -> Callable[..., None]:
@@ -81,9 +83,7 @@ for _name in CALLBACKS:
 
 def record(apps: dict[str, Callable[..., bench_apps.Run]]) -> tuple[list[Event], int]:
     """The callbacks ``apps`` send a handler, and their model calls."""
-    guard = LoopGuardCallbackHandler()
-    recorder = type("Recorder", (_Recorder,), {n: getattr(guard, n) for n in FLAGS})()
-    recorder.events = []
+    recorder = cast(_Recorder, no_op_like(LoopGuardCallbackHandler(), _Recorder))
     side = bench_apps.Side("recorded", callbacks=[recorder])
     calls = 0
     for build in apps.values():
