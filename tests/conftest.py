@@ -2,14 +2,40 @@
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import os
+import subprocess
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+BENCHMARKS = ROOT / "benchmarks"
+
+
+def import_benchmark(name: str) -> Iterator[ModuleType]:
+    """``benchmarks/<name>.py`` imported with its folder on ``sys.path`` (the benchmarks import
+    each other), the folder taken off again when the generator closes: a module fixture's
+    body (``yield from import_benchmark("bench_apps")``)."""
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        yield importlib.import_module(name)
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+
+
+def skip_outside_git() -> None:
+    """Skip the test outside a git checkout: the benchmarks that compare with an earlier
+    commit read it from git."""
+    inside = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=BENCHMARKS, capture_output=True, check=False
+    )
+    if inside.returncode != 0:
+        pytest.skip("not a git checkout: the earlier commit is read from git")
 
 
 def load_script(name: str) -> ModuleType:

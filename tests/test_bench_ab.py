@@ -5,33 +5,21 @@ the floor's, each side to its scripted end."""
 from __future__ import annotations
 
 import logging
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+from conftest import BENCHMARKS, import_benchmark, skip_outside_git
 
 pytestmark = pytest.mark.slow  # a git archive and an app on three sides
-
-BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 
 
 @pytest.fixture(scope="module")
 def ab() -> Iterator[ModuleType]:
-    inside = subprocess.run(
-        ["git", "rev-parse", "HEAD"], cwd=BENCHMARKS, capture_output=True, check=False
-    )
-    if inside.returncode != 0:
-        pytest.skip("not a git checkout: bench_ab.py reads an earlier commit from git")
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        import bench_ab
-
-        yield bench_ab
-    finally:
-        sys.path.remove(str(BENCHMARKS))
+    skip_outside_git()
+    yield from import_benchmark("bench_ab")
 
 
 @pytest.mark.parametrize("integration", ["handler", "node", "middleware"])

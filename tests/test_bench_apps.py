@@ -5,28 +5,19 @@ time a stopped run, and a productive app stopped by a guard is a false positive)
 from __future__ import annotations
 
 import asyncio
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
+from conftest import import_benchmark
 
 pytestmark = pytest.mark.slow  # about 15 seconds: nine apps on five sides each
-
-BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 
 
 @pytest.fixture(scope="module")
 def bench() -> Iterator[ModuleType]:
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        import bench_apps
-
-        yield bench_apps
-    finally:
-        sys.path.remove(str(BENCHMARKS))
+    yield from import_benchmark("bench_apps")
 
 
 @pytest.fixture(scope="module")

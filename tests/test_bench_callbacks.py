@@ -5,26 +5,17 @@ gives the guard's cost per model call, callback by callback."""
 from __future__ import annotations
 
 import logging
-import subprocess
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 from types import ModuleType
 
 import pytest
-
-BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+from conftest import BENCHMARKS, import_benchmark, skip_outside_git
 
 
 @pytest.fixture(scope="module")
 def bench() -> Iterator[ModuleType]:
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        import bench_callbacks
-
-        yield bench_callbacks
-    finally:
-        sys.path.remove(str(BENCHMARKS))
+    yield from import_benchmark("bench_callbacks")
 
 
 def test_an_apps_callbacks_replay_into_the_guard_and_its_floor(
@@ -76,11 +67,7 @@ def test_rounds_below_one_are_refused(
 def test_a_revision_git_does_not_have_is_named_before_anything_runs(
     bench: ModuleType, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    inside = subprocess.run(
-        ["git", "rev-parse", "HEAD"], cwd=BENCHMARKS, capture_output=True, check=False
-    )
-    if inside.returncode != 0:
-        pytest.skip("not a git checkout: bench_callbacks.py reads an earlier commit from git")
+    skip_outside_git()
     monkeypatch.chdir(BENCHMARKS)
     monkeypatch.setattr(sys, "argv", ["bench_callbacks.py", "no-such-rev"])
     package_log = logging.getLogger("langchain_loop_guard")
