@@ -880,6 +880,31 @@ def test_late_events_of_a_stopped_run_are_stopped_too() -> None:
     assert (handler._engine.runs, handler._tree.roots, handler._tree.open) == ({}, {}, {})
 
 
+def test_ended_runs_are_remembered_for_late_events_within_a_bound() -> None:
+    """A stopped run's late event is still refused after 3,000 other runs ended since (the
+    last 2048 to 4096 ended runs are remembered), and no more than 4096 are kept."""
+    handler = guard()
+    run = Run(handler)
+    node = run.node()
+    for _ in range(2):
+        run.tool("read_file", {"path": "a.py"})
+    with pytest.raises(LoopDetected) as caught:
+        run.tool("read_file", {"path": "a.py"})
+    handler.on_chain_error(caught.value, run_id=node, parent_run_id=run.id)
+    run.end(caught.value)
+    other = Run(handler)
+    for _ in range(3_000):
+        other.node()
+        handler.on_chain_end({}, run_id=other.node(), parent_run_id=other.id)
+    with pytest.raises(LoopDetected) as late:
+        handler.on_tool_start({"name": "other"}, "", run_id=uuid4(), parent_run_id=node, inputs={})
+    assert late.value.run_id == str(run.id)
+    tree = handler._tree
+    assert len(tree.closed) + len(tree.closed_before) <= 4096
+    other.end()
+    assert (handler._engine.runs, tree.roots, tree.open) == ({}, {}, {})
+
+
 def test_late_events_of_an_ended_run_are_ignored() -> None:
     """An event under a run that ended normally is not taken for a new run."""
     handler = guard()

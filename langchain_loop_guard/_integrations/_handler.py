@@ -1,11 +1,11 @@
 """``LoopGuardCallbackHandler``: each LangChain callback translated into events of its run
-(:mod:`~langchain_loop_guard._integrations._callback_runs`), digested outside the lock."""
+(:mod:`~langchain_loop_guard._integrations._run_tree`), digested outside the lock."""
 
 from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, cast
 from uuid import UUID
 
@@ -18,7 +18,7 @@ from langchain_loop_guard._core._errors import LoopGuardError
 from langchain_loop_guard._core._public import safe_tool_name
 from langchain_loop_guard._core._signature import outcome
 from langchain_loop_guard._core._view import limits_of
-from langchain_loop_guard._integrations._callback_runs import CallbackRun, RunTree
+from langchain_loop_guard._integrations._callback_runs import CallbackRun
 from langchain_loop_guard._integrations._engine import RunEngine
 from langchain_loop_guard._integrations._model_answer import ModelAnswer, call_digests
 from langchain_loop_guard._integrations._outcomes import Outcome, tool_outcome
@@ -27,8 +27,10 @@ from langchain_loop_guard._integrations._publish import (
     Site,
     install_callback_stop_filter,
 )
-from langchain_loop_guard._integrations._run_ids import RunId, run_number
+from langchain_loop_guard._integrations._run_ids import RunId, run_number, run_text
+from langchain_loop_guard._integrations._run_tree import RunTree
 from langchain_loop_guard._integrations._runtime import ConfigInput, GuardRuntime, bad_argument
+from langchain_loop_guard._integrations._stop import LoopDetected
 from langchain_loop_guard._integrations._thread_store import ThreadStore
 from langchain_loop_guard._integrations._tool_kinds import ToolKinds
 from langchain_loop_guard._integrations._unrepaired import StoppedThreads
@@ -117,6 +119,62 @@ class _RunRegistry(GuardRuntime):
         thread = site.thread_id if site is not None else None
         if verdict.stops and not verdict.tripped and not nudge and thread is not None:
             self._unrepaired.stopped(thread)
+
+    def _model_started(
+        self,
+        run_id: RunId,
+        parent_run_id: RunId | None,
+        metadata: dict[str, Any] | None,
+        sent: Sequence[BaseMessage] | None,
+    ) -> None:
+        """A model turn begins (a chat model's with its input ``sent``); a stopped run is
+        aborted here, before the model is paid for."""
+        tree = self._tree
+        with self._lock:
+            run = tree.start(run_id, parent_run_id, metadata, "model")
+            if run is None:
+                return
+            if sent is None:
+                verdicts = [run.decide("turn_start")]
+            else:
+                nested = run_id in tree.below_tools
+                verdicts = run.model_called(run_id, sent, below_tool=nested)
+        where = "on_llm_start" if sent is None else "on_chat_model_start"
+        if sent is not None and run.per_thread and run.said is None:
+            tree.threads.model_called(run, sent)  # a thread's answers this process never saw
+        self._act(run.key, verdicts, where, run_id, parent_run_id)
+
+    def _act(
+        self,
+        key: str,
+        verdicts: Sequence[Verdict],
+        where: str,
+        run_id: RunId,
+        parent_run_id: RunId | None,
+        *,
+        stop: bool = True,
+    ) -> None:
+        """Report the verdicts of the callback ``where`` of ``run_id``, then raise a stopping
+        one if ``stop``. Called without the guard's lock: reporting runs other code."""
+        reported = [verdict for verdict in verdicts if verdict.action != "allow"]
+        if not reported:
+            return
+        with self._lock:
+            root = self._tree.root_seen(run_id, parent_run_id)
+            run = self._engine.find(key)
+        base = self._site(where)
+        thread_id = base.thread_id
+        if thread_id is None and run is not None and run.per_thread:
+            thread_id = key
+        shown = run_text(root.id) if root is not None else base.run_id or key
+        site = Site(base.integration, where, shown, thread_id)
+        if run is not None:  # a stop as the user reads it: its remedy and what it cost
+            reported = [run.stop_of(v) if v.stops else v for v in reported]
+        for verdict in reported:
+            self.report(key, verdict, site=site)
+        for verdict in reported if stop else ():
+            if verdict.stops:
+                raise LoopDetected.from_verdict(verdict, run_id=key)
 
     def _fail_open(self, where: str, exc: Exception) -> None:
         """A callback raised ``exc``: a deliberate stop goes on up; the guard's own failure is
@@ -211,7 +269,9 @@ class LoopGuardCallbackHandler(_RunRegistry, BaseCallbackHandler):
             scope_seen=self._scope_seen,
         )
         self._tree = RunTree(
-            self._engine, lambda: self.max_open_runs, lock=self._lock, site=self._site
+            # read at each chain start, where a lambda's frame would cost as much as the read
+            self._engine,
+            functools.partial(getattr, self, "max_open_runs"),
         )
         self._tree.threads = ThreadStore(store)
         self._unrepaired = StoppedThreads()  # checked once at their next model call
@@ -306,7 +366,7 @@ class LoopGuardCallbackHandler(_RunRegistry, BaseCallbackHandler):
             sent = messages[0] if messages else ()
             self._unrepaired.check(metadata, sent)
             parent = run_number(parent_run_id)
-            self._tree.model_started(run_number(run_id), parent, metadata, sent)
+            self._model_started(run_number(run_id), parent, metadata, sent)
         except Exception as exc:  # noqa: BLE001 - fail open, SPEC §8
             self._fail_open("on_chat_model_start", exc)
 
@@ -323,7 +383,7 @@ class LoopGuardCallbackHandler(_RunRegistry, BaseCallbackHandler):
     ) -> None:
         """A (text-completion) model turn begins: its input is not looked into."""
         parent = run_number(parent_run_id)
-        self._tree.model_started(run_number(run_id), parent, metadata, None)
+        self._model_started(run_number(run_id), parent, metadata, None)
 
     def on_llm_end(
         self, response: LLMResult, *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any
@@ -356,7 +416,7 @@ class LoopGuardCallbackHandler(_RunRegistry, BaseCallbackHandler):
                 self._tree.end(model_run)
             if run is not None and verdict.action != "allow":
                 where = "on_llm_end"
-                self._tree.act(run.key, (verdict,), where, model_run, parent, stop=not held)
+                self._act(run.key, (verdict,), where, model_run, parent, stop=not held)
         except Exception as exc:  # noqa: BLE001 - fail open, SPEC §8
             self._fail_open("on_llm_end", exc)
 
@@ -412,7 +472,7 @@ class LoopGuardCallbackHandler(_RunRegistry, BaseCallbackHandler):
                 if verdict.stops:
                     self._tree.end(tool_run)  # the tool will not report an end
             if verdict.action != "allow":
-                self._tree.act(run.key, (verdict,), "on_tool_start", tool_run, parent)
+                self._act(run.key, (verdict,), "on_tool_start", tool_run, parent)
         except Exception as exc:  # noqa: BLE001 - fail open, SPEC §8
             self._fail_open("on_tool_start", exc)
 
@@ -469,4 +529,4 @@ class LoopGuardCallbackHandler(_RunRegistry, BaseCallbackHandler):
             verdict = ALLOW if run is None else run.tool_ended(run_id, digested, failed=failed)
             self._tree.end(run_id)
         if run is not None and verdict.action != "allow":
-            self._tree.act(run.key, (verdict,), where, run_id, parent_run_id)
+            self._act(run.key, (verdict,), where, run_id, parent_run_id)
