@@ -232,7 +232,8 @@ class RunEngine(Generic[R]):
         self.runs: dict[str, R] = {}
         """Runs in progress, least recently active first."""
         self.stopped: dict[str, R] = {}
-        self.finished: dict[str, RunInspection] = {}
+        self.finished: dict[str, Callable[[], RunInspection]] = {}
+        """Ended runs' inspections, each made when asked for."""
         self.shed = 0
         self.last: str | None = None
         """The most recently active run's key."""
@@ -291,7 +292,7 @@ class RunEngine(Generic[R]):
         bounded_put(
             self.finished,
             run.key,
-            self.guard.inspection(run.key, run.detector, run.scope, run.ledger),
+            self.guard.inspection_later(run.key, run.detector, run.scope, run.ledger),
             _MAX_FINISHED,
         )
         if run.detector.tripped is not None:
@@ -320,7 +321,8 @@ class RunEngine(Generic[R]):
         run = self.runs.get(key)
         if run is not None:
             return self.guard.inspection(key, run.detector, run.scope, run.ledger)
-        return self.finished.get(key)
+        made = self.finished.get(key)
+        return None if made is None else made()
 
     def _make_room(self, capacity: int) -> bool:
         """Forget the least recently active run that is idle or between invocations."""

@@ -294,6 +294,18 @@ class GuardRuntime:
         """The ``inspect`` view of ``detector``'s run, its digests keyed with this process's
         secret (``_public``): equal calls show equal digests, which no guess can be tested on.
         With the run's ``ledger``, what the run spent and what its loop cost."""
+        return self.inspection_later(run_id, detector, scope, ledger)()
+
+    def inspection_later(
+        self,
+        run_id: str,
+        detector: LoopDetector,
+        scope: ScopeChoice | None = None,
+        ledger: CostLedger | None = None,
+    ) -> Callable[[], RunInspection]:
+        """:meth:`inspection` as the run stands now, made when asked for: the run's counters
+        and cost are read now, its recent calls' digests keyed only then (most ended runs are
+        never inspected)."""
         snap = detector.snapshot()
         spent = loop_cost = None
         if ledger is not None:
@@ -301,22 +313,27 @@ class GuardRuntime:
             stop = detector.tripped
             if stop is not None:
                 loop_cost = ledger.cost_of(stop.signal, stop.tool, stop.tools, stop.count)
-        return RunInspection(
-            run_id=run_id,
-            turns=snap.turns,
-            calls=snap.calls,
-            elapsed_s=snap.elapsed_s,
-            tripped=snap.tripped,
-            warned=snap.warned,
-            recent=tuple(
-                CallInfo(call.tool, public_digest(call.digest), call.outcome)
-                for call in snap.recent
-            ),
-            locale=self._config.locale,
-            scope=scope,
-            spent=spent,
-            loop_cost=loop_cost,
-        )
+        locale = self._config.locale
+
+        def made() -> RunInspection:
+            return RunInspection(
+                run_id=run_id,
+                turns=snap.turns,
+                calls=snap.calls,
+                elapsed_s=snap.elapsed_s,
+                tripped=snap.tripped,
+                warned=snap.warned,
+                recent=tuple(
+                    CallInfo(call.tool, public_digest(call.digest), call.outcome)
+                    for call in snap.recent
+                ),
+                locale=locale,
+                scope=scope,
+                spent=spent,
+                loop_cost=loop_cost,
+            )
+
+        return made
 
     def feed(
         self, run_id: str, detector: LoopDetector, event: DetectorCall, *args: Any, **kwargs: Any
