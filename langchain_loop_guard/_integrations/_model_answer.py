@@ -111,4 +111,7 @@ def _answer(response: LLMResult) -> tuple[str, list[tuple[str, Any, str | None]]
     if not isinstance(message, AIMessage):
         return generation.text, [], None
     calls = [(safe_tool_name(tc["name"]), tc["args"], tc.get("id")) for tc in message.tool_calls]
-    return message.text, calls, message.id
+    content = message.content
+    # ``.text`` copies a text into a str subclass of its own: taken only for content blocks
+    text = content if type(content) is str else message.text
+    return text, calls, message.id
