@@ -292,7 +292,7 @@ class RunEngine(Generic[R]):
         bounded_put(
             self.finished,
             run.key,
-            self.guard.inspection_later(run.key, run.detector, run.scope, run.ledger),
+            self.guard._inspection_later(run.key, run.detector, run.scope, run.ledger),
             _MAX_FINISHED,
         )
         if run.detector.tripped is not None:

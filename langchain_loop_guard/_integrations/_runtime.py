@@ -294,9 +294,9 @@ class GuardRuntime:
         """The ``inspect`` view of ``detector``'s run, its digests keyed with this process's
         secret (``_public``): equal calls show equal digests, which no guess can be tested on.
         With the run's ``ledger``, what the run spent and what its loop cost."""
-        return self.inspection_later(run_id, detector, scope, ledger)()
+        return self._inspection_later(run_id, detector, scope, ledger)()
 
-    def inspection_later(
+    def _inspection_later(
         self,
         run_id: str,
         detector: LoopDetector,
