@@ -1,5 +1,6 @@
-"""``LoopGuardCallbackHandler``: each LangChain callback translated into events of its run
-(:mod:`~langchain_loop_guard._integrations._run_tree`), digested outside the lock."""
+"""``LoopGuardCallbackHandler``: each LangChain callback placed in the run tree
+(:mod:`~langchain_loop_guard._integrations._run_tree`) and translated into events of its run
+(:mod:`~langchain_loop_guard._integrations._callback_runs`), digested outside the lock."""
 
 from __future__ import annotations
 
@@ -71,7 +72,8 @@ def _guarded(method: _Callback) -> _Callback:
 
 class _RunRegistry(GuardRuntime):
     """The handler's runs (:class:`RunEngine`, the :class:`RunTree` its callbacks are placed
-    in) and the runtime commands on them; the callbacks are :class:`LoopGuardCallbackHandler`'s.
+    in), the runtime commands on them, and how a callback's verdicts are acted on; the
+    callbacks are :class:`LoopGuardCallbackHandler`'s.
     """
 
     _engine: RunEngine[CallbackRun]

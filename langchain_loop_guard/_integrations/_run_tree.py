@@ -36,7 +36,8 @@ _Metadata = Mapping[str, Any] | None  # a callback's ``metadata``
 
 @dataclass(slots=True, eq=False)
 class Root:
-    """A top-level run (an invocation): the run it feeds, and its nested runs still open."""
+    """A top-level run (an invocation): the run it feeds, and how many of its nested runs are
+    still open."""
 
     id: RunId
     key: str
