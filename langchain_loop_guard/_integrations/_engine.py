@@ -41,7 +41,7 @@ from langchain_loop_guard._core._public import safe_tool_name
 from langchain_loop_guard._core._remedy import with_remedy
 from langchain_loop_guard._core._scope import ScopeChoice, choose_scope
 from langchain_loop_guard._core._stop_cost import with_cost
-from langchain_loop_guard._integrations._runtime import logger
+from langchain_loop_guard._integrations._runtime import inspection_later, logger
 
 if TYPE_CHECKING:
     from langchain_loop_guard._core._config import LoopGuardConfig
@@ -292,7 +292,9 @@ class RunEngine(Generic[R]):
         bounded_put(
             self.finished,
             run.key,
-            self.guard._inspection_later(run.key, run.detector, run.scope, run.ledger),
+            inspection_later(
+                run.key, run.detector, self.guard.config.locale, run.scope, run.ledger
+            ),
             _MAX_FINISHED,
         )
         if run.detector.tripped is not None:

@@ -42,6 +42,7 @@ __all__ = [
     "VerdictListener",
     "bad_argument",
     "guard_number",
+    "inspection_later",
     "live_guards",
     "logger",
     "numbered_guards",
@@ -294,46 +295,7 @@ class GuardRuntime:
         """The ``inspect`` view of ``detector``'s run, its digests keyed with this process's
         secret (``_public``): equal calls show equal digests, which no guess can be tested on.
         With the run's ``ledger``, what the run spent and what its loop cost."""
-        return self._inspection_later(run_id, detector, scope, ledger)()
-
-    def _inspection_later(
-        self,
-        run_id: str,
-        detector: LoopDetector,
-        scope: ScopeChoice | None = None,
-        ledger: CostLedger | None = None,
-    ) -> Callable[[], RunInspection]:
-        """:meth:`inspection` as the run stands now, made when asked for: the run's counters
-        and cost are read now, its recent calls' digests keyed only then (most ended runs are
-        never inspected)."""
-        snap = detector.snapshot()
-        spent = loop_cost = None
-        if ledger is not None:
-            spent = ledger.total()
-            stop = detector.tripped
-            if stop is not None:
-                loop_cost = ledger.cost_of(stop.signal, stop.tool, stop.tools, stop.count)
-        locale = self._config.locale
-
-        def made() -> RunInspection:
-            return RunInspection(
-                run_id=run_id,
-                turns=snap.turns,
-                calls=snap.calls,
-                elapsed_s=snap.elapsed_s,
-                tripped=snap.tripped,
-                warned=snap.warned,
-                recent=tuple(
-                    CallInfo(call.tool, public_digest(call.digest), call.outcome)
-                    for call in snap.recent
-                ),
-                locale=locale,
-                scope=scope,
-                spent=spent,
-                loop_cost=loop_cost,
-            )
-
-        return made
+        return inspection_later(run_id, detector, self._config.locale, scope, ledger)()
 
     def feed(
         self, run_id: str, detector: LoopDetector, event: DetectorCall, *args: Any, **kwargs: Any
@@ -553,3 +515,42 @@ def _log_verdict(verdict: Verdict, action: Action, run: str, thread: str | None)
             "loop_guard_key": public_digest(verdict.key),
         },
     )
+
+
+def inspection_later(
+    run_id: str,
+    detector: LoopDetector,
+    locale: str,
+    scope: ScopeChoice | None = None,
+    ledger: CostLedger | None = None,
+) -> Callable[[], RunInspection]:
+    """:meth:`GuardRuntime.inspection` as the run stands now, made when asked for: the run's
+    counters and cost are read now, its recent calls' digests keyed only then (most ended runs
+    are never inspected)."""
+    snap = detector.snapshot()
+    spent = loop_cost = None
+    if ledger is not None:
+        spent = ledger.total()
+        stop = detector.tripped
+        if stop is not None:
+            loop_cost = ledger.cost_of(stop.signal, stop.tool, stop.tools, stop.count)
+
+    def made() -> RunInspection:
+        return RunInspection(
+            run_id=run_id,
+            turns=snap.turns,
+            calls=snap.calls,
+            elapsed_s=snap.elapsed_s,
+            tripped=snap.tripped,
+            warned=snap.warned,
+            recent=tuple(
+                CallInfo(call.tool, public_digest(call.digest), call.outcome)
+                for call in snap.recent
+            ),
+            locale=locale,
+            scope=scope,
+            spent=spent,
+            loop_cost=loop_cost,
+        )
+
+    return made
