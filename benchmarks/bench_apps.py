@@ -1242,7 +1242,8 @@ def info_row(name: str, timings: dict[str, list[Timing]], subject: str, baseline
 
 def reference_rows(label: str, timings: dict[str, list[Timing]], *, per_app: bool) -> list[Row]:
     """The middleware against ``ToolCallLimitMiddleware`` (the released reference), and that
-    reference against the unguarded app, in one mode (sync or async)."""
+    reference against the unguarded app, the middleware's floor and the handler (which a user
+    may pass instead, on the same ``create_agent`` apps), in one mode (sync or async)."""
     rows = []
     value, spread, base, subj = ratio_over_apps(timings, "middleware", "tool call limit")
     rows.append(
@@ -1259,6 +1260,7 @@ def reference_rows(label: str, timings: dict[str, list[Timing]], *, per_app: boo
     for subject, baseline, what in (
         ("tool call limit", "unguarded", "ToolCallLimitMiddleware vs the unguarded app"),
         ("middleware floor", "tool call limit", "middleware floor vs ToolCallLimitMiddleware"),
+        ("handler", "tool call limit", "handler vs ToolCallLimitMiddleware"),
     ):
         rows.append(info_row(f"  {label}: {what}", timings, subject, baseline))
     if per_app:
