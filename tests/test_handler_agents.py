@@ -426,6 +426,7 @@ def test_concurrent_runs_through_one_handler_stay_isolated(
         outputs = asyncio.run(both())
     assert [o["messages"][-1].text for o in outputs] == ["done", "done"]
     assert (handler.status().stops, handler.status().active_runs) == (0, 0)
+    assert (handler._tree.roots, handler._tree.open) == ({}, {})  # every step reported its end
 
 
 # --- modes and locales ----------------------------------------------------------------------------
