@@ -271,7 +271,7 @@ class LoopGuardCallbackHandler(_RunRegistry, BaseCallbackHandler):
             scope_seen=self._scope_seen,
         )
         self._tree = RunTree(
-            # read at each chain start, where a lambda's frame would cost as much as the read
+            # read at each chain start: a call in C, where a lambda would add a Python frame
             self._engine,
             functools.partial(getattr, self, "max_open_runs"),
         )

@@ -138,8 +138,7 @@ class RunTree:
             root = (
                 self.open.get(parent_run_id)
                 or self.roots.get(parent_run_id)
-                or self.closed.get(parent_run_id)
-                or self.closed_before.get(parent_run_id)
+                or self._ended(parent_run_id)
             )
         if root is None:
             # no parent: a new top-level run; a parent never seen (a handler attached below
@@ -293,16 +292,17 @@ class RunTree:
         root = self.open.pop(run_id, None)
         if root is not None:
             root.open -= 1
-            self._closed(run_id, root)
+            self._remember_end(run_id, root)
             if root.id != run_id:
                 return None  # a step of an invocation (the common case)
         top = self.roots.pop(run_id, None)
         if top is None:
             return None
-        self._closed(top.id, top)
+        if top is not root:  # never in the open runs (a parent taken as the top), or dropped
+            self._remember_end(top.id, top)
         for member in self._close(top):
             self.open.pop(member, None)
-            self._closed(member, top)
+            self._remember_end(member, top)
         run = self.engine.runs.get(top.key)
         if run is not None:
             self.engine.end(run, top.id)
@@ -331,18 +331,18 @@ class RunTree:
 
     def root_seen(self, run_id: RunId, parent_run_id: RunId | None) -> Root | None:
         """The top-level run of a run in flight (or of its parent), or of one ended recently."""
-        return (
-            self.root_of(run_id, parent_run_id)
-            or self.closed.get(run_id)
-            or self.closed_before.get(run_id)
-        )
+        return self.root_of(run_id, parent_run_id) or self._ended(run_id)
 
-    def _closed(self, run_id: RunId, root: Root) -> None:
+    def _remember_end(self, run_id: RunId, root: Root) -> None:
         """Remember that ``run_id`` (of ``root``) ended, among the last 2048 to 4096 runs."""
         closed = self.closed
         closed[run_id] = root
         if len(closed) >= _MAX_CLOSED:
             self.closed_before, self.closed = closed, {}
+
+    def _ended(self, run_id: RunId) -> Root | None:
+        """The top-level run of ``run_id`` if it ended recently (:meth:`_remember_end`)."""
+        return self.closed.get(run_id) or self.closed_before.get(run_id)
 
     def _close(self, root: Root) -> list[RunId]:
         """End ``root``: its runs still in :attr:`open` (which it no longer feeds), found only
