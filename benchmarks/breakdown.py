@@ -21,6 +21,12 @@ so it runs alone, in its own process:
    of its callbacks per model call, and of the digests and detector decisions made inside
    them. What the callbacks spend beyond those is the handler's bookkeeping (its run tree,
    registry, bounds, locks and failing open).
+6. The callback handler and the node guard in ``bench_apps.py``'s apps (sync), each against
+   its no-op floor in the same rounds as the app benchmark measures them, then with the
+   detector's work taken out: the handler with every decision answered "allow" (its digests
+   still made), then with its digests served as constants too (what is left is its
+   bookkeeping); the node guard with every event left unfed (the node's digests are made
+   inside the detector's events). What each part costs of the 1.05x the whole guard may.
 """
 
 from __future__ import annotations
@@ -44,9 +50,11 @@ from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from langchain_loop_guard._core import _detector, _masks, _view
+from langchain_loop_guard._core._detector import ALLOW
 from langchain_loop_guard._integrations import _graph_guard, _handler, _middleware, _model_answer
 from langchain_loop_guard._integrations._handler import LoopGuardCallbackHandler
 from langchain_loop_guard._integrations._middleware import LoopGuardMiddleware
+from langchain_loop_guard._integrations._node import LoopGuardNode
 
 
 def timed_calls(
@@ -267,6 +275,72 @@ def handler_parts(runs: int) -> tuple[list[tuple[str, float, float]], list[tuple
     return callbacks, work
 
 
+class _AllowingHandler(LoopGuardCallbackHandler):
+    """The handler with every detector decision answered "allow" (nothing is decided)."""
+
+    def decide(self, detector: Any, event: Any, *args: Any, **kwargs: Any) -> Any:
+        return ALLOW
+
+
+class _AllowingNode(LoopGuardNode):
+    """The node guard with every event left unfed (the detector makes its digests itself)."""
+
+    def decide(self, detector: Any, event: Any, *args: Any, **kwargs: Any) -> Any:
+        return ALLOW
+
+
+@contextmanager
+def constant_digests() -> Iterator[None]:
+    """The handler's digests (of calls, results and answers) served as constants."""
+    result = _handler.outcome("")
+    stubs: tuple[tuple[Any, str, Callable[..., Any]], ...] = (
+        (_handler, "outcome", lambda *_, **__: result),
+        (_model_answer, "call_signature", lambda *_: "0"),
+        (_model_answer, "arg_tokens", lambda *_: frozenset()),
+        (_model_answer, "assistant_key", lambda _: None),
+        (_model_answer, "reply_sketch", lambda _: ""),
+        (_model_answer, "talk", lambda _: False),
+    )
+    with ExitStack() as stack:
+        for owner, name, stub in stubs:
+            stack.enter_context(patched(owner, name, stub))
+        yield
+
+
+Ablation = tuple[str, float, float, float]
+"""A side's name, its app time over its floor (median over rounds of the geometric mean over
+apps), that ratio's IQR/2, and its added µs per model call over the floor."""
+
+
+def _ablation(
+    apps: dict[str, Any], floor: bench_apps.Side, sides: list[bench_apps.Side], rounds: int
+) -> list[Ablation]:
+    timings = bench_apps.measure(apps, [floor, *sides], rounds, None)
+    rows = []
+    for side in sides:
+        ratio, spread, _, _ = bench_apps.ratio_over_apps(timings, side.name, floor.name)
+        added = bench_apps.added_per_call(timings, side.name, floor.name)
+        rows.append((side.name, ratio, spread, added))
+    return rows
+
+
+def guards_without_the_detector(rounds: int) -> list[Ablation]:
+    """The handler and the node guard in the apps as the app benchmark runs them (sync), each
+    with the detector's work taken out, against its floor."""
+    sides = bench_apps.make_sides()
+    handler_apps = {**bench_apps.AGENT_APPS, **bench_apps.GRAPH_APPS}
+    allowing = bench_apps.Side("handler, decisions allowed", callbacks=[_AllowingHandler()])
+    rows = _ablation(handler_apps, sides["handler floor"], [sides["handler"], allowing], rounds)
+    bookkeeping = bench_apps.Side(
+        "handler, decisions allowed, digests constant", callbacks=[_AllowingHandler()]
+    )
+    with constant_digests():  # the handler as shipped would read the constants too
+        rows += _ablation(handler_apps, sides["handler floor"], [bookkeeping], rounds)
+    unfed = bench_apps.Side("node, events unfed", node=_AllowingNode())
+    rows += _ablation(bench_apps.GRAPH_APPS, sides["node floor"], [sides["node"], unfed], rounds)
+    return rows
+
+
 def _labelled(row: Any, label: str) -> Any:
     return dataclasses.replace(row, name=f"{row.name}, {label}", target=None)
 
@@ -305,6 +379,12 @@ def main() -> None:
         f"\nThe callbacks: {whole:,.1f} µs per model call; the digests and decisions in them "
         f"{inside:,.1f} µs; the handler's bookkeeping the other {whole - inside:,.1f} µs."
     )
+    print(
+        "\n| the guard in the apps (sync), against its no-op floor | over the floor | IQR/2 |"
+        " µs per model call over the floor |\n|---|---|---|---|"
+    )
+    for name, ratio, spread, added in guards_without_the_detector(rounds):
+        print(f"| {name} | {ratio:.3f}x | ±{spread:.3f} | {added:,.0f} |")
 
 
 if __name__ == "__main__":
