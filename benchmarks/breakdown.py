@@ -22,11 +22,14 @@ so it runs alone, in its own process:
    them. What the callbacks spend beyond those is the handler's bookkeeping (its run tree,
    registry, bounds, locks and failing open).
 6. The callback handler and the node guard in ``bench_apps.py``'s apps (sync), each against
-   its no-op floor in the same rounds as the app benchmark measures them, then with the
+   its no-op floor in the same rounds as the app benchmark measures them (the process's CPU
+   time, which a busy neighbour does not lengthen, as ``bench_ab.py --cpu``), then with the
    detector's work taken out: the handler with every decision answered "allow" (its digests
    still made), then with its digests served as constants too (what is left is its
-   bookkeeping); the node guard with every event left unfed (the node's digests are made
-   inside the detector's events). What each part costs of the 1.05x the whole guard may.
+   bookkeeping), and, deciding again, with each result's digests replaced by one plain hash
+   of its text (the cheapest a result's digest can be); the node guard with every event left
+   unfed (the node's digests are made inside the detector's events). What each part costs
+   of the 1.05x the whole guard may.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import gc
+import hashlib
 import logging
 import statistics
 import time
@@ -307,6 +311,22 @@ def constant_digests() -> Iterator[None]:
         yield
 
 
+@contextmanager
+def plainly_hashed_results() -> Iterator[None]:
+    """Each result's digests replaced by one hash of its text, nothing masked or sketched: the
+    cheapest a result's digest can be (what the handler's digests could save at most)."""
+
+    empty = _handler.outcome("")
+
+    def plain(output: object = None, *, error: object = None, **_: Any) -> Any:
+        text = str(error) if error is not None else output if type(output) is str else repr(output)
+        key = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+        return empty._replace(key=key, info="+" + key)
+
+    with patched(_handler, "outcome", plain):
+        yield
+
+
 Ablation = tuple[str, float, float, float]
 """A side's name, its app time over its floor (median over rounds of the geometric mean over
 apps), that ratio's IQR/2, and its added µs per model call over the floor."""
@@ -315,7 +335,7 @@ apps), that ratio's IQR/2, and its added µs per model call over the floor."""
 def _ablation(
     apps: dict[str, Any], floor: bench_apps.Side, sides: list[bench_apps.Side], rounds: int
 ) -> list[Ablation]:
-    timings = bench_apps.measure(apps, [floor, *sides], rounds, None)
+    timings = bench_apps.measure(apps, [floor, *sides], rounds, None, time.process_time_ns)
     rows = []
     for side in sides:
         ratio, spread, _, _ = bench_apps.ratio_over_apps(timings, side.name, floor.name)
@@ -336,6 +356,11 @@ def guards_without_the_detector(rounds: int) -> list[Ablation]:
     )
     with constant_digests():  # the handler as shipped would read the constants too
         rows += _ablation(handler_apps, sides["handler floor"], [bookkeeping], rounds)
+    plain = bench_apps.Side(
+        "handler, results hashed plainly", callbacks=[LoopGuardCallbackHandler()]
+    )
+    with plainly_hashed_results():
+        rows += _ablation(handler_apps, sides["handler floor"], [plain], rounds)
     unfed = bench_apps.Side("node, events unfed", node=_AllowingNode())
     rows += _ablation(bench_apps.GRAPH_APPS, sides["node floor"], [sides["node"], unfed], rounds)
     return rows
@@ -383,7 +408,7 @@ def main() -> None:
         "\n| the guard in the apps (sync), against its no-op floor | over the floor | IQR/2 |"
         " µs per model call over the floor |\n|---|---|---|---|"
     )
-    for name, ratio, spread, added in guards_without_the_detector(rounds):
+    for name, ratio, spread, added in guards_without_the_detector(rounds=9):
         print(f"| {name} | {ratio:.3f}x | ±{spread:.3f} | {added:,.0f} |")
 
 
