@@ -21,19 +21,20 @@ so it runs alone, in its own process:
    of its callbacks per model call, and of the digests and detector decisions made inside
    them. What the callbacks spend beyond those is the handler's bookkeeping (its run tree,
    registry, bounds, locks and failing open).
-6. The callback handler and the node guard in ``bench_apps.py``'s apps (sync), each against
-   its no-op floor in the same rounds as the app benchmark measures them (the process's CPU
-   time, which a busy neighbour does not lengthen, as ``bench_ab.py --cpu``), then with the
-   detector's work taken out: the handler with every decision answered "allow" (its digests
-   still made), then with its digests served as constants too (what is left is its
-   bookkeeping), and, deciding again, with each result's digests replaced by one plain hash
-   of its text (the cheapest a result's digest can be); the node guard with every event left
-   unfed (the node's digests are made inside the detector's events). What each part costs
-   of the 1.05x the whole guard may.
+6. The callback handler and the node guard in ``bench_apps.py``'s apps, sync and async, each
+   against its no-op floor in the same rounds as the app benchmark measures them (the
+   process's CPU time, which a busy neighbour does not lengthen, as ``bench_ab.py --cpu``),
+   then with the detector's work taken out: the handler with every decision answered "allow"
+   (its digests still made), then with its digests served as constants too (what is left is
+   its bookkeeping), and, deciding again, with each result's digests replaced by one plain
+   hash of its text (the cheapest a result's digest can be); the node guard with every event
+   left unfed (the node's digests are made inside the detector's events). What each part
+   costs of the 1.05x the whole guard may.
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import functools
 import gc
@@ -333,9 +334,13 @@ apps), that ratio's IQR/2, and its added µs per model call over the floor."""
 
 
 def _ablation(
-    apps: dict[str, Any], floor: bench_apps.Side, sides: list[bench_apps.Side], rounds: int
+    apps: dict[str, Any],
+    floor: bench_apps.Side,
+    sides: list[bench_apps.Side],
+    rounds: int,
+    loop: asyncio.AbstractEventLoop | None,
 ) -> list[Ablation]:
-    timings = bench_apps.measure(apps, [floor, *sides], rounds, None, time.process_time_ns)
+    timings = bench_apps.measure(apps, [floor, *sides], rounds, loop, time.process_time_ns)
     rows = []
     for side in sides:
         ratio, spread, _, _ = bench_apps.ratio_over_apps(timings, side.name, floor.name)
@@ -344,25 +349,29 @@ def _ablation(
     return rows
 
 
-def guards_without_the_detector(rounds: int) -> list[Ablation]:
-    """The handler and the node guard in the apps as the app benchmark runs them (sync), each
-    with the detector's work taken out, against its floor."""
+def guards_without_the_detector(
+    rounds: int, loop: asyncio.AbstractEventLoop | None = None
+) -> list[Ablation]:
+    """The handler and the node guard in the apps as the app benchmark runs them (sync, or
+    async in ``loop``), each with the detector's work taken out, against its floor."""
     sides = bench_apps.make_sides()
     handler_apps = {**bench_apps.AGENT_APPS, **bench_apps.GRAPH_APPS}
     allowing = bench_apps.Side("handler, decisions allowed", callbacks=[_AllowingHandler()])
-    rows = _ablation(handler_apps, sides["handler floor"], [sides["handler"], allowing], rounds)
+    floor = sides["handler floor"]
+    rows = _ablation(handler_apps, floor, [sides["handler"], allowing], rounds, loop)
     bookkeeping = bench_apps.Side(
         "handler, decisions allowed, digests constant", callbacks=[_AllowingHandler()]
     )
     with constant_digests():  # the handler as shipped would read the constants too
-        rows += _ablation(handler_apps, sides["handler floor"], [bookkeeping], rounds)
+        rows += _ablation(handler_apps, floor, [bookkeeping], rounds, loop)
     plain = bench_apps.Side(
         "handler, results hashed plainly", callbacks=[LoopGuardCallbackHandler()]
     )
     with plainly_hashed_results():
-        rows += _ablation(handler_apps, sides["handler floor"], [plain], rounds)
+        rows += _ablation(handler_apps, floor, [plain], rounds, loop)
     unfed = bench_apps.Side("node, events unfed", node=_AllowingNode())
-    rows += _ablation(bench_apps.GRAPH_APPS, sides["node floor"], [sides["node"], unfed], rounds)
+    node_sides = [sides["node"], unfed]
+    rows += _ablation(bench_apps.GRAPH_APPS, sides["node floor"], node_sides, rounds, loop)
     return rows
 
 
@@ -404,12 +413,14 @@ def main() -> None:
         f"\nThe callbacks: {whole:,.1f} µs per model call; the digests and decisions in them "
         f"{inside:,.1f} µs; the handler's bookkeeping the other {whole - inside:,.1f} µs."
     )
-    print(
-        "\n| the guard in the apps (sync), against its no-op floor | over the floor | IQR/2 |"
-        " µs per model call over the floor |\n|---|---|---|---|"
-    )
-    for name, ratio, spread, added in guards_without_the_detector(rounds=9):
-        print(f"| {name} | {ratio:.3f}x | ±{spread:.3f} | {added:,.0f} |")
+    for mode, loop in (("sync", None), ("async", asyncio.new_event_loop())):
+        print(
+            f"\n| the guard in the apps ({mode}, CPU time), against its no-op floor"
+            " | over the floor | IQR/2 | µs per model call over the floor |\n|---|---|---|---|",
+            flush=True,
+        )
+        for name, ratio, spread, added in guards_without_the_detector(rounds=9, loop=loop):
+            print(f"| {name} | {ratio:.3f}x | ±{spread:.3f} | {added:,.0f} |")
 
 
 if __name__ == "__main__":
