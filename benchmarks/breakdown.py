@@ -316,7 +316,6 @@ def constant_digests() -> Iterator[None]:
 def plainly_hashed_results() -> Iterator[None]:
     """Each result's digests replaced by one hash of its text, nothing masked or sketched: the
     cheapest a result's digest can be (what the handler's digests could save at most)."""
-
     empty = _handler.outcome("")
 
     def plain(output: object = None, *, error: object = None, **_: Any) -> Any:
@@ -413,14 +412,19 @@ def main() -> None:
         f"\nThe callbacks: {whole:,.1f} µs per model call; the digests and decisions in them "
         f"{inside:,.1f} µs; the handler's bookkeeping the other {whole - inside:,.1f} µs."
     )
-    for mode, loop in (("sync", None), ("async", asyncio.new_event_loop())):
+    for mode in ("sync", "async"):
         print(
             f"\n| the guard in the apps ({mode}, CPU time), against its no-op floor"
             " | over the floor | IQR/2 | µs per model call over the floor |\n|---|---|---|---|",
             flush=True,
         )
-        for name, ratio, spread, added in guards_without_the_detector(rounds=9, loop=loop):
-            print(f"| {name} | {ratio:.3f}x | ±{spread:.3f} | {added:,.0f} |")
+        loop = asyncio.new_event_loop() if mode == "async" else None
+        try:
+            for name, ratio, spread, added in guards_without_the_detector(rounds=9, loop=loop):
+                print(f"| {name} | {ratio:.3f}x | ±{spread:.3f} | {added:,.0f} |")
+        finally:
+            if loop is not None:
+                loop.close()
 
 
 if __name__ == "__main__":
