@@ -280,18 +280,20 @@ def handler_parts(runs: int) -> tuple[list[tuple[str, float, float]], list[tuple
     return callbacks, work
 
 
-class _AllowingHandler(LoopGuardCallbackHandler):
-    """The handler with every detector decision answered "allow" (nothing is decided)."""
+class _Allowing:
+    """A guard whose every detector decision is answered "allow": no event reaches its
+    detector (whose events make the node guard's digests too)."""
 
     def decide(self, detector: Any, event: Any, *args: Any, **kwargs: Any) -> Any:
         return ALLOW
 
 
-class _AllowingNode(LoopGuardNode):
-    """The node guard with every event left unfed (the detector makes its digests itself)."""
+class _AllowingHandler(_Allowing, LoopGuardCallbackHandler):
+    """The handler deciding nothing (its digests still made)."""
 
-    def decide(self, detector: Any, event: Any, *args: Any, **kwargs: Any) -> Any:
-        return ALLOW
+
+class _AllowingNode(_Allowing, LoopGuardNode):
+    """The node guard with every event left unfed."""
 
 
 @contextmanager
