@@ -3,7 +3,7 @@
 The assertions are on what the browser lays out and paints: the page measured in a harness
 (the report in an ``<iframe srcdoc>`` 1,366 pixels wide, a script of the harness reading its
 layout and its resource loads, the DOM read back with ``--dump-dom``), and a screenshot
-decoded here. Chromium starts three times in all.
+decoded here. Chromium starts four times in all.
 
 Without ``chromium`` on the PATH these tests fail when ``CI`` is set (``.ci/run`` installs
 it) and are skipped elsewhere, saying why.
@@ -108,8 +108,11 @@ def _measure(
         for name, page in pages.items()
     )
     harness = folder / "harness.html"
+    # Undeclared, Chromium takes the encoding from the first bytes it reads: an English page
+    # long enough ahead of a Korean one is read as windows-1252 when the file comes in chunks.
     harness.write_text(
-        f"<!DOCTYPE html><html><body>{frames}<script>{script}</script></body></html>",
+        '<!DOCTYPE html><html><head><meta charset="utf-8"></head>'
+        f"<body>{frames}<script>{script}</script></body></html>",
         encoding="utf-8",
     )
     done = browser.run_chromium(
@@ -220,6 +223,33 @@ def _colors(rows: list[bytes]) -> Iterator[tuple[int, int, int]]:
     for row in rows:
         for i in range(0, len(row), 3):
             yield row[i], row[i + 1], row[i + 2]
+
+
+_READ_TEXT = """
+window.addEventListener("load", () => {
+  const found = {};
+  for (const frame of document.querySelectorAll("iframe")) {
+    found[frame.id] = frame.contentDocument.body.innerText;
+  }
+  const out = document.createElement("pre");
+  out.id = "result";
+  out.textContent = JSON.stringify(found);
+  document.body.appendChild(out);
+});
+"""
+
+
+def test_the_harness_reads_a_korean_page_after_a_long_english_one_in_korean(
+    browser: ModuleType, tmp_path: Path
+) -> None:
+    """The harness's file declares its encoding: undeclared, Chromium read a Korean page that
+    came after 300 KB of English as windows-1252 (and a Korean report after an English one, when
+    the file came in chunks)."""
+    english = "<p>" + "plain English, nothing else. " * 10_000 + "</p>"
+    korean = "<p>추천: cycle_repeats=3</p>"
+    found = _measure(browser, {"en": english, "ko": korean}, tmp_path, _READ_TEXT)
+    assert found["ko"] == "추천: cycle_repeats=3"
+    assert found["en"].startswith("plain English, nothing else.")
 
 
 def test_the_screenshot_shows_the_runs_drawn_not_a_blank_page(
