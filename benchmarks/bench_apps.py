@@ -198,6 +198,14 @@ class Run:
     def model_calls(self) -> int:
         return sum(model.turns for model in self.models)
 
+    def complete(self, side: Side) -> int:
+        """The run streamed to its end on ``side``, unmeasured, and checked (:meth:`finish`);
+        its model calls."""
+        for _ in self.steps(side):
+            pass
+        self.finish(side)
+        return self.model_calls
+
     def finish(self, side: Side) -> None:
         """Assert that the run ended normally: every script used, no guard message."""
         try:

@@ -87,10 +87,7 @@ def record(apps: dict[str, Callable[..., bench_apps.Run]]) -> tuple[list[Event],
     side = bench_apps.Side("recorded", callbacks=[recorder])
     calls = 0
     for build in apps.values():
-        run = build(side, InMemorySaver())
-        for _ in run.steps(side):
-            pass
-        calls += run.model_calls
+        calls += build(side, InMemorySaver()).complete(side)
     return recorder.events, calls
 
 

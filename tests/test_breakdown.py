@@ -46,11 +46,7 @@ def _run_rag(breakdown: ModuleType, handler: Any) -> int:
     """The ``rag`` app run to its end with ``handler``; its model calls."""
     bench_apps = breakdown.bench_apps
     side = bench_apps.Side("guarded", callbacks=[handler])
-    run = bench_apps.GRAPH_APPS["rag"](side, InMemorySaver())
-    for _ in run.steps(side):
-        pass
-    run.finish(side)
-    return int(run.model_calls)
+    return int(bench_apps.GRAPH_APPS["rag"](side, InMemorySaver()).complete(side))
 
 
 def test_each_stub_takes_out_the_digests_its_row_names(
