@@ -40,38 +40,29 @@ def _page(runs: Path, locale: str) -> str:
 
 
 _MEASURE = """
-window.addEventListener("load", () => {
-  const found = {};
-  for (const frame of document.querySelectorAll("iframe")) {
-    const doc = frame.contentDocument, root = doc.documentElement;
-    const box = (el) => el.getBoundingClientRect();
-    found[frame.id] = {
-      scrollWidth: root.scrollWidth,
-      clientWidth: root.clientWidth,
-      loads: frame.contentWindow.performance.getEntriesByType("resource").length,
-      cards: [...doc.querySelectorAll(".card")].map((card) => card.innerText),
-      frames: [...doc.querySelectorAll("rect.current")].map((rect) => ({
-        stroke: getComputedStyle(rect).stroke,
-        height: box(rect).height,
-        width: box(rect).width,
-      })),
-      advice: [...doc.querySelectorAll(".advice")].map((p) => ({
-        text: p.innerText,
-        height: box(p).height,
-        border: getComputedStyle(p).borderLeftColor,
-      })),
-      links: [...doc.querySelectorAll('a[href^="#run-"]')].map((a) => ({
-        name: a.textContent,
-        lands: doc.getElementById(a.getAttribute("href").slice(1)) !== null,
-      })),
-      text: doc.body.innerText,
-    };
-  }
-  const out = document.createElement("pre");
-  out.id = "result";
-  out.textContent = JSON.stringify(found);
-  document.body.appendChild(out);
-});
+const doc = frame.contentDocument, root = doc.documentElement;
+const box = (el) => el.getBoundingClientRect();
+return {
+  scrollWidth: root.scrollWidth,
+  clientWidth: root.clientWidth,
+  loads: frame.contentWindow.performance.getEntriesByType("resource").length,
+  cards: [...doc.querySelectorAll(".card")].map((card) => card.innerText),
+  frames: [...doc.querySelectorAll("rect.current")].map((rect) => ({
+    stroke: getComputedStyle(rect).stroke,
+    height: box(rect).height,
+    width: box(rect).width,
+  })),
+  advice: [...doc.querySelectorAll(".advice")].map((p) => ({
+    text: p.innerText,
+    height: box(p).height,
+    border: getComputedStyle(p).borderLeftColor,
+  })),
+  links: [...doc.querySelectorAll('a[href^="#run-"]')].map((a) => ({
+    name: a.textContent,
+    lands: doc.getElementById(a.getAttribute("href").slice(1)) !== null,
+  })),
+  text: doc.body.innerText,
+};
 """
 
 

@@ -65,29 +65,35 @@ def _hostile(folder: Path) -> Path:
 
 
 _MEASURE = """
+const win = frame.contentWindow, doc = frame.contentDocument, root = doc.documentElement;
+const shown = (el) => el.getClientRects().length > 0 && el.getBoundingClientRect().height > 0;
+return {
+  scrollWidth: root.scrollWidth,
+  clientWidth: root.clientWidth,
+  loads: win.performance.getEntriesByType("resource").map((entry) => entry.name),
+  text: doc.body.innerText,
+  runs: [...doc.querySelectorAll("div.run")].map((run) => ({
+    id: run.querySelector(".id").textContent,
+    height: run.getBoundingClientRect().height,
+    timeline: run.querySelector("svg").getBoundingClientRect().width,
+    marks: run.querySelectorAll("svg path").length,
+  })),
+  links: [...doc.querySelectorAll('a[href^="#"]')].map((a) => {
+    const target = doc.getElementById(a.getAttribute("href").slice(1));
+    return target !== null && shown(target);
+  }),
+  bars: doc.querySelectorAll("h2 + svg rect").length,
+  folded: [...doc.querySelectorAll("details")].map((d) => !d.open && shown(d)),
+};
+"""
+
+
+_HARNESS = """
 window.addEventListener("load", () => {
+  const read = (frame) => {/* read */};
   const found = {};
   for (const frame of document.querySelectorAll("iframe")) {
-    const win = frame.contentWindow, doc = frame.contentDocument, root = doc.documentElement;
-    const shown = (el) => el.getClientRects().length > 0 && el.getBoundingClientRect().height > 0;
-    found[frame.id] = {
-      scrollWidth: root.scrollWidth,
-      clientWidth: root.clientWidth,
-      loads: win.performance.getEntriesByType("resource").map((entry) => entry.name),
-      text: doc.body.innerText,
-      runs: [...doc.querySelectorAll("div.run")].map((run) => ({
-        id: run.querySelector(".id").textContent,
-        height: run.getBoundingClientRect().height,
-        timeline: run.querySelector("svg").getBoundingClientRect().width,
-        marks: run.querySelectorAll("svg path").length,
-      })),
-      links: [...doc.querySelectorAll('a[href^="#"]')].map((a) => {
-        const target = doc.getElementById(a.getAttribute("href").slice(1));
-        return target !== null && shown(target);
-      }),
-      bars: doc.querySelectorAll("h2 + svg rect").length,
-      folded: [...doc.querySelectorAll("details")].map((d) => !d.open && shown(d)),
-    };
+    found[frame.id] = read(frame);
   }
   const out = document.createElement("pre");
   out.id = "result";
@@ -98,15 +104,17 @@ window.addEventListener("load", () => {
 
 
 def _measure(
-    browser: ModuleType, pages: dict[str, str], folder: Path, script: str = _MEASURE
+    browser: ModuleType, pages: dict[str, str], folder: Path, read: str = _MEASURE
 ) -> dict[str, Any]:
-    """Lay each page out in an iframe of a laptop's width; what ``script`` (the harness: by
-    default this file's) read of each."""
+    """Lay each page out in an iframe of a laptop's width; what ``read`` (the body of a
+    script's function of one ``frame``: by default this file's) returned of each, by the
+    frame's name."""
     frames = "".join(
         f'<iframe id="{name}" style="width:{LAPTOP}px;height:900px;border:0" '
         f'srcdoc="{html.escape(page, quote=True)}"></iframe>'
         for name, page in pages.items()
     )
+    script = _HARNESS.replace("/* read */", read)
     harness = folder / "harness.html"
     # Undeclared, Chromium takes the encoding from the first bytes it reads: an English page
     # long enough ahead of a Korean one is read as windows-1252 when the file comes in chunks.
@@ -226,16 +234,7 @@ def _colors(rows: list[bytes]) -> Iterator[tuple[int, int, int]]:
 
 
 _READ_TEXT = """
-window.addEventListener("load", () => {
-  const found = {};
-  for (const frame of document.querySelectorAll("iframe")) {
-    found[frame.id] = frame.contentDocument.body.innerText;
-  }
-  const out = document.createElement("pre");
-  out.id = "result";
-  out.textContent = JSON.stringify(found);
-  document.body.appendChild(out);
-});
+return frame.contentDocument.body.innerText;
 """
 
 

@@ -39,33 +39,24 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 _MEASURE = """
-window.addEventListener("load", () => {
-  const found = {};
-  for (const frame of document.querySelectorAll("iframe")) {
-    const doc = frame.contentDocument, root = doc.documentElement;
-    const chart = doc.querySelector("svg.verdicts");
-    found[frame.id] = {
-      scrollWidth: root.scrollWidth,
-      clientWidth: root.clientWidth,
-      loads: frame.contentWindow.performance.getEntriesByType("resource").length,
-      text: doc.body.innerText,
-      font: getComputedStyle(doc.querySelector(".lgr")).fontFamily,
-      bars: [...chart.querySelectorAll("rect:not(.current)")].map((bar) => ({
-        fill: getComputedStyle(bar).fill,
-        height: bar.getBoundingClientRect().height,
-        width: bar.getBoundingClientRect().width,
-      })),
-      listed: [...doc.querySelector("svg.verdicts ~ ul").querySelectorAll("a")].map(
-        (a) => a.textContent),
-      firstDrawn: doc.querySelector("div.run .id").textContent,
-      tag: getComputedStyle(doc.querySelector("div.run .tag")).backgroundColor,
-    };
-  }
-  const out = document.createElement("pre");
-  out.id = "result";
-  out.textContent = JSON.stringify(found);
-  document.body.appendChild(out);
-});
+const doc = frame.contentDocument, root = doc.documentElement;
+const chart = doc.querySelector("svg.verdicts");
+return {
+  scrollWidth: root.scrollWidth,
+  clientWidth: root.clientWidth,
+  loads: frame.contentWindow.performance.getEntriesByType("resource").length,
+  text: doc.body.innerText,
+  font: getComputedStyle(doc.querySelector(".lgr")).fontFamily,
+  bars: [...chart.querySelectorAll("rect:not(.current)")].map((bar) => ({
+    fill: getComputedStyle(bar).fill,
+    height: bar.getBoundingClientRect().height,
+    width: bar.getBoundingClientRect().width,
+  })),
+  listed: [...doc.querySelector("svg.verdicts ~ ul").querySelectorAll("a")].map(
+    (a) => a.textContent),
+  firstDrawn: doc.querySelector("div.run .id").textContent,
+  tag: getComputedStyle(doc.querySelector("div.run .tag")).backgroundColor,
+};
 """
 
 
