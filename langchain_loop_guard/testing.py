@@ -259,13 +259,15 @@ class ScriptedTool(StructuredTool):
         return list(self._arguments)
 
     def model_post_init(self, context: Any, /) -> None:
-        """Run the script as the tool's body (unless a body was given)."""
+        """Run the script as the tool's body (unless a body was given).
+
+        The body is a plain function, not a method of the tool: a bound method's ``repr`` holds
+        the tool's, so the tool's ``repr`` would contain itself without end, and LangSmith, which
+        writes a traced span's inputs (the tools among them) with ``repr``, would fail to send
+        the span."""
         super().model_post_init(context)
         if self.func is None:
-            self.func = self._run_script
-
-    def _run_script(self, **arguments: Any) -> Any:
-        return self._next_result(arguments)
+            self.func = _script_body(self._next_result)
 
     def _next_result(self, arguments: dict[str, Any]) -> Any:
         with self._lock:
@@ -286,6 +288,13 @@ class ScriptedTool(StructuredTool):
         if isinstance(result, BaseException):
             raise result
         return result
+
+
+def _script_body(next_result: Callable[[dict[str, Any]], Any]) -> Callable[..., Any]:
+    def run_script(**arguments: Any) -> Any:
+        return next_result(arguments)
+
+    return run_script
 
 
 def scripted_tool(

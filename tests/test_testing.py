@@ -8,12 +8,15 @@ from typing import Any
 
 import pytest
 from langchain.agents import create_agent
+from langchain.agents.middleware import AgentMiddleware
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, ToolMessage
 from langchain_core.tools import ToolException, tool
 from langgraph.graph import START, MessagesState, StateGraph
+from langsmith_service import LangSmithService, forget_environment
 
 from langchain_loop_guard.testing import (
     ScriptedChatModel,
+    ScriptedTool,
     ScriptExhaustedError,
     call,
     calls,
@@ -232,6 +235,21 @@ def test_callable_result_gets_the_arguments() -> None:
     assert t.invoke({"path": "a.py"}) == "read a.py"
 
 
+def test_a_scripted_tool_given_a_body_runs_the_body() -> None:
+    """A body given as ``func`` (``ScriptedTool.from_function``) answers instead of a script."""
+    t = ScriptedTool.from_function(lambda path: f"read {path}", name="read_file", description="r")
+    assert t.invoke({"path": "a.py"}) == "read a.py"
+
+
+def test_a_scripted_tool_writes_itself_without_repeating_itself() -> None:
+    """The tool's ``repr`` is short and finite (its body is not a method of itself), and its
+    body, called directly as any ``StructuredTool``'s ``func``, runs the script."""
+    t = scripted_tool("read_file", "contents")
+    assert "read_file" in repr(t)
+    assert len(repr(t)) < 2_000
+    assert (t.func(path="a.py"), t.arguments) == ("contents", [{"path": "a.py"}])
+
+
 # --- together, in an agent ------------------------------------------------------------------------
 
 
@@ -255,3 +273,27 @@ def test_scripted_model_and_tools_drive_create_agent(stream: bool) -> None:
         ]
         assert messages[2].tool_call_id == "call_1"
     assert (read.calls, model.bound_tools) == (1, ["read_file"])
+
+
+def test_a_traced_agent_with_scripted_tools_sends_every_span(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """LangSmith writes a middleware span's inputs (the model request, its tools among them)
+    with ``repr``: traced by the real SDK, every span of an agent with scripted tools arrives,
+    and the SDK logs no failure."""
+
+    class Passing(AgentMiddleware[Any, Any]):
+        def wrap_model_call(self, request: Any, handler: Any) -> Any:
+            return handler(request)
+
+    model = ScriptedChatModel(script=[call("read_file", {"path": "a.py"}), "It prints hi."])
+    agent = create_agent(model, [scripted_tool("read_file", "print('hi')")], middleware=[Passing()])
+    service = LangSmithService(monkeypatch)
+    try:
+        agent.invoke({"messages": [("user", "what does a.py print?")]})
+    finally:
+        service.close()
+    forget_environment()
+    assert [r.getMessage() for r in caplog.records if r.name.startswith("langsmith")] == []
+    names = [run.get("name") for run in service.runs().values()]
+    assert names.count("Passing.wrap_model_call") == 2
