@@ -12,6 +12,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from langsmith_service import LangSmithService, forget_environment
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCHMARKS = ROOT / "benchmarks"
@@ -66,6 +67,19 @@ class FakeClock:
 def clock() -> FakeClock:
     """A fake clock to inject into a detector or a guard."""
     return FakeClock()
+
+
+@pytest.fixture
+def service(monkeypatch: pytest.MonkeyPatch) -> Iterator[LangSmithService]:
+    """The LangSmith stand-in (``langsmith_service.py``), with the SDK pointed at it; stopped
+    (and forgotten, once the environment is restored) after the test."""
+    with monkeypatch.context() as patched:
+        started = LangSmithService(patched)
+        try:
+            yield started
+        finally:
+            started.close()
+    forget_environment()
 
 
 @pytest.fixture(scope="module")

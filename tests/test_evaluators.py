@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from langchain.agents import create_agent
 from langsmith import Client, aevaluate, evaluate
 from langsmith.schemas import Example
-from langsmith_service import DEFAULT_PROJECT, LangSmithService, forget_environment
+from langsmith_service import DEFAULT_PROJECT, LangSmithService
 
 from langchain_loop_guard import LoopGuardConfig
 from langchain_loop_guard.evaluators import LoopEvaluator, loop_evaluator
@@ -47,18 +46,6 @@ def _examples(*loops: bool) -> list[Example]:
         Example(id=uuid.uuid4(), dataset_id=dataset, inputs={"loop": loop}, created_at="2026-01-01")
         for loop in loops
     ]
-
-
-@pytest.fixture
-def service(monkeypatch: pytest.MonkeyPatch) -> Iterator[LangSmithService]:
-    """The stand-in, with the SDK pointed at it; stopped (and forgotten) after the test."""
-    with monkeypatch.context() as patched:
-        started = LangSmithService(patched)
-        try:
-            yield started
-        finally:
-            started.close()
-    forget_environment()
 
 
 def _feedback_by_example(service: LangSmithService) -> dict[bool, dict[str, Any]]:

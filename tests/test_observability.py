@@ -227,7 +227,10 @@ def test_a_warning_does_not_hide_a_stop_in_the_metadata() -> None:
 
 @pytest.mark.parametrize("integration", INTEGRATIONS)
 def test_tracing_trouble_never_breaks_the_agent(
-    integration: Integration, caplog: pytest.LogCaptureFixture
+    integration: Integration,
+    service: LangSmithService,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     """A tracer that fails when the guard marks its run: the stop still happens, the failure
     is logged once, and the agent is not broken by it."""
@@ -236,16 +239,10 @@ def test_tracing_trouble_never_breaks_the_agent(
         msg = "tracing backend down"
         raise ConnectionError(msg)
 
-    with pytest.MonkeyPatch.context() as patched:
-        service = LangSmithService(patched)
-        patched.setattr(RunTree, "add_metadata", broken)
-        try:
-            with caplog.at_level(logging.WARNING, logger="langchain_loop_guard"):
-                observed = _run(integration, "observe", "down", on_stop="end")
-                stopped = _run(integration, "on", "down-on", on_stop="end")
-        finally:
-            service.close()
-    forget_environment()
+    monkeypatch.setattr(RunTree, "add_metadata", broken)
+    with caplog.at_level(logging.WARNING, logger="langchain_loop_guard"):
+        observed = _run(integration, "observe", "down", on_stop="end")
+        stopped = _run(integration, "on", "down-on", on_stop="end")
     assert observed["messages"][-1].text == "done"  # observe mode: the run went on
     if integration == "handler":
         assert isinstance(stopped["raised"], LoopDetected)

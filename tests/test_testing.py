@@ -12,7 +12,7 @@ from langchain.agents.middleware import AgentMiddleware
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, ToolMessage
 from langchain_core.tools import ToolException, tool
 from langgraph.graph import START, MessagesState, StateGraph
-from langsmith_service import LangSmithService, forget_environment
+from langsmith_service import LangSmithService
 
 from langchain_loop_guard.testing import (
     ScriptedChatModel,
@@ -276,7 +276,7 @@ def test_scripted_model_and_tools_drive_create_agent(stream: bool) -> None:
 
 
 def test_a_traced_agent_with_scripted_tools_sends_every_span(
-    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    service: LangSmithService, caplog: pytest.LogCaptureFixture
 ) -> None:
     """LangSmith writes a middleware span's inputs (the model request, its tools among them)
     with ``repr``: traced by the real SDK, every span of an agent with scripted tools arrives,
@@ -288,12 +288,8 @@ def test_a_traced_agent_with_scripted_tools_sends_every_span(
 
     model = ScriptedChatModel(script=[call("read_file", {"path": "a.py"}), "It prints hi."])
     agent = create_agent(model, [scripted_tool("read_file", "print('hi')")], middleware=[Passing()])
-    service = LangSmithService(monkeypatch)
-    try:
-        agent.invoke({"messages": [("user", "what does a.py print?")]})
-    finally:
-        service.close()
-    forget_environment()
+    agent.invoke({"messages": [("user", "what does a.py print?")]})
+    service.close()  # everything sent
     assert [r.getMessage() for r in caplog.records if r.name.startswith("langsmith")] == []
     names = [run.get("name") for run in service.runs().values()]
     assert names.count("Passing.wrap_model_call") == 2
